@@ -1,0 +1,1 @@
+"""Shared test configuration. Fakes live in the test files that need them."""

@@ -175,6 +175,10 @@ class TaskSuite:
                 return index, task
         raise SplitError(f"no task in split {split!r} has that instruction")
 
+    def files_for(self, task: Task) -> dict[str, Path]:
+        """The host files to stage for `task`: /workdir/input/<basename> -> tables_root/<path>."""
+        return {Path(f).name: self.tables_root / f for f in task.data_files}
+
     def find(self, task_id: str) -> tuple[str, int, Task]:
         """Locate a task id: (base split, index, task)."""
         for base, tasks in self.splits.items():

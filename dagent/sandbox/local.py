@@ -455,7 +455,9 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int:
     except OSError:
         return proc.wait(timeout=timeout)
     try:
-        if not select.select([fd], [], [], timeout)[0]:
+        poller = select.poll()  # not select.select: it fails for fds above 1024 (many sandboxes)
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(max(0.0, timeout) * 1000):
             raise subprocess.TimeoutExpired(proc.args, timeout)
     finally:
         os.close(fd)

@@ -1,0 +1,300 @@
+"""The capture proxy's wire formats: an agent's request in, the engine's answer out. Pure: bytes and
+dicts in and out, no network, no server, no tokenizer.
+
+REQUEST. `prepare` rewrites an agent's chat request into the one the engine gets: sampling pinned
+from `dagent.sampling` (temperature/top_p/top_k overwrite whatever the client sent or omitted, F05;
+penalties, min_p and logit_bias are removed because the trainer models none of them), the capture
+fields `return_token_ids` and `logprobs` (with `top_logprobs` at least 0, which vLLM needs to fill
+`logprobs.content`), empty `tools` dropped with its companions (vLLM refuses `tools: []`), and
+`stream_options` dropped from non-streaming calls (vLLM refuses it without `stream`). The client's
+own sampling values are kept for the record. Messages are never touched.
+
+ANSWER. `parse_completion` reads a non-streaming answer, `StreamCapture` an SSE stream chunk by
+chunk (ids and logprobs from every chunk, `prompt_token_ids` from the first, the message rebuilt
+from the deltas). Both yield an `EngineCall` or raise `WireError("engine_bad_response")`: an answer
+that is not a chat completion is a named error, never an empty success (F07). The ids and logprobs
+are the engine's, kept as the engine sent them; nothing is decoded or re-encoded (F01).
+
+CONTROL ANSWERS. `budget_stop` is the terminal completion the proxy gives itself past a session's
+budget (F10); `error_body` the OpenAI-style error every refusal carries, with a named `type`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from dagent.sampling import Sampling
+
+try:  # orjson parses an engine answer about 2.5x faster (measured); the stdlib is the fallback
+    import orjson
+
+    loads = orjson.loads
+    dumps = orjson.dumps
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    loads = json.loads
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+BUDGET_STOP_MESSAGE = "Step budget exhausted; stopping."  # OpenEnv's contract.BUDGET_STOP_MESSAGE
+SAMPLING_KEYS = ("temperature", "top_p", "top_k")
+DISTORTING_KEYS = ("min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+                   "logit_bias")  # change the distribution; the trainer's recompute models none
+MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
+JSON_HEADERS = [(b"content-type", b"application/json")]
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+
+class WireError(ValueError):
+    """A request or answer the proxy cannot pass on; becomes an OpenAI-style error body."""
+
+    def __init__(self, message: str, err_type: str, status: int) -> None:
+        super().__init__(message)
+        self.err_type, self.status = err_type, status
+
+
+def error_body(message: str, err_type: str, status: int, code: str | int | None = None) -> bytes:
+    """OpenAI's error shape: {"error": {"message", "type", "param", "code"}}."""
+    return dumps({"error": {"message": message, "type": err_type, "param": None,
+                            "code": status if code is None else code}})
+
+
+def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def read_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def respond(send: Any, status: int, body: bytes, headers: list = JSON_HEADERS) -> None:
+    """One whole ASGI response."""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def api_key(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The caller's key, where every major SDK puts it (as OpenEnv's `extract_api_key`)."""
+    other = None
+    for name, value in headers:
+        if name == b"authorization":
+            if value[:7].lower() == b"bearer ":
+                return value[7:].strip().decode("latin-1")
+        elif name in (b"x-api-key", b"x-goog-api-key"):
+            other = value.strip().decode("latin-1")
+    return other
+
+
+@dataclass
+class Prepared:
+    """An agent request rewritten for the engine, and what the record keeps of the original."""
+
+    body: bytes
+    stream: bool
+    model: str  # the name the agent asked for (answers the proxy gives itself carry it)
+    messages: list[Any]
+    tools: list[Any] | None
+    requested_sampling: dict[str, Any]
+    harness_session_id: str | None
+
+
+def prepare(raw: bytes, sampling: Sampling, *, model: str | None = None,
+            max_output_tokens: int | None = None) -> Prepared:
+    """The request the engine gets for an agent's `raw` chat request (module docstring)."""
+    try:
+        body = loads(raw)
+    except ValueError as e:
+        raise WireError(f"the request body is not JSON: {e}", "invalid_request_error", 400) from e
+    if not isinstance(body, dict):
+        raise WireError("the request body must be a JSON object", "invalid_request_error", 400)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise WireError("`messages` must be a non-empty list", "invalid_request_error", 400)
+    if body.get("n", 1) not in (1, None):
+        raise WireError("capture records exactly one completion per call: send n=1",
+                        "invalid_request_error", 400)
+    requested = {k: v for k in (*SAMPLING_KEYS, *DISTORTING_KEYS)
+                 if (v := body.pop(k, None)) is not None}
+    body.update(sampling.as_request())
+    body["logprobs"] = True
+    if not body.get("top_logprobs"):
+        body["top_logprobs"] = 0
+    body["return_token_ids"] = True
+    stream = body.get("stream") is True
+    if not stream:
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+    tools = body.get("tools")
+    if not tools:
+        for key in ("tools", "tool_choice", "parallel_tool_calls"):
+            body.pop(key, None)
+        tools = None
+    if max_output_tokens:
+        for key in MAX_TOKENS_KEYS:
+            if type(body.get(key)) is int and body[key] > max_output_tokens:
+                body[key] = max_output_tokens
+    asked, user = body.get("model"), body.get("user")
+    if model:
+        body["model"] = model
+    return Prepared(dumps(body), stream, asked if isinstance(asked, str) else "", messages,
+                    tools if isinstance(tools, list) else None, requested,
+                    user if isinstance(user, str) else None)
+
+
+@dataclass
+class EngineCall:
+    """What one engine answer carries for capture."""
+
+    prompt_ids: list[int] | None
+    completion_ids: list[int]
+    logprobs: list[float] | None
+    finish_reason: str | None
+    message: dict[str, Any]
+
+
+def _logprob_values(content: Any) -> list[float] | None:
+    if not isinstance(content, list):
+        return None
+    try:
+        values = [entry["logprob"] for entry in content]
+    except (TypeError, KeyError):
+        return None  # unusable: the analysis reports missing_logprobs, never a crash
+    return values if all(type(v) is float or type(v) is int for v in values) else None
+
+
+def _bad(message: str) -> WireError:
+    return WireError(message, "engine_bad_response", 502)
+
+
+def parse_completion(raw: bytes) -> EngineCall:
+    """The capture of a non-streaming chat completion, or `WireError` for anything else."""
+    try:
+        body = loads(raw)
+    except ValueError:
+        raise _bad(f"the engine answered something that is not JSON ({len(raw)} bytes: "
+                   f"{raw[:80]!r})") from None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _bad(f"the engine answered without choices: {raw[:160]!r}")
+    choice = choices[0]
+    prompt = body.get("prompt_token_ids") or choice.get("prompt_token_ids")  # vLLM | SGLang
+    completion = choice.get("token_ids") or []
+    logprobs = _logprob_values((choice.get("logprobs") or {}).get("content"))
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    return EngineCall(prompt or None, completion, logprobs, choice.get("finish_reason"), message)
+
+
+class StreamCapture:
+    """Collects an SSE chat stream as it passes through: feed raw bytes, read `done`, `call()`."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._events: list[bytes] = []
+        self.done = False
+        self.error: Any = None
+
+    def feed(self, data: bytes) -> None:
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        events = (self._tail + data).split(b"\n\n") if self._tail else data.split(b"\n\n")
+        self._tail = events.pop()
+        for event in events:
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:"):
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        self.done = True
+                    elif payload:
+                        self._events.append(payload)
+
+    def call(self) -> EngineCall:
+        """The captured call (one parse of every event, at the end), or `WireError`."""
+        try:
+            chunks = loads(b"[" + b",".join(self._events) + b"]")
+        except ValueError:
+            raise _bad("the engine's stream carried an event that is not JSON") from None
+        prompt, ids, lps, finish = None, [], [], None
+        lps_ok, parts, reasoning, calls = True, [], [], {}
+        for chunk in chunks:
+            if not isinstance(chunk, dict):
+                raise _bad(f"the engine's stream carried a non-object event: {chunk!r:.80}")
+            if "error" in chunk:
+                raise _bad(f"the engine's stream ended in an error: {chunk['error']!r:.300}")
+            choices = chunk.get("choices") or ()
+            if prompt is None:
+                prompt = chunk.get("prompt_token_ids") or (
+                    choices[0].get("prompt_token_ids") if choices else None)
+            if not choices:
+                continue  # a usage-only chunk
+            choice = choices[0]
+            ids.extend(choice.get("token_ids") or ())
+            content = (choice.get("logprobs") or {}).get("content")
+            if content:
+                values = _logprob_values(content)
+                lps_ok = lps_ok and values is not None
+                lps.extend(values or ())
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                parts.append(delta["content"])
+            text = delta.get("reasoning_content") or delta.get("reasoning")
+            if text:
+                reasoning.append(text)
+            for call in delta.get("tool_calls") or ():
+                _merge_tool_call(calls, call)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        if finish is None:
+            raise _bad("the engine's stream ended before a finish_reason (connection cut?)")
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(parts) or None}
+        if reasoning:
+            message["reasoning_content"] = "".join(reasoning)
+        if calls:
+            message["tool_calls"] = [calls[k] for k in sorted(calls)]
+        return EngineCall(prompt or None, ids, lps if lps_ok and (lps or not ids) else None,
+                          finish, message)
+
+
+def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: dict[str, Any]) -> None:
+    """OpenAI streaming: a call's fields arrive by `index`; name and arguments concatenate."""
+    slot = calls.setdefault(delta.get("index", len(calls)),
+                            {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+    if delta.get("id"):
+        slot["id"] = delta["id"]
+    function = delta.get("function") or {}
+    slot["function"]["name"] += function.get("name") or ""
+    slot["function"]["arguments"] += function.get("arguments") or ""
+
+
+# -- control answers --------------------------------------------------------------------------
+def budget_stop(model: str, stream: bool) -> bytes:
+    """A terminal answer the proxy gives itself once a session's budget is spent: non-empty content
+    and finish_reason "stop" end an agent's loop (an empty message reads as a failure and is retried;
+    measured by OpenEnv with opencode). No token ids: it is never recorded as a turn."""
+    rid = f"budget-{uuid.uuid4().hex[:12]}"
+    if not stream:
+        return dumps({"id": rid, "object": "chat.completion", "created": 0, "model": model,
+                      "choices": [{"index": 0, "message": {"role": "assistant",
+                                                           "content": BUDGET_STOP_MESSAGE},
+                                   "logprobs": None, "finish_reason": "stop"}],
+                      "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+    head = {"id": rid, "object": "chat.completion.chunk", "created": 0, "model": model}
+    deltas = [({"role": "assistant", "content": ""}, None), ({"content": BUDGET_STOP_MESSAGE}, None),
+              ({}, "stop")]
+    events = [dumps({**head, "choices": [{"index": 0, "delta": d, "logprobs": None,
+                                          "finish_reason": f}]}) for d, f in deltas]
+    return b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"

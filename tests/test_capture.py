@@ -1,0 +1,575 @@
+"""The capture proxy, end to end: agents -> proxy -> the LOCAL ENGINE (tiny Qwen3, real Qwen3
+tokenizer and chat template) over real HTTP, then `analyse`, the gate and the exports.
+
+The engine runs in-process under uvicorn behind a recorder that counts what reaches it. Some tests
+steer the tiny Qwen3 (its real forward pass plus a large bias towards a script) so its output is a
+known, realistic agent turn: a tool call, or a think block then an answer. Steering is what lets an
+APPENDING client extend the previous prompt + completion exactly: the random network's text is
+noise whose re-tokenisation differs from the sampled ids, which is itself the drift a
+messages-reconstructing client shows. Fakes live here; the pure parts (wire formats, the compact
+store, the engine connection) are tested without the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dagent import capture_wire as wire
+from dagent.capture import CaptureServer
+from dagent.capture_http import EngineClient
+from dagent.capture_store import SessionState, full_prompts
+from dagent.errors import CaptureError, ConfigError, EngineError
+from dagent.gate import gate
+from dagent.sampling import Sampling
+from dagent.trajectory import AUXILIARY, CLEAN, REALIGN, CapturedTurn
+
+torch = pytest.importorskip("torch")
+uvicorn = pytest.importorskip("uvicorn")
+httpx = pytest.importorskip("httpx")
+
+SYSTEM = {"role": "system", "content": "You are a data agent. Use the tools."}
+TASK = {"role": "user", "content": "How many rows does flights.csv have?"}
+TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command",
+                                          "parameters": {"type": "object", "properties": {
+                                              "command": {"type": "string"}}}}}]
+TOOL_TURN = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l flights.csv"}}\n</tool_call>'
+THINK_TURN = "<think>\nCount them.\n</think>\n\nI will count the rows."
+PINNED = Sampling(temperature=0.7)
+
+
+# -- the engine, served over HTTP ---------------------------------------------------------------
+class Steered:
+    """The tiny Qwen3 with an optional bias towards a script (its real forward pass, a known output)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.script, self.pos = model, None, 0
+
+    def __call__(self, *, input_ids: Any, cache: Any = None, **kw: Any) -> Any:
+        out = self.model(input_ids=input_ids, cache=cache, **kw)
+        if self.script is None:
+            return out
+        self.pos = 0 if cache is None else self.pos + 1
+        logits = out.logits.clone()
+        logits[0, -1, self.script[min(self.pos, len(self.script) - 1)]] += 100.0
+        return SimpleNamespace(logits=logits, cache=out.cache)
+
+
+class Recorder:
+    """ASGI middleware: every chat request body that reached the engine."""
+
+    def __init__(self, app: Any) -> None:
+        self.app, self.bodies = app, []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/chat/completions"):
+            return await self.app(scope, receive, send)
+        body = await wire.read_body(receive)
+        self.bodies.append(json.loads(body))
+        first = True
+
+        async def replay() -> Any:
+            nonlocal first
+            if first:
+                first = False
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def serve(app: Any) -> tuple[Any, int]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    return server, sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    from dagent.engine.server import build_engine, create_app
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # measured 3-10x faster than 2 on a shared 2-core machine
+    local = build_engine("tiny-qwen3")
+    local.model = steered = Steered(local.model)
+    recorder = Recorder(create_app(local, served_model_name="tiny-qwen3"))
+    server, port = serve(recorder)
+    yield SimpleNamespace(url=f"http://127.0.0.1:{port}", recorder=recorder, steered=steered,
+                          tokenizer=local.tokenizer)
+    server.should_exit = True
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def steer(engine: Any) -> Any:
+    def to(text: str | None) -> None:
+        engine.steered.script = None if text is None else (
+            engine.tokenizer.encode(text, add_special_tokens=False) + [engine.tokenizer.eos_token_id])
+    yield to
+    engine.steered.script = None
+
+
+@pytest.fixture()
+def capture(engine: Any) -> Any:
+    with CaptureServer(engine.url, sampling=PINNED, admin_token="admin-secret") as server:
+        yield server
+
+
+def agent(session: Any) -> Any:
+    return httpx.Client(base_url=session.base_url, timeout=120,
+                        headers={"authorization": f"Bearer {session.api_key}"})
+
+
+def call(client: Any, messages: list, **body: Any) -> dict:
+    response = client.post("/chat/completions", json={"model": "tiny-qwen3", "messages": messages,
+                                                      "max_tokens": 48, **body})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def sse(client: Any, messages: list, **body: Any) -> list[dict]:
+    response = client.post("/chat/completions", json={"model": "tiny-qwen3", "messages": messages,
+                                                      "max_tokens": 48, "stream": True, **body})
+    assert response.status_code == 200, response.text
+    events = [e.removeprefix("data: ") for e in response.text.split("\n\n") if e.strip()]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def tool_result(i: int) -> dict:
+    return {"role": "tool", "tool_call_id": f"call_{i}", "content": f"{336_776 + i} flights.csv"}
+
+
+# -- the client shapes ------------------------------------------------------------------------------
+def test_appending_client_chains_into_one_root_with_exact_prefixes(capture: Any, steer: Any) -> None:
+    steer(TOOL_TURN)
+    session = capture.open_session()
+    messages = [SYSTEM, TASK]
+    with agent(session) as client:
+        for i in range(4):  # appends each answer verbatim, as returned, then the tool result
+            stream = i % 2 == 1
+            if stream:
+                chunks = sse(client, messages, tools=TOOLS)
+                message = {"role": "assistant", "content": None, "tool_calls": [
+                    {k: v for k, v in c.items() if k != "index"}
+                    for ch in chunks for c in (ch["choices"][0]["delta"].get("tool_calls") or [])]}
+            else:
+                message = call(client, messages, tools=TOOLS)["choices"][0]["message"]
+            assert message["tool_calls"][0]["function"]["name"] == "bash"
+            messages = [*messages, message, tool_result(i)]
+    turns = capture.turns(session.session_id)
+    assert [t.seq for t in turns] == [0, 1, 2, 3] and all(t.tools_offered == 1 for t in turns)
+    for a, b in zip(turns, turns[1:]):  # exact: prompt k+1 = prompt k + completion k + tool result
+        held = a.prompt_token_ids + a.completion_token_ids
+        assert b.prompt_token_ids[:len(held)] == held
+    trajectory = capture.trajectory(session.session_id)
+    assert len(trajectory.roots) == 1 and [t.kind for t in trajectory.chain_transitions] == [CLEAN] * 3
+    assert trajectory.stats.samples_per_rollout == 1 and gate(trajectory).tier == "train"
+    [segment] = trajectory.sequences()
+    assert segment.input_ids == turns[-1].prompt_token_ids + turns[-1].completion_token_ids
+
+
+@pytest.mark.failure_mode("F02")
+def test_messages_reconstructing_client_realigns_and_does_not_fork(capture: Any, steer: Any) -> None:
+    """Qwen3's template drops history <think> blocks, and this client rebuilds the assistant message
+    from the visible text: each transition drifts by the think block, inside the completion."""
+    steer(THINK_TURN)
+    session = capture.open_session()
+    messages = [SYSTEM, TASK]
+    with agent(session) as client:
+        for i in range(3):
+            text = call(client, messages, tools=TOOLS)["choices"][0]["message"]["content"]
+            visible = text.split("</think>")[-1].strip()
+            messages = [*messages, {"role": "assistant", "content": visible},
+                        {"role": "user", "content": f"And column {i}?"}]
+    trajectory = capture.trajectory(session.session_id)
+    kinds = [t.kind for t in trajectory.chain_transitions]
+    assert kinds == [REALIGN, REALIGN] and len(trajectory.roots) == 1
+    assert 0 < trajectory.stats.drift_max < 32 and trajectory.stats.fork == 0
+    assert gate(trajectory).tier == "train"
+    # the same capture under TRL's lossless_capture threshold (0) forks instead
+    assert capture.trajectory(session.session_id, fork_threshold_tokens=0).stats.fork == 2
+
+
+@pytest.mark.failure_mode("F03")
+def test_toolless_title_call_is_an_auxiliary_root_excluded_from_training(capture: Any, steer: Any) -> None:
+    steer(TOOL_TURN)
+    session = capture.open_session()
+    messages = [SYSTEM, TASK]
+    with agent(session) as client:
+        for i in range(2):
+            messages = [*messages, call(client, messages, tools=TOOLS)["choices"][0]["message"],
+                        tool_result(i)]
+        steer("Counting flights")
+        title = [{"role": "system", "content": "Generate a short title for this conversation."}, TASK]
+        call(client, title)  # opencode's title call: no tools, its own system prompt, and LAST
+    trajectory = capture.trajectory(session.session_id)
+    assert [r.label for r in trajectory.roots].count(AUXILIARY) == 1 and len(trajectory.roots) == 2
+    assert trajectory.agent_chain == tuple(t.turn_id for t in trajectory.turns[:2])
+    entries = capture.trace_entries(session.session_id)
+    assert [e["metadata"]["node_id"] for e in entries] == list(trajectory.agent_chain)
+    document = capture.rollout_document(session.session_id)
+    assert [(r["role"], r["trainable"]) for r in document["sequences"]] == [("agent", True),
+                                                                           ("auxiliary", False)]
+
+
+@pytest.mark.failure_mode("F04")
+def test_rerendering_client_is_reported_per_turn_capture_only(capture: Any) -> None:
+    session = capture.open_session()
+    with agent(session) as client:
+        for i in range(3):  # re-renders from scratch: its system prompt changes every call
+            system = {"role": "system", "content": f"You are a data agent. Step {i}; time {i * 7}s."}
+            call(client, [system, TASK], tools=TOOLS, max_tokens=4)
+    trajectory = capture.trajectory(session.session_id)
+    assert trajectory.per_turn_capture_only and len(trajectory.roots) == 3
+    assert "per_turn_capture_only" in {f.code for f in capture.findings(session.session_id)}
+    assert gate(trajectory).tier == "eval_only"
+
+
+# -- budget, errors, keys -------------------------------------------------------------------------
+@pytest.mark.failure_mode("F10")
+def test_budget_stops_the_next_call_without_reaching_the_engine_and_counts_it(capture: Any, engine: Any) -> None:
+    session = capture.open_session(max_model_calls=2)
+    hits = len(engine.recorder.bodies)
+    with agent(session) as client:
+        call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
+        sse(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
+        stop = call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)["choices"][0]
+        chunks = sse(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
+    assert len(engine.recorder.bodies) - hits == 2  # calls 3 and 4 never reached the engine
+    assert stop["finish_reason"] == "stop" and stop["message"]["content"] == wire.BUDGET_STOP_MESSAGE
+    assert not stop["message"].get("tool_calls")  # a plain final answer ends an agent's loop
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == wire.BUDGET_STOP_MESSAGE
+    stats = capture.stats(session.session_id)
+    assert (stats.requests, stats.model_calls, stats.turns, stats.budget_stops) == (4, 2, 2, 2)
+    assert "budget_exhausted" in {f.code for f in capture.findings(session.session_id)}
+    assert capture.rollout_document(session.session_id)["budget_stop_count"] == 2
+
+
+def test_context_overflow_ends_the_loop_with_a_stop_and_is_not_an_engine_failure(capture: Any) -> None:
+    """The engine refuses a call past its 4096-token window: as OpenEnv does, the agent gets the
+    terminal stop (its loop ends, the rollout is graded on what it has) and it is counted."""
+    session = capture.open_session()
+    with agent(session) as client:
+        call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
+        stop = call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=8000)["choices"][0]
+    assert stop["finish_reason"] == "stop" and stop["message"]["content"] == wire.BUDGET_STOP_MESSAGE
+    stats = capture.stats(session.session_id)
+    assert (stats.model_calls, stats.turns, stats.context_stops, stats.engine_errors) == (2, 1, 1, 0)
+    codes = {f.code: f.level for f in capture.findings(session.session_id)}
+    assert codes["context_exhausted"] == "warn" and "engine_error" not in codes
+
+
+@pytest.mark.failure_mode("F07")
+def test_engine_down_is_a_named_error_and_no_model_call_is_recorded() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    with CaptureServer(f"http://127.0.0.1:{dead}") as capture:
+        session = capture.open_session()
+        with agent(session) as client:
+            for stream in (False, True):
+                response = client.post("/chat/completions", json={"messages": [TASK], "stream": stream})
+                assert response.status_code == 502
+                assert response.json()["error"]["type"] == "engine_unreachable"
+        stats = capture.stats(session.session_id)
+        assert (stats.model_calls, stats.turns, stats.engine_errors) == (2, 0, 2)
+        codes = {f.code: f.level for f in capture.findings(session.session_id)}
+        assert codes["engine_error"] == "fatal" and codes["empty"] == "fatal"  # UNGRADED, not 0.0
+        document = capture.rollout_document(session.session_id)
+        assert not document["trainable"] and document["turns"] == []
+
+
+class Garbage:
+    """An 'engine' that answers 200 with something that is not a chat completion."""
+
+    def __init__(self) -> None:
+        self.bodies = [b"<html>oops</html>", b'{"choices": []}',
+                       b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n']
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await wire.read_body(receive)
+        body = self.bodies.pop(0)
+        kind = b"text/event-stream" if body.startswith(b"data:") else b"application/json"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+        await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.failure_mode("F07")
+def test_engine_answering_garbage_is_a_named_error_not_an_empty_success() -> None:
+    server, port = serve(Garbage())
+    try:
+        with CaptureServer(f"http://127.0.0.1:{port}") as capture:
+            session = capture.open_session()
+            with agent(session) as client:
+                for _ in range(2):
+                    response = client.post("/chat/completions", json={"messages": [TASK]})
+                    assert response.status_code == 502
+                    assert response.json()["error"]["type"] == "engine_bad_response"
+                streamed = client.post("/chat/completions", json={"messages": [TASK], "stream": True})
+                assert streamed.status_code == 200 and '"engine_bad_response"' in streamed.text
+                assert "[DONE]" not in streamed.text  # the stream ends on the error, not a success
+            assert capture.stats(session.session_id).engine_errors == 3
+            assert capture.turns(session.session_id) == []
+    finally:
+        server.should_exit = True
+
+
+def test_unknown_or_closed_api_key_is_refused(capture: Any, engine: Any) -> None:
+    hits = len(engine.recorder.bodies)
+    for headers in ({}, {"authorization": "Bearer not-a-session"}, {"x-api-key": "nope"}):
+        response = httpx.post(capture.base_url + "/chat/completions", headers=headers,
+                              json={"messages": [TASK]})
+        assert response.status_code == 401
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["code"] == "invalid_api_key"
+    session = capture.open_session()
+    capture.close_session(session.session_id)
+    with agent(session) as client:
+        assert client.post("/chat/completions", json={"messages": [TASK]}).status_code == 401
+    assert len(engine.recorder.bodies) == hits
+    with pytest.raises(CaptureError):
+        capture.turns(session.session_id)
+
+
+def test_admin_routes_refuse_without_the_token_and_match_openenv_with_it(capture: Any, steer: Any) -> None:
+    root = capture.base_url.removesuffix("/v1")
+    for method, path in (("POST", "/sessions"), ("GET", "/sessions"), ("GET", "/sessions/x"),
+                         ("GET", "/sessions/x/rollout"), ("GET", "/sessions/x/trace_entries"),
+                         ("DELETE", "/sessions/x")):
+        for headers in ({}, {"authorization": "Bearer wrong"}):
+            response = httpx.request(method, root + path, headers=headers)
+            assert response.status_code == 401, (method, path)
+            assert response.json()["error"]["message"] == "this route requires the capture admin key"
+    admin = httpx.Client(base_url=root, headers={"authorization": "Bearer admin-secret"})
+    created = admin.post("/sessions", json={"max_model_calls": 3, "metadata": {"task": "t1"}}).json()
+    assert {"session_id", "capture_level", "rollout_type", "max_model_calls", "llm_url",
+            "model"} <= set(created) and created["max_model_calls"] == 3
+    assert admin.post("/sessions", json={"sampling": {"temperature": 2.0}}).status_code == 400
+    steer(TOOL_TURN)
+    sid = created["session_id"]
+    with agent(SimpleNamespace(base_url=capture.base_url, api_key=sid)) as client:
+        message = call(client, [SYSTEM, TASK], tools=TOOLS)["choices"][0]["message"]
+        call(client, [SYSTEM, TASK, message, tool_result(0)], tools=TOOLS)
+    [listed] = [s for s in admin.get("/sessions").json()["sessions"] if s["session_id"] == sid]
+    assert (listed["turns"], listed["roots"], listed["task"]) == (2, 1, "t1")
+    status = admin.get(f"/sessions/{sid}").json()
+    assert {"idle_s", "upstream_errors", "n_turns", "n_roots", "n_leaves", "n_forks",
+            "n_discarded"} <= set(status) and (status["n_turns"], status["n_leaves"]) == (2, 1)
+    rollout = admin.get(f"/sessions/{sid}/rollout", params={"include_messages": "true"}).json()
+    assert rollout["trainable"] and rollout["turns"][0]["request_messages"][0] == SYSTEM
+    entries = admin.get(f"/sessions/{sid}/trace_entries").json()["entries"]
+    from openenv.core.harness import TrainingTrace  # OpenEnv's strict contract accepts them
+
+    assert len(TrainingTrace.from_entries(entries).turns) == 2
+    assert admin.get("/sessions/nope").status_code == 404
+    assert admin.delete(f"/sessions/{sid}").json() == {"deleted": True}
+    assert admin.get(f"/sessions/{sid}").status_code == 404
+
+
+# -- capture fidelity -------------------------------------------------------------------------------
+def test_streaming_and_non_streaming_capture_the_same_ids_for_the_same_seed(capture: Any, engine: Any) -> None:
+    session = capture.open_session()
+    with agent(session) as client:
+        body = call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=24, seed=11)
+        chunks = sse(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=24, seed=11)
+    plain, streamed = capture.turns(session.session_id)
+    assert plain.prompt_token_ids == streamed.prompt_token_ids == tuple(body["prompt_token_ids"])
+    assert plain.completion_token_ids == streamed.completion_token_ids == tuple(body["choices"][0]["token_ids"])
+    assert plain.logprobs == streamed.logprobs and len(plain.logprobs) == 24
+    assert plain.finish_reason == streamed.finish_reason == "length"
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert streamed.metadata["response_message"]["content"] == text == body["choices"][0]["message"]["content"]
+    assert chunks[0]["prompt_token_ids"] == body["prompt_token_ids"]  # forwarded, not replayed
+
+
+@pytest.mark.failure_mode("F05")
+def test_pinned_sampling_reaches_the_engine_whatever_the_client_sends(capture: Any, engine: Any) -> None:
+    session = capture.open_session()
+    start = len(engine.recorder.bodies)
+    with agent(session) as client:
+        call(client, [SYSTEM, TASK], max_tokens=4)  # opencode sends no sampling parameters
+        call(client, [SYSTEM, TASK], max_tokens=4, temperature=1.3, top_p=0.5, top_k=7,
+             min_p=0.1, presence_penalty=0.4, logprobs=False)
+        sse(client, [SYSTEM, TASK], max_tokens=4, temperature=0.0)
+    for body in engine.recorder.bodies[start:]:
+        assert {k: body.get(k) for k in ("temperature", "top_p", "top_k")} == PINNED.as_request()
+        assert body["return_token_ids"] is True and body["logprobs"] is True and body["top_logprobs"] == 0
+        assert "min_p" not in body and "presence_penalty" not in body
+    turns = capture.turns(session.session_id)
+    assert all(t.metadata["sampling_params"] == PINNED.as_request() for t in turns)
+    assert turns[1].metadata["requested_sampling_params"]["top_p"] == 0.5
+    pinned = [f for f in capture.findings(session.session_id) if f.code == "sampling_pinned"]
+    assert pinned and "temperature=1.3" in pinned[0].detail
+
+
+# -- the pure parts ------------------------------------------------------------------------------
+def test_prepare_pins_sampling_and_refuses_what_it_cannot_capture() -> None:
+    raw = json.dumps({"model": "m", "messages": [TASK], "temperature": 0.1, "tools": [],
+                      "tool_choice": "auto", "stream_options": {"include_usage": True},
+                      "max_tokens": 32_000}).encode()
+    prepared = wire.prepare(raw, PINNED, model="served", max_output_tokens=8192)
+    sent = json.loads(prepared.body)
+    assert sent["temperature"] == 0.7 and sent["model"] == "served" and prepared.model == "m"
+    assert "tools" not in sent and "tool_choice" not in sent and "stream_options" not in sent
+    assert sent["max_tokens"] == 8192 and prepared.requested_sampling == {"temperature": 0.1}
+    for bad in (b"not json", b"[]", b'{"messages": []}', b'{"messages": [{}], "n": 2}'):
+        with pytest.raises(wire.WireError):
+            wire.prepare(bad, PINNED)
+
+
+def test_stream_capture_rebuilds_the_message_and_refuses_broken_streams() -> None:
+    events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+               "prompt_token_ids": [1, 2, 3]},
+              {"choices": [{"index": 0, "delta": {"content": "Hi"}, "token_ids": [7],
+                            "logprobs": {"content": [{"logprob": -0.5}]}}]},
+              {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": {
+                  "name": "bash", "arguments": '{"comm'}}]}, "token_ids": [8],
+                  "logprobs": {"content": [{"logprob": -0.25}]}}]},
+              {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {
+                  "arguments": 'and": "ls"}'}}]}, "token_ids": [9], "finish_reason": "tool_calls",
+                  "logprobs": {"content": [{"logprob": -1.0}]}}]},
+              {"choices": [], "usage": {"prompt_tokens": 3}}]
+    raw = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in events) + b"data: [DONE]\n\n"
+    capture = wire.StreamCapture()
+    for i in range(0, len(raw), 7):  # any split of the bytes
+        capture.feed(raw[i:i + 7])
+    call = capture.call()
+    assert capture.done and call.prompt_ids == [1, 2, 3] and call.completion_ids == [7, 8, 9]
+    assert call.logprobs == [-0.5, -0.25, -1.0] and call.finish_reason == "tool_calls"
+    assert call.message["content"] == "Hi"
+    assert call.message["tool_calls"][0]["function"] == {"name": "bash", "arguments": '{"command": "ls"}'}
+    cut = wire.StreamCapture()
+    cut.feed(raw[: raw.index(b'"finish_reason"')].rsplit(b"data:", 1)[0])
+    with pytest.raises(wire.WireError, match="before a finish_reason"):
+        cut.call()
+    for bad in (b"<html>", b'{"choices": []}', b'{"error": "x"}'):
+        with pytest.raises(wire.WireError):
+            wire.parse_completion(bad)
+
+
+def _record(state: SessionState, seq: int, prompt: list[int], completion: list[int]) -> Any:
+    call = wire.EngineCall(prompt, completion, [-0.5] * len(completion), "stop", {})
+    prepared = wire.Prepared(b"", False, "m", [SYSTEM, {"role": "user", "content": str(seq)}],
+                             None, {}, None)
+    return state.add(seq, call, prepared, {})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["append", "drift", "fresh", "missing"]),
+                          st.integers(1, 300)), min_size=1, max_size=14), st.randoms())
+def test_compact_store_rebuilds_every_prompt_exactly(steps: list, rng: random.Random) -> None:
+    state, expected, held = SessionState("s", None, {}), [], [rng.randrange(2**32) for _ in range(100)]
+    pending = []
+    for seq, (kind, n) in enumerate(steps):
+        extra = [rng.randrange(151_000) for _ in range(n)]
+        prompt = {"append": held + extra, "drift": held[:-3] + extra, "fresh": extra,
+                  "missing": None}[kind]
+        completion = [rng.randrange(151_000) for _ in range(rng.randrange(1, 40))]
+        pending.append(_record(state, seq, prompt, completion))
+        expected.append(prompt)
+        if prompt is not None:
+            held = prompt + completion
+        if rng.random() < 0.6:  # compaction runs after the answer is sent, in any interleaving
+            state.compact(pending.pop(rng.randrange(len(pending))))
+    got = [None if p is None else list(p) for p in full_prompts(state.records)]
+    order = [r.seq for r in state.records]
+    assert got == [expected[s] for s in order]
+    for rec in pending:
+        state.compact(rec)
+    turns = state.turns()
+    assert [None if t.prompt_token_ids is None else list(t.prompt_token_ids) for t in turns] == expected
+
+
+def test_appending_session_stores_about_its_final_length_once() -> None:
+    state, prompt = SessionState("s", None, {}), list(range(1000, 5000))
+    for seq in range(50):
+        completion = list(range(seq * 200, seq * 200 + 128))
+        state.compact(_record(state, seq, prompt, completion))
+        prompt = prompt + completion + list(range(7, 257))
+    stored = sum(len(r.prompt[2]) for r in state.records)
+    assert stored < len(prompt) and all(r.prompt[2].typecode == "I" for r in state.records)
+    assert list(state.turns()[-1].prompt_token_ids) == prompt[:len(prompt) - 378]
+
+
+async def _stale_keepalive_engine() -> None:
+    """An engine that answers one request per connection and drops the connection when the next
+    arrives (its keep-alive timer fired as the request was sent): the client must send it once
+    more on a fresh connection. Its answers are chunked, split mid-JSON."""
+    async def handle(reader: Any, writer: Any) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: "
+                     b"chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\": 1\r\n1\r\n}\r\n0\r\n\r\n")
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = EngineClient(f"http://127.0.0.1:{port}/v1")
+    for _ in range(3):
+        response = await client.request("POST", "/chat/completions", b"{}")
+        assert response.status == 200 and await response.read() == b'{"a": 1}'
+    server.close()
+    await server.wait_closed()
+    client.close()
+    with pytest.raises(EngineError, match="could not connect"):
+        await client.request("POST", "/chat/completions", b"{}")
+
+    async def silent(reader: Any, writer: Any) -> None:  # reads, never answers
+        await reader.read(1 << 16)
+        await asyncio.sleep(5)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    wedged = EngineClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", timeout_s=0.2)
+    with pytest.raises(EngineError, match="did not answer within"):
+        await wedged.request("POST", "/chat/completions", b"{}")
+    server.close()
+
+    async def broken(reader: Any, writer: Any) -> None:  # chunk sizes that are not numbers
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n")
+        await writer.drain()
+
+    server = await asyncio.start_server(broken, "127.0.0.1", 0)
+    response = await EngineClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}").request("GET", "/x")
+    with pytest.raises(EngineError, match="malformed"):
+        await response.read()
+    server.close()
+
+
+def test_engine_connection_survives_a_closed_keepalive_and_names_dead_or_wedged_engines() -> None:
+    asyncio.run(_stale_keepalive_engine())
+
+
+def test_open_session_validates_its_arguments(capture: Any) -> None:
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError):
+            capture.open_session(max_model_calls=bad)
+    session = capture.open_session(session_id="rollout-7.a")
+    assert session.api_key == session.session_id == "rollout-7.a"
+    assert session.base_url == capture.base_url and capture.turns("rollout-7.a") == []
+    with pytest.raises(CaptureError):
+        capture.open_session(session_id="rollout-7.a")
+    with pytest.raises(ConfigError):
+        capture.open_session(session_id="../etc")
+    assert isinstance(capture.close_session("rollout-7.a"), list)
+    assert all(isinstance(t, CapturedTurn) for t in capture.close_session(capture.open_session().session_id))

@@ -129,6 +129,21 @@ def eval_cmd(
         raise typer.Exit(2 if agent == "oracle" else 0)
 
 
+@app.command("rollout")
+def rollout_cmd(
+    task: Annotated[str, typer.Option("--task", help="Task id (dagent tasks list).")],
+    harness: Annotated[str, typer.Option(help="Agent harness: opencode.")] = "opencode",
+    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url.")] = "tiny-qwen3",
+    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
+    suite: SuiteOpt = None,
+) -> None:
+    """One black-box rollout: outcome, turns, drift summary, findings."""
+    from dagent.rollout_cli import run_rollout_command
+
+    run_rollout_command(task, harness=harness, model=model, engine_url=engine_url, suite=_suite(suite),
+                        echo=lambda line: out.print(line, markup=False, highlight=False))
+
+
 @engine_app.command("serve")
 def engine_serve(
     model: Annotated[str, typer.Option(help="tiny-qwen3, smollm2-135m, or a local model directory.")] = "tiny-qwen3",

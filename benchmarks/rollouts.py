@@ -1,0 +1,196 @@
+"""Benchmark: N black-box rollouts (real opencode, capture, local sandbox) and their figures.
+
+    python benchmarks/rollouts.py --n 20                      # the scripted policy (see below)
+    python benchmarks/rollouts.py --n 20 --template qwen3_5   # the same, Qwen3.5's thinking template
+    python benchmarks/rollouts.py --n 20 --policy tiny-qwen3  # the random tiny Qwen3, real weights
+    python benchmarks/rollouts.py --suite ~/.cache/dagent/suite --split test --n 20
+
+Prints per rollout: outcome, turns (agent / all), drift, transitions, wall time; then turns per
+rollout, drift mean/max, fork and realign fractions, samples per rollout and wall time p50/p95.
+
+POLICIES. `tiny-qwen3` (and `smollm2-135m`) are real networks served by the local engine; the
+random tiny Qwen3 emits noise up to its token cap, so opencode stops after ONE agent turn.
+`scripted` is NOT a model: `ScriptedPolicy` is a language-model stand-in whose logits put all mass
+on the next token of a script chosen from the prompt (title call -> a title; no tool result yet ->
+a `bash` call that looks at the table; one tool result -> a `bash` call that writes
+`tail -n +2 t.csv | wc -l` to /workdir/answer.txt; then a closing sentence). It runs inside the
+REAL local engine (real Qwen3 tokenizer and chat template, real sampling at the shared
+temperature, real hermes tool-call parsing, logprobs from its logits) behind the SAME capture
+proxy, so opencode, the sandbox and the token chain are exercised for real over several agent
+turns. Its answer is right only for "how many data rows" tasks; elsewhere it is graded wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TITLE = "Counting rows in a CSV table"
+LOOK = {"command": "head -5 /workdir/input/*.csv", "description": "Look at the input table"}
+WRITE = {"command": "tail -n +2 /workdir/input/*.csv | wc -l > /workdir/answer.txt",
+         "description": "Count the data rows into the answer file"}
+DONE = "I counted the data rows and wrote the count to /workdir/answer.txt."
+
+
+def tool_call(arguments: dict[str, str], xml: bool = False) -> str:
+    """A tool call as the model family writes one: Qwen3's hermes JSON (json.dumps spacing), or
+    Qwen3.5's XML form (`<function=bash><parameter=...>`)."""
+    if xml:
+        params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
+        return f"<tool_call>\n<function=bash>\n{params}</function>\n</tool_call>"
+    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": arguments}) + "\n</tool_call>"
+
+
+def script_for(prompt: str) -> str:
+    """What the scripted policy says, given the rendered prompt (see the module docstring). Under a
+    thinking template (the prompt ends in `<think>\n`) it first closes an empty thought, and writes
+    tool calls in Qwen3.5's XML form, as that model family does."""
+    thinking = prompt.endswith("<think>\n")
+    prefix = "\n</think>\n\n" if thinking else ""
+    if "You are a title generator" in prompt:
+        return prefix + TITLE
+    done = prompt.count("<tool_response>")
+    return prefix + (tool_call(LOOK, thinking) if done == 0 else tool_call(WRITE, thinking) if done == 1 else DONE)
+
+
+class ScriptedPolicy:
+    """A causal-LM stand-in for `dagent.engine.generation.LocalEngine`: logits put all mass (30.0
+    over zeros) on the next token of `script_for(prompt)`, then on the stop token. Its cache is
+    `(script, position)`, handed back by the engine each step (no state on the instance)."""
+
+    def __init__(self, tokenizer: Any, vocab: int, stop_id: int) -> None:
+        self.tokenizer, self.vocab, self.stop_id = tokenizer, vocab, stop_id
+
+    def __call__(self, input_ids: Any, cache: Any = None, **_: Any) -> Any:
+        import torch
+
+        if cache is None:
+            text = self.tokenizer.decode(input_ids[0].tolist())
+            script = self.tokenizer.encode(script_for(text), add_special_tokens=False) + [self.stop_id]
+            cache = (script, 0)
+        else:
+            cache = (cache[0], cache[1] + 1)
+        script, pos = cache
+        logits = torch.zeros(1, 1, self.vocab)
+        logits[0, 0, script[min(pos, len(script) - 1)]] = 30.0
+        return SimpleNamespace(logits=logits, cache=cache)
+
+
+class EngineThread:
+    """A uvicorn server for an engine app on a free port, in a daemon thread."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        from dagent.rollout_cli import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 60
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the engine server did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+
+
+def scripted_engine(variant: str = "qwen3", context: int = 32_768) -> EngineThread:
+    """The real local engine over `ScriptedPolicy` and a real Qwen tokenizer and chat template
+    (`qwen3`, or `qwen3_5` with its thinking template), served as `scripted`."""
+    from dagent.engine.generation import LocalEngine
+    from dagent.engine.server import create_app
+    from dagent.engine.tokenizer import VARIANTS, qwen3_tokenizer
+
+    tokenizer = qwen3_tokenizer(variant)
+    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    engine = LocalEngine(ScriptedPolicy(tokenizer, VARIANTS[variant].model_vocab_size, stop), tokenizer,
+                         eos_token_ids=(stop,), max_model_len=context, name="scripted")
+    return EngineThread(create_app(engine, served_model_name="scripted"))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else 0.0
+
+
+def main(args: argparse.Namespace) -> int:
+    from dagent.envs.blackbox import BlackBoxRuntime
+    from dagent.harness.opencode import OpencodeConfig
+    from dagent.hub import load_tasks
+    from dagent.rollout_cli import LocalEngineProcess, served_model
+
+    if args.suite:
+        suite = load_tasks(args.suite)
+    else:  # the tests' synthetic suite: a real CSV, four tasks per split
+        from tests.envs.conftest import write_suite
+
+        scratch = tempfile.TemporaryDirectory(prefix="dagent-bench-")
+        suite = load_tasks(write_suite(Path(scratch.name) / "suite"))
+    engine = scripted_engine(args.template) if args.policy == "scripted" else LocalEngineProcess(args.policy).start()
+    rows, started = [], time.monotonic()
+    try:
+        model = served_model(engine.url)
+        runtime = BlackBoxRuntime(suite, engine.url, model=model, timeout_s=args.timeout,
+                                  opencode=OpencodeConfig(model=model, max_output_tokens=args.max_output_tokens))
+        with runtime:
+            print(runtime.describe(), flush=True)
+            n_tasks = len(suite.tasks(args.split))
+            for k in range(args.n):
+                r = runtime.run_rollout(args.split, k % n_tasks)
+                g = r.gate
+                rows.append(r)
+                print(f"{k:>3} {r.task_id:<12} {r.outcome:<9} {str(r.cause or ''):<17} turns {g.agent_turns}/"
+                      f"{g.turns}  drift mean {g.drift_mean:6.1f} max {g.drift_max:>4}  forks {g.fork_frac:.2f} "
+                      f"realign {g.realign_frac:.2f}  tier {g.tier:<9} wall {r.wall_s:6.1f}s", flush=True)
+    finally:
+        engine.stop()
+    gates = [r.gate for r in rows]
+    walls = [r.wall_s for r in rows]
+    transitions = sum(max(g.agent_turns - 1, 0) for g in gates)
+    label = f"{args.policy}/{args.template}" if args.policy == "scripted" else args.policy
+    print(f"\n{len(rows)} rollouts ({label}) in {time.monotonic() - started:.0f}s")
+    print("outcomes: " + ", ".join(f"{o} {sum(r.outcome == o for r in rows)}" for o in ("correct", "wrong", "ungraded")))
+    print(f"turns per rollout: agent {statistics.mean(g.agent_turns for g in gates):.2f}, "
+          f"all calls {statistics.mean(g.turns for g in gates):.2f} "
+          f"(auxiliary roots {statistics.mean(g.auxiliary_roots_excluded for g in gates):.2f})")
+    print(f"drift over {transitions} transitions: mean {statistics.mean(g.drift_mean for g in gates):.2f} "
+          f"max {max(g.drift_max for g in gates)}; fork_frac {statistics.mean(g.fork_frac for g in gates):.4f} "
+          f"realign_frac {statistics.mean(g.realign_frac for g in gates):.4f}; samples per rollout "
+          f"{statistics.mean(g.samples_per_rollout for g in gates):.2f}; tiers "
+          + ", ".join(f"{t} {sum(g.tier == t for g in gates)}" for t in ("train", "eval_only", "reject")))
+    print(f"wall per rollout: mean {statistics.mean(walls):.1f}s p50 {pct(walls, 0.5):.1f}s "
+          f"p95 {pct(walls, 0.95):.1f}s max {max(walls):.1f}s")
+    return 0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=20, help="rollouts to run")
+    p.add_argument("--policy", default="scripted", help="scripted, tiny-qwen3 or smollm2-135m")
+    p.add_argument("--template", default="qwen3", choices=["qwen3", "qwen3_5"],
+                   help="the scripted policy's tokenizer and chat template")
+    p.add_argument("--suite", default=None, help="a suite (default: the synthetic one of the tests)")
+    p.add_argument("--split", default="train")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per rollout")
+    p.add_argument("--max-output-tokens", type=int, default=256)
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse()))

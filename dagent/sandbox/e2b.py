@@ -36,15 +36,14 @@ from typing import Any
 
 from dagent.errors import ConfigError, MissingDependencyError, SandboxError
 from dagent.sandbox import OutputBuffer, describe_secrets
-from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, Sandbox, SandboxBackend
-from dagent.sandbox.staging import stage_remote
+from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, SandboxBackend
+from dagent.sandbox.remote import STAGE_TIMEOUT_S, RemoteSandbox
 
 __all__ = ["E2BBackend", "E2BSandbox"]
 
 _LOG = logging.getLogger(__name__)
 _HOME = "/home/user"  # E2B runs commands as `user` (F20); read it through sandbox_home("e2b")
 _USER = "user"
-STAGE_TIMEOUT_S = 600.0  # uploads and the staging check: the SDK's 60 s default cut large tables short
 SETUP_TIMEOUT_S = 60.0
 
 
@@ -66,6 +65,8 @@ class E2BBackend(SandboxBackend):
     name = "e2b"
     remote = True
     home = _HOME
+    label = "E2B"
+    ends_when = "with its lifetime"
 
     def __init__(self, template: str = "base", *, lifetime_s: int = 900,
                  env: Mapping[str, str] | None = None, api_key: str | None = None) -> None:
@@ -99,7 +100,7 @@ class E2BBackend(SandboxBackend):
         return E2BSandbox(sdk_sandbox, self, resources or Resources())
 
 
-class E2BSandbox(Sandbox):
+class E2BSandbox(RemoteSandbox):
     """One live E2B sandbox; commands run with bash as `user`, cwd `/workdir`."""
 
     home = _HOME
@@ -114,10 +115,6 @@ class E2BSandbox(Sandbox):
             self.close()
             raise SandboxError(f"could not prepare {WORKDIR} in E2B sandbox {self.id} "
                                f"({setup.failure_cause}): {setup.stderr.strip()[-300:]}")
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SandboxError(f"E2B sandbox {self.id} is closed: create a new one with backend.create()")
 
     def _run(self, command: str, *, timeout_s: float, env: Mapping[str, str] | None, cwd: str,
              user: str | None = None) -> ExecResult:
@@ -142,12 +139,6 @@ class E2BSandbox(Sandbox):
         return ExecResult(exit_code=code, stdout=out.text(), stderr=err.text(), oom_killed=code == 137,
                           duration_s=time.monotonic() - start)
 
-    def exec(self, command: str, *, timeout_s: float | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        self._check_open()
-        timeout = self.resources.timeout_s if timeout_s is None else timeout_s
-        return self._run(command, timeout_s=timeout, env=env, cwd=cwd or WORKDIR)
-
     def exec_background(self, command: str, *, env: Mapping[str, str] | None = None,
                         cwd: str | None = None) -> int:
         """Start `command` without waiting and return its pid; it lives as long as the sandbox."""
@@ -160,16 +151,14 @@ class E2BSandbox(Sandbox):
         return int(handle.pid)
 
     def write_file(self, path: str, data: bytes | str) -> None:
-        self._check_open()
-        _absolute(path)
+        self._check_path(path)
         try:
             self.sdk_sandbox.files.write(path, data, request_timeout=STAGE_TIMEOUT_S)
         except Exception as e:
             raise SandboxError(f"E2B sandbox {self.id}: could not write {path}: {e}") from e
 
     def read_file(self, path: str) -> bytes | None:
-        self._check_open()
-        _absolute(path)
+        self._check_path(path)
         try:
             return bytes(self.sdk_sandbox.files.read(path, format="bytes", request_timeout=STAGE_TIMEOUT_S))
         except self.sdk.FileNotFoundException:
@@ -183,21 +172,3 @@ class E2BSandbox(Sandbox):
                 self.sdk_sandbox.files.write(dest, f, request_timeout=STAGE_TIMEOUT_S)
         except Exception as e:
             raise SandboxError(f"E2B sandbox {self.id}: could not upload {src} to {dest}: {e}") from e
-
-    def stage(self, files: Mapping[str, Path]) -> None:
-        self._check_open()
-        stage_remote(self, files, self._upload, attempts=2, timeout_s=STAGE_TIMEOUT_S)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.sdk_sandbox.kill()
-        except Exception as e:  # the sandbox also ends when its lifetime does
-            _LOG.warning("could not kill E2B sandbox %s (it ends with its lifetime): %s", self.id, e)
-
-
-def _absolute(path: str) -> None:
-    if not path.startswith("/"):
-        raise SandboxError(f"{path!r} is not an absolute sandbox path: use e.g. {WORKDIR}/{path}")

@@ -34,8 +34,8 @@ from typing import Any
 
 from dagent.errors import ConfigError, MissingDependencyError, SandboxError
 from dagent.sandbox import OutputBuffer, describe_secrets
-from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, Sandbox, SandboxBackend
-from dagent.sandbox.staging import stage_remote
+from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, SandboxBackend
+from dagent.sandbox.remote import RemoteSandbox
 
 __all__ = ["HFBackend", "HFSandbox"]
 
@@ -43,7 +43,6 @@ _LOG = logging.getLogger(__name__)
 _HOME = "/root"  # HF sandboxes run as root (F20); read it through sandbox_home("hf")
 _CPU_BASIC = (2, 16 * 1024)  # cpus, memory_mb of the default flavor
 SETUP_TIMEOUT_S = 60.0
-STAGE_TIMEOUT_S = 600.0
 
 
 def _import_hub() -> Any:
@@ -67,6 +66,8 @@ class HFBackend(SandboxBackend):
     name = "hf"
     remote = True
     home = _HOME
+    label = "HF"
+    ends_when = "at its idle timeout"
 
     def __init__(self, image: str = "python:3.12", *, flavor: str = "cpu-basic", idle_timeout_s: int = 900,
                  env: Mapping[str, str] | None = None, token: str | None = None) -> None:
@@ -106,7 +107,7 @@ class HFBackend(SandboxBackend):
         return HFSandbox(sdk_sandbox, self, res)
 
 
-class HFSandbox(Sandbox):
+class HFSandbox(RemoteSandbox):
     """One live Hugging Face sandbox; commands run with bash as root, cwd `/workdir`."""
 
     home = _HOME
@@ -121,10 +122,6 @@ class HFSandbox(Sandbox):
             self.close()
             raise SandboxError(f"could not prepare {WORKDIR} in HF sandbox {self.id} "
                                f"({setup.failure_cause}): {setup.stderr.strip()[-300:]}")
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SandboxError(f"HF sandbox {self.id} is closed: create a new one with backend.create()")
 
     def _run(self, command: str, *, timeout_s: float, env: Mapping[str, str] | None, cwd: str) -> ExecResult:
         out, err = OutputBuffer(), OutputBuffer()
@@ -145,12 +142,6 @@ class HFSandbox(Sandbox):
         return ExecResult(exit_code=code, stdout=out.text(), stderr=err.text(), oom_killed=code == 137,
                           duration_s=duration)
 
-    def exec(self, command: str, *, timeout_s: float | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        self._check_open()
-        timeout = self.resources.timeout_s if timeout_s is None else timeout_s
-        return self._run(command, timeout_s=timeout, env=env, cwd=cwd or WORKDIR)
-
     def exec_background(self, command: str, *, env: Mapping[str, str] | None = None,
                         cwd: str | None = None) -> int:
         """Start `command` without waiting and return its pid; it lives as long as the sandbox."""
@@ -163,16 +154,14 @@ class HFSandbox(Sandbox):
         return int(process.pid)
 
     def write_file(self, path: str, data: bytes | str) -> None:
-        self._check_open()
-        _absolute(path)
+        self._check_path(path)
         try:
             self.sdk_sandbox.files.write(path, data)
         except Exception as e:
             raise SandboxError(f"HF sandbox {self.id}: could not write {path}: {e}") from e
 
     def read_file(self, path: str) -> bytes | None:
-        self._check_open()
-        _absolute(path)
+        self._check_path(path)
         try:
             return bytes(self.sdk_sandbox.files.read(path))
         except self._hub_error as e:
@@ -187,21 +176,3 @@ class HFSandbox(Sandbox):
             self.sdk_sandbox.files.upload(src, dest)
         except Exception as e:
             raise SandboxError(f"HF sandbox {self.id}: could not upload {src} to {dest}: {e}") from e
-
-    def stage(self, files: Mapping[str, Path]) -> None:
-        self._check_open()
-        stage_remote(self, files, self._upload, attempts=2, timeout_s=STAGE_TIMEOUT_S)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.sdk_sandbox.kill()  # ends the job; the SDK's close() would only drop the HTTP client
-        except Exception as e:
-            _LOG.warning("could not kill HF sandbox %s (it ends at its idle timeout): %s", self.id, e)
-
-
-def _absolute(path: str) -> None:
-    if not path.startswith("/"):
-        raise SandboxError(f"{path!r} is not an absolute sandbox path: use e.g. {WORKDIR}/{path}")

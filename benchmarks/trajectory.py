@@ -15,7 +15,9 @@ identity shortcuts make every compare cheaper for both sides).
                 system prompt (per_turn_capture_only); smaller sizes, OpenEnv is super-linear here
 
 Measured per shape and size (min over --repeats, 1 run at >= 1000 calls, GC paused while timing):
-    ours            analyse(turns) + trajectory.sequences()
+    ours            analyse(turns) + trajectory.sequences(), turns holding array('I') ids as the
+                    capture store hands them over
+    ours+conv       the same plus building every CapturedTurn from int tuples (array('I') packing)
     openenv graph   RolloutGraph.add_turn per call + stats() + sequences()  (its ingest API)
     openenv ingest  what CaptureServer does per call: check_turn + graph.stats() + TurnNode(list
                     copies) + add_turn; the path OFFLINE_STACK's 0.23 s / 24.5 s figures measured.
@@ -68,10 +70,25 @@ def make_trace(shape: str, n: int, growth: int, completion: int, shared: bool, s
 
 
 def ours(calls):
-    turns = [CapturedTurn(f"n{i}", "s", i, p, c, (-0.1,) * len(c), messages=SYSTEM,
-                          tools_offered=tools) for i, (p, c, tools) in enumerate(calls)]
+    """Turns built from `array('I')` ids, the capture store's own form (outside the timing, as
+    OpenEnv's TurnNodes are built outside its arm)."""
+    turns = [CapturedTurn(f"n{i}", "s", i, array("I", p), array("I", c), (-0.1,) * len(c),
+                          messages=SYSTEM, tools_offered=tools)
+             for i, (p, c, tools) in enumerate(calls)]
 
     def run():
+        trajectory = analyse(turns)
+        trajectory.sequences()
+        return trajectory
+    return run
+
+
+def ours_converting(calls):
+    """The same, timing the conversion too: ids arriving as Python int tuples (a JSON decode, an
+    OpenEnv trace), each turn packed into `array('I')` on construction."""
+    def run():
+        turns = [CapturedTurn(f"n{i}", "s", i, p, c, (-0.1,) * len(c), messages=SYSTEM,
+                              tools_offered=tools) for i, (p, c, tools) in enumerate(calls)]
         trajectory = analyse(turns)
         trajectory.sequences()
         return trajectory
@@ -142,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     print(f"{'shape':<10}{'calls':>6}{'context':>9}{'tokens':>12}{'ours s':>9}{'ns/tok':>8}"
-          f"{'graph s':>9}{'x':>7}{'ingest s':>10}{'x':>7}  check")
+          f"{'+conv s':>9}{'graph s':>9}{'x':>7}{'x conv':>7}{'ingest s':>10}{'x':>7}  check")
     for shape in args.shapes:
         sizes = args.rerender_sizes if shape == "rerender" else args.sizes
         last: dict[str, tuple[int, float]] = {}
@@ -151,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             tokens = sum(len(p) + len(c) for p, c, _ in calls)
             repeats = 1 if n >= 1000 else args.repeats  # same for every arm
             t_ours, trajectory = timed(ours(calls), repeats)
+            t_conv, _ = timed(ours_converting(calls), repeats)
             cells, graph = {}, None
             for arm, build in (("graph", openenv_graph), ("ingest", openenv_ingest)):
                 if arm == "ingest" and args.no_ingest:
@@ -171,9 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             def fmt(value):
                 return (f"{value:>10.3f}{value / t_ours:>6.1f}x" if value is not None
                         else f"{'skipped':>10}{'':>7}")
+            graph_s = cells["graph"]
+            conv_x = f"{graph_s / t_conv:>6.1f}x" if graph_s is not None else f"{'':>7}"
             print(f"{shape:<10}{len(calls):>6}{len(calls[-2 if shape == 'aux' else -1][0]):>9}"
-                  f"{tokens:>12}{t_ours:>9.3f}{t_ours / tokens * 1e9:>8.1f}"
-                  f"{fmt(cells['graph'])[:-1]}{fmt(cells['ingest'])}  {check}", flush=True)
+                  f"{tokens:>12}{t_ours:>9.3f}{t_ours / tokens * 1e9:>8.1f}{t_conv:>9.3f}"
+                  f"{fmt(graph_s)}{conv_x}{fmt(cells['ingest'])}  {check}", flush=True)
             del calls, trajectory
             gc.collect()
     return 0

@@ -172,8 +172,8 @@ class SessionState:
             tools = rec.tools
             out.append(CapturedTurn(
                 turn_id=f"{sid}:{rec.seq}", session_id=sid, seq=rec.seq,
-                prompt_token_ids=tuple(prompt) if prompt is not None else None,
-                completion_token_ids=tuple(rec.completion),
+                prompt_token_ids=prompt,  # array('I'): handed over as stored, no int objects
+                completion_token_ids=_ids(rec.completion) or array("I"),
                 logprobs=tuple(rec.logprobs) if rec.logprobs is not None else None,
                 messages=tuple(rec.messages), tools_offered=len(tools) if tools else 0,
                 finish_reason=rec.finish_reason, metadata=dict(rec.metadata),

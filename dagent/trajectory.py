@@ -6,30 +6,9 @@ call: the ENGINE's prompt ids, sampled ids and logprobs (`CapturedTurn`). Nothin
 (F01). `analyse` links the calls, measures drift at every link (F02), labels roots by cause (F03),
 flags re-rendering harnesses (F04) and selects the one agent chain a trainer may see.
 
-DRIFT is TRL 1.16's (`_SampleBuilder.classify_token_drift`, trl/experimental/async_grpo/
-async_rollout_worker.py). For a parent p and a later turn k:
-
-    held    = p.prompt_token_ids + p.completion_token_ids
-    matched = common_prefix_len(held, k.prompt_token_ids)
-    drift   = len(held) - matched      # p's tokens that k's prompt does not reproduce at its start
-
-    CLEAN    drift == 0
-    REALIGN  0 < drift < fork_threshold_tokens and matched >= len(p.prompt_token_ids)
-             (strict `<`, and the change must lie inside p's COMPLETION, exactly as TRL)
-    FORK     otherwise: k starts a new root, i.e. a new training sequence
-
-LINKING. Auxiliary calls link only to auxiliary calls, the rest only to the rest. Of the earlier
-turns whose link to k would be CLEAN or REALIGN, k's parent is the one sharing the longest prefix
-with k's prompt (ties: smaller drift, then latest). An exact-prefix parent (drift 0) is therefore
-the deepest one, and a REALIGN onto the call just before k beats an exact link to its grandparent
-(a messages-reconstructing harness stays one chain). With no such turn, k is a root; its link keeps
-the candidate with the smallest drift, for the report. Candidates are the open chain tips whose
-prompt starts with k's first HEAD tokens (a CLEAN or REALIGN parent's prompt is always a prefix of
-k's), at most MAX_TIPS per head (one, for an appending client), plus the best tip's deepest
-exact-prefix ancestor and its child, found through skew-binary jump pointers in O(log turns). Each
-candidate costs one C-level prefix compare that stops at the first difference: one pass over each
-prompt in the common case, O(MAX_TIPS x total tokens) at worst, never quadratic in turns (OpenEnv's
-graph walks every earlier call for every call).
+DRIFT (CLEAN / REALIGN / FORK, TRL 1.16's rule) and LINKING (each call's parent by token prefix)
+are defined in `dagent.linking`; the call record and findings in `dagent.turn`. Both are
+re-exported here.
 
 ROOTS are labelled by cause: `auxiliary` (role_hint title/summary, or no tools offered while other
 calls offer them), `subagent` (tools, but a system prompt other than the agent's), `agent` (the
@@ -53,115 +32,18 @@ the chain splits at every FORK into segments; for a segment with turns t1..tm,
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Iterable, Literal, Sequence
+from typing import Iterable
 
-CLEAN, REALIGN, FORK = "clean", "realign", "fork"
+from dagent.linking import (  # noqa: F401 - re-exported
+    CLEAN, DEFAULT_FORK_THRESHOLD, FORK, HEAD, MAX_TIPS, REALIGN, Transition, _drift,
+    common_prefix_len, link, measure_drift,
+)
+from dagent.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv  # noqa: F401
+
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"
 AUX_HINTS = frozenset({"title", "summary", "summarizer", "summariser", "compaction", "auxiliary"})
-DEFAULT_FORK_THRESHOLD = 1024  # TRL's `fork_threshold_tokens` default
-HEAD = 32  # prompt tokens that key the candidate index
-MAX_TIPS = 16  # open chain tips kept per head
-
-Level = Literal["info", "warn", "fatal"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One structured observation. `fatal` means the rollout must not be trained."""
-
-    level: Level
-    code: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"[{self.level.upper()}] {self.code}: {self.detail}"
-
-
-@dataclass(frozen=True)
-class CapturedTurn:
-    """One observed model call, with the engine's own token ids. Sequences are stored as tuples."""
-
-    turn_id: str  # unique within the trajectory
-    session_id: str  # the capture session (= rollout) it was recorded under
-    seq: int  # order of arrival at the proxy
-    prompt_token_ids: tuple[int, ...] | None  # None: the engine returned none
-    completion_token_ids: tuple[int, ...]  # the sampled ids
-    logprobs: tuple[float, ...] | None  # one per completion token; None: none returned
-    messages: tuple[dict[str, Any], ...] = ()  # the request's messages, plain JSON
-    tools_offered: int = 0  # tools in the request; 0 = tool-less
-    finish_reason: str | None = None
-    role_hint: str | None = None  # a harness's own label: "title", "summary", "agent", ...
-    metadata: dict[str, Any] = field(default_factory=dict)
-    tools: tuple[dict[str, Any], ...] | None = None  # the request's tool schemas (for audits)
-
-    def __post_init__(self) -> None:
-        for name in ("prompt_token_ids", "completion_token_ids", "logprobs", "messages", "tools"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
-        if self.completion_token_ids is None:
-            object.__setattr__(self, "completion_token_ids", ())
-        if type(self.tools_offered) is not int or self.tools_offered < 0:
-            raise ValueError(f"turn {self.turn_id}: tools_offered must be a non-negative int")
-
-    @classmethod
-    def from_openenv(
-        cls, item: Any, *, session_id: str = "", seq: int | None = None
-    ) -> "CapturedTurn":
-        """Convert OpenEnv's `TurnNode` (a capture session's graph node) or a `TraceEntry` dict
-        (`/sessions/{id}/trace_entries`, `to_trace_entries`). OpenEnv writes missing ids as `[]`
-        and rejected logprobs as `None`/`[]`; both become `None` here, so they are reported."""
-        if isinstance(item, dict):
-            meta = dict(item.get("metadata") or {})
-            request = item.get("request") or {}
-            choice = ((item.get("response") or {}).get("choices") or [{}])[0]
-            fields = (meta.get("node_id") or f"{session_id}:{seq}", meta.get("index", 0),
-                      item.get("prompt_token_ids"), item.get("completion_token_ids"),
-                      item.get("per_token_logps"), request.get("messages"), request.get("tools"),
-                      meta.get("n_tools"), choice.get("finish_reason"), meta)
-        else:
-            meta = {"model": item.model, "harness_session_id": item.harness_session_id,
-                    "sampling_params": dict(item.sampling_params or {}),
-                    "response_message": dict(item.response_message or {})}
-            fields = (item.node_id, item.index, item.prompt_ids, item.sampled_ids,
-                      item.sampled_logprobs, item.request_messages, item.request_tools,
-                      item.n_tools, item.finish_reason, meta)
-        turn_id, index, prompt, completion, logprobs, messages, tools, n_tools, finish, meta = fields
-        completion = tuple(completion or ())
-        return cls(
-            turn_id=str(turn_id), session_id=session_id, seq=int(index if seq is None else seq),
-            prompt_token_ids=tuple(prompt or ()) or None, completion_token_ids=completion,
-            logprobs=tuple(logprobs or ()) if logprobs or not completion else None,
-            messages=tuple(messages or ()), finish_reason=finish, metadata=meta,
-            tools_offered=int(len(tools or ()) if n_tools is None else n_tools),
-            tools=tuple(tools) if tools else None,
-        )
-
-
-def turns_from_openenv(source: Any, *, session_id: str = "") -> list[CapturedTurn]:
-    """Every turn of an OpenEnv capture: a `RolloutGraph` (`server.registry.get(sid).graph`), a
-    list of `TraceEntry` dicts, or the `{"entries": [...]}` body of `/trace_entries`."""
-    if hasattr(source, "nodes"):
-        return [CapturedTurn.from_openenv(n, session_id=session_id) for n in source.nodes()]
-    if isinstance(source, dict):
-        session_id = session_id or str(source.get("session_id") or "")
-        source = source.get("entries") or []
-    return [CapturedTurn.from_openenv(e, session_id=session_id, seq=i)
-            for i, e in enumerate(source)]
-
-
-@dataclass(frozen=True)
-class Transition:
-    """The link from `parent_id` to `turn_id`, measured as TRL measures it (module docstring)."""
-
-    turn_id: str
-    parent_id: str
-    kind: str  # "clean" | "realign" | "fork"
-    drift: int
-    matched: int  # common prefix of the parent's prompt+completion and this turn's prompt
 
 
 @dataclass(frozen=True)
@@ -246,61 +128,6 @@ class Trajectory:
         return flatten(self.chain_turns(), self.chain_transitions)
 
 
-# --- token math -------------------------------------------------------------------------------
-def _lcp(a: tuple, b: tuple, off: int = 0) -> int:
-    """Common prefix length of `a` and `b[off:]`: C-level compares in galloping chunks."""
-    n = min(len(a), len(b) - off)
-    if n <= 0 or a[0] != b[off]:
-        return 0
-    head = min(n, 64)  # an early difference must not cost a full-length slice
-    if a[n - 1] == b[off + n - 1] and a[:head] == b[off : off + head]:
-        if n == head or (a if n == len(a) else a[:n]) == b[off : off + n]:
-            return n
-    i, step = 0, 256
-    while i < n:
-        j = min(n, i + step)
-        if a[i:j] == b[off + i : off + j]:
-            i, step = j, step * 2
-            continue
-        lo, hi = i, j  # a[:lo] matches; a mismatch lies in [lo, hi)
-        while hi - lo > 16:
-            mid = (lo + hi) >> 1
-            if a[lo:mid] == b[off + lo : off + mid]:
-                lo = mid
-            else:
-                hi = mid
-        while a[lo] == b[off + lo]:
-            lo += 1
-        return lo
-    return n
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens `a` and `b` share."""
-    return _lcp(tuple(a), tuple(b))
-
-
-def measure_drift(
-    held_prompt: Sequence[int], held_completion: Sequence[int], prompt: Sequence[int],
-    fork_threshold_tokens: int,
-) -> tuple[str, int, int]:
-    """`(kind, drift, matched)` of `prompt` against `held_prompt + held_completion` (TRL's rule)."""
-    held_prompt, held_completion, prompt = tuple(held_prompt), tuple(held_completion), tuple(prompt)
-    matched = _lcp(held_prompt, prompt)
-    if matched == len(held_prompt):
-        matched += _lcp(held_completion, prompt, matched)
-    drift = len(held_prompt) + len(held_completion) - matched
-    return _classify(matched, drift, len(held_prompt), fork_threshold_tokens), drift, matched
-
-
-def _classify(matched: int, drift: int, parent_prompt_len: int, threshold: int) -> str:
-    if drift == 0:
-        return CLEAN
-    if drift < threshold and matched >= parent_prompt_len:
-        return REALIGN
-    return FORK
-
-
 def _logprobs_ok(turn: CapturedTurn) -> bool:
     lp = turn.logprobs
     return (
@@ -351,70 +178,6 @@ def flatten(turns: list[CapturedTurn], transitions: Iterable[Transition]) -> tup
     return tuple(segments)
 
 
-# --- linking ------------------------------------------------------------------------------------
-def _link(turns: list[CapturedTurn], aux: list[bool], threshold: int):
-    """Parent index (-1: root) and link per turn. See LINKING in the module docstring."""
-    n = len(turns)
-    parent, links = [-1] * n, [None] * n
-    cpar, jump, depth, endlen = [-1] * n, list(range(n)), [0] * n, [0] * n
-    tips: tuple[dict, dict] = ({}, {})  # per universe: head key -> OrderedDict of tip indices
-    shorts: tuple[set, set] = (set(), set())  # prompt lengths < HEAD used as keys
-    tipkey: dict[int, tuple] = {}
-    for k, turn in enumerate(turns):
-        prompt = turn.prompt_token_ids
-        if prompt is None:
-            continue
-        u = int(aux[k])
-        endlen[k] = len(prompt) + len(turn.completion_token_ids)
-        keys = [prompt[:HEAD]] if len(prompt) >= HEAD else []
-        keys += [prompt[:s] for s in shorts[u] if s <= len(prompt)]
-        cands = [c for key in keys for c in tips[u].get(key, ())]
-        evaluated = []  # (matched, drift, kind, index)
-        for c in cands:
-            held = turns[c]
-            kind, drift, matched = measure_drift(
-                held.prompt_token_ids, held.completion_token_ids, prompt, threshold
-            )
-            evaluated.append((matched, drift, kind, c))
-        eligible = [e for e in evaluated if e[2] != FORK]
-        top = max(evaluated, key=lambda e: (e[0], e[3]), default=None)
-        best = max(eligible, key=lambda e: (e[0], -e[1], e[3]), default=None)
-        if top is not None and top[1] > 0 and (best is None or best[0] < top[0]):
-            m, v = top[0], top[3]  # walk the CLEAN ancestry of the best tip
-            while cpar[v] != -1 and endlen[cpar[v]] > m:
-                j = jump[v]
-                v = j if endlen[j] > m else cpar[v]
-            extra = [(m, endlen[v] - m, _classify(m, endlen[v] - m, len(turns[v].prompt_token_ids),
-                                                  threshold), v)]
-            if cpar[v] != -1:
-                extra.append((endlen[cpar[v]], 0, CLEAN, cpar[v]))
-            evaluated += extra
-            eligible += [e for e in extra if e[2] != FORK]
-            best = max(eligible, key=lambda e: (e[0], -e[1], e[3]), default=None)
-        if best is not None:
-            matched, drift, kind, p = best
-            parent[k] = p
-            links[k] = Transition(turn.turn_id, turns[p].turn_id, kind, drift, matched)
-            if p in tipkey:
-                tips[u][tipkey.pop(p)].pop(p, None)
-            if kind == CLEAN:
-                cpar[k], depth[k] = p, depth[p] + 1
-                jp = jump[p]
-                jump[k] = jump[jp] if depth[p] - depth[jp] == depth[jp] - depth[jump[jp]] else p
-        elif evaluated:
-            matched, drift, _, c = min(evaluated, key=lambda e: (e[1], -e[3]))
-            links[k] = Transition(turn.turn_id, turns[c].turn_id, FORK, drift, matched)
-        key = prompt[:HEAD] if len(prompt) >= HEAD else prompt
-        if len(prompt) < HEAD:
-            shorts[u].add(len(prompt))
-        bucket = tips[u].setdefault(key, OrderedDict())
-        bucket[k] = None
-        tipkey[k] = key
-        if len(bucket) > MAX_TIPS:
-            tipkey.pop(bucket.popitem(last=False)[0], None)
-    return parent, links
-
-
 # --- analysis -----------------------------------------------------------------------------------
 def _system_text(messages: tuple) -> str | None:
     """The leading system/developer messages' text: the identity of a conversation's role."""
@@ -462,7 +225,7 @@ def analyse(
 
     any_tools = any(t.tools_offered > 0 for t in ordered)
     aux = [_is_aux(t, any_tools) for t in ordered]
-    parent, links = _link(ordered, aux, thr)
+    parent, links = link(ordered, aux, thr)
 
     # Trees under each root, depth, and the root's main path (root -> deepest leaf, latest on ties).
     root_of, depth, members = [0] * n, [0] * n, {}
@@ -507,7 +270,7 @@ def analyse(
             held = len(a.prompt_token_ids or ()) + len(a.completion_token_ids)
             transitions.append(Transition(b.turn_id, a.turn_id, FORK, held, 0))
         else:
-            kind, drift, matched = measure_drift(
+            kind, drift, matched = _drift(
                 a.prompt_token_ids, a.completion_token_ids, b.prompt_token_ids, thr)
             transitions.append(Transition(b.turn_id, a.turn_id, kind, drift, matched))
 

@@ -136,7 +136,7 @@ def test_rollout_document_round_trips_through_openenv():
 
 def test_rollout_document_of_a_forked_chain_is_not_trainable():
     turns = chain(3)
-    turns.append(turn(3, turns[-1].prompt_token_ids[:45] + toks(30), toks(5)))
+    turns.append(turn(3, tuple(turns[-1].prompt_token_ids[:45]) + toks(30), toks(5)))
     document = to_rollout_document(analyse(turns, fork_threshold_tokens=32))
     assert not document["trainable"] and document["metadata"]["gate"] == "eval_only"
     assert [row["n_turns"] for row in document["sequences"]] == [3, 1]

@@ -54,7 +54,7 @@ def test_small_legitimate_drift_still_trains(drift):
 @pytest.mark.failure_mode("F02")
 def test_drift_past_the_threshold_is_not_trained():
     turns = chain(3)
-    turns.append(turn(3, turns[-1].prompt_token_ids[:45] + toks(30), toks(5)))
+    turns.append(turn(3, tuple(turns[-1].prompt_token_ids[:45]) + toks(30), toks(5)))
     verdict = gate(analyse(turns, fork_threshold_tokens=32))
     assert verdict.tier == "eval_only" and not verdict.trainable
     assert verdict.samples_per_rollout == 2 and verdict.fork_frac == pytest.approx(1 / 3)

@@ -78,13 +78,13 @@ def assert_invariant(trajectory):
     for seg in trajectory.sequences():
         turns = [trajectory.turn(t) for t in seg.turn_ids]
         last = turns[-1]
-        assert seg.input_ids == last.prompt_token_ids + last.completion_token_ids
+        assert seg.input_ids == tuple(last.prompt_token_ids + last.completion_token_ids)
         for i, t in enumerate(turns):
             p = len(t.prompt_token_ids)
-            assert seg.input_ids[:p] == t.prompt_token_ids
+            assert seg.input_ids[:p] == tuple(t.prompt_token_ids)
             nxt = links.get(turns[i + 1].turn_id) if i + 1 < len(turns) else None
             kept = len(t.completion_token_ids) if nxt is None or nxt.kind == CLEAN else nxt.matched - p
-            assert seg.input_ids[p : p + kept] == t.completion_token_ids[:kept]
+            assert seg.input_ids[p : p + kept] == tuple(t.completion_token_ids[:kept])
             assert seg.loss_mask[p : p + kept] == (1,) * kept
             assert seg.logprobs[p : p + kept] == t.logprobs[:kept]
         kept_total = 0
@@ -105,7 +105,7 @@ def test_appending_client_is_one_clean_root():
     assert not tr.findings
     (seg,) = tr.sequences()
     for t in tr.turns:  # CLEAN: the flat prefix up to each turn's end is that turn's engine ids
-        end = t.prompt_token_ids + t.completion_token_ids
+        end = tuple(t.prompt_token_ids + t.completion_token_ids)
         assert seg.input_ids[: len(end)] == end
     assert_invariant(tr)
 
@@ -131,7 +131,7 @@ def test_reconstructing_client_small_drift_is_realign_not_fork(drift):
 @pytest.mark.failure_mode("F02")
 def test_large_drift_forks_into_a_new_root():
     turns = appending(3)
-    head = turns[-1].prompt_token_ids[:60]  # history rewritten after token 60: ~hundreds lost
+    head = tuple(turns[-1].prompt_token_ids[:60])  # history rewritten after token 60: ~hundreds lost
     turns.append(turn(3, head + toks(40), toks(10)))
     tr = analyse(turns, fork_threshold_tokens=64)
     assert tr.chain_transitions[-1].kind == FORK and tr.chain_transitions[-1].drift > 64
@@ -156,7 +156,7 @@ def test_small_drift_reaching_into_the_prompt_forks_as_in_trl():
     """A re-rendered generation prompt (Qwen3.5's `<think>\\n\\n</think>\\n\\n`) drifts inside the
     parent's PROMPT: TRL's reconciler only realigns drift inside the last completion."""
     t0 = turn(0, SYSTEM_IDS + toks(30) + (7, 8, 9, 10), toks(4))  # ends with a 4-token gen prompt
-    t1 = turn(1, t0.prompt_token_ids[:-4] + t0.completion_token_ids + toks(20), toks(5))
+    t1 = turn(1, tuple(t0.prompt_token_ids[:-4] + t0.completion_token_ids) + toks(20), toks(5))
     tr = analyse([t0, t1])
     (link,) = tr.chain_transitions
     assert link.kind == FORK and link.drift == 8
@@ -180,7 +180,7 @@ def test_toolless_title_call_arriving_last_is_an_excluded_auxiliary_root():
 def test_title_hint_and_summariser_extending_the_chain_are_auxiliary():
     turns = appending(3)
     last = turns[-1]
-    summary = turn(3, last.prompt_token_ids + last.completion_token_ids + toks(9), toks(30),
+    summary = turn(3, tuple(last.prompt_token_ids + last.completion_token_ids) + toks(9), toks(30),
                    hint="summary")
     tr = analyse([*turns, summary])
     assert tr.roles[-1] == AUXILIARY and tr.agent_chain == ("t0", "t1", "t2")
@@ -190,7 +190,7 @@ def test_title_hint_and_summariser_extending_the_chain_are_auxiliary():
 def test_subagent_with_its_own_system_prompt_is_excluded():
     agent = appending(4)
     sub_system = {"role": "system", "content": "You are a search sub-agent."}
-    sub = [turn(10 + k, tuple(range(700, 740)) + t.prompt_token_ids[40:], t.completion_token_ids,
+    sub = [turn(10 + k, tuple(range(700, 740)) + tuple(t.prompt_token_ids[40:]), t.completion_token_ids,
                 system=sub_system) for k, t in enumerate(appending(2))]
     tr = analyse([*agent, *sub])
     assert tr.agent_chain == ("t0", "t1", "t2", "t3")
@@ -225,7 +225,7 @@ def test_long_abandoned_attempt_links_to_its_exact_parent_and_is_discarded():
     turns = appending(3)
     t1 = turns[1]
     long_fail = turn(2, turns[2].prompt_token_ids, toks(300))  # replaces t2
-    redo = turn(3, long_fail.prompt_token_ids + toks(5), toks(8))  # t1's end + new context
+    redo = turn(3, tuple(long_fail.prompt_token_ids) + toks(5), toks(8))  # t1's end + new context
     tr = analyse([turns[0], t1, long_fail, redo], fork_threshold_tokens=100)
     assert tr.agent_chain == ("t0", "t1", "t3") and tr.roles[2] == DISCARDED
     assert tr.chain_transitions[-1].kind == CLEAN and "discarded_turns" in tr.codes()

@@ -20,7 +20,12 @@ from dagent.capture_store import SessionState, TurnRecord
 from dagent.errors import EngineError
 from dagent.sampling import Sampling
 
-CONTEXT_OVERFLOW = (b"maximum context length", b"context_length_exceeded")  # vLLM's, OpenAI's
+CONTEXT_OVERFLOW = (  # lower-cased markers of an engine refusing a call that does not fit its window
+    b"maximum context length",  # vLLM (prompt too long), OpenAI, dagent's local engine
+    b"context_length_exceeded",  # OpenAI's error code
+    b"longer than the maximum model length",  # vLLM 0.32 input processor
+    b"cannot be greater than max_model_len",  # vLLM 0.32: max_tokens > max_model_len (measured)
+)
 
 
 class Forwarder:

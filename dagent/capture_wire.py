@@ -43,7 +43,9 @@ except ImportError:  # pragma: no cover - exercised only where orjson is absent
 BUDGET_STOP_MESSAGE = "Step budget exhausted; stopping."  # OpenEnv's contract.BUDGET_STOP_MESSAGE
 SAMPLING_KEYS = ("temperature", "top_p", "top_k")
 DISTORTING_KEYS = ("min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
-                   "logit_bias")  # change the distribution; the trainer's recompute models none
+                   "logit_bias", "allowed_token_ids", "bad_words", "min_tokens")
+# ^ change the distribution (vLLM's extra sampling parameters included); the trainer's recompute
+#   models none of them
 MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),

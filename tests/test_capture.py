@@ -33,125 +33,39 @@ from dagent.errors import CaptureError, ConfigError, EngineError
 from dagent.gate import gate
 from dagent.sampling import Sampling
 from dagent.trajectory import AUXILIARY, CLEAN, REALIGN, CapturedTurn
+from tests.capture_engines import (
+    SYSTEM, TASK, THINK_TURN, TOOL_TURN, TOOLS, LocalBackend, VllmBackend, agent, call, serve, sse,
+    streamed_message, tool_result,
+)
 
 torch = pytest.importorskip("torch")
 uvicorn = pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-SYSTEM = {"role": "system", "content": "You are a data agent. Use the tools."}
-TASK = {"role": "user", "content": "How many rows does flights.csv have?"}
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command",
-                                          "parameters": {"type": "object", "properties": {
-                                              "command": {"type": "string"}}}}}]
-TOOL_TURN = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l flights.csv"}}\n</tool_call>'
-THINK_TURN = "<think>\nCount them.\n</think>\n\nI will count the rows."
 PINNED = Sampling(temperature=0.7)
+local_only = pytest.mark.parametrize("engine", ["local"], indirect=True)
 
 
-# -- the engine, served over HTTP ---------------------------------------------------------------
-class Steered:
-    """The tiny Qwen3 with an optional bias towards a script (its real forward pass, a known output)."""
-
-    def __init__(self, model: Any) -> None:
-        self.model, self.script, self.pos = model, None, 0
-
-    def __call__(self, *, input_ids: Any, cache: Any = None, **kw: Any) -> Any:
-        out = self.model(input_ids=input_ids, cache=cache, **kw)
-        if self.script is None:
-            return out
-        self.pos = 0 if cache is None else self.pos + 1
-        logits = out.logits.clone()
-        logits[0, -1, self.script[min(self.pos, len(self.script) - 1)]] += 100.0
-        return SimpleNamespace(logits=logits, cache=out.cache)
-
-
-class Recorder:
-    """ASGI middleware: every chat request body that reached the engine."""
-
-    def __init__(self, app: Any) -> None:
-        self.app, self.bodies = app, []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].endswith("/chat/completions"):
-            return await self.app(scope, receive, send)
-        body = await wire.read_body(receive)
-        self.bodies.append(json.loads(body))
-        first = True
-
-        async def replay() -> Any:
-            nonlocal first
-            if first:
-                first = False
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-def serve(app: Any) -> tuple[Any, int]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    while not server.started:
-        time.sleep(0.01)
-    return server, sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def engine() -> Any:
-    from dagent.engine.server import build_engine, create_app
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # measured 3-10x faster than 2 on a shared 2-core machine
-    local = build_engine("tiny-qwen3")
-    local.model = steered = Steered(local.model)
-    recorder = Recorder(create_app(local, served_model_name="tiny-qwen3"))
-    server, port = serve(recorder)
-    yield SimpleNamespace(url=f"http://127.0.0.1:{port}", recorder=recorder, steered=steered,
-                          tokenizer=local.tokenizer)
-    server.should_exit = True
-    torch.set_num_threads(threads)
+@pytest.fixture(scope="module", params=["local", pytest.param("vllm", marks=[pytest.mark.engine,
+                                                                            pytest.mark.slow])])
+def engine(request: Any, tmp_path_factory: Any) -> Any:
+    """The engine behind the proxy: dagent's local engine, or a real vLLM (tests/capture_engines)."""
+    backend = (LocalBackend() if request.param == "local"
+               else VllmBackend(tmp_path_factory.mktemp("vllm")))
+    yield backend
+    backend.close()
 
 
 @pytest.fixture()
 def steer(engine: Any) -> Any:
-    def to(text: str | None) -> None:
-        engine.steered.script = None if text is None else (
-            engine.tokenizer.encode(text, add_special_tokens=False) + [engine.tokenizer.eos_token_id])
-    yield to
-    engine.steered.script = None
+    yield engine.steer
+    engine.steer(None)
 
 
 @pytest.fixture()
 def capture(engine: Any) -> Any:
     with CaptureServer(engine.url, sampling=PINNED, admin_token="admin-secret") as server:
         yield server
-
-
-def agent(session: Any) -> Any:
-    return httpx.Client(base_url=session.base_url, timeout=120,
-                        headers={"authorization": f"Bearer {session.api_key}"})
-
-
-def call(client: Any, messages: list, **body: Any) -> dict:
-    response = client.post("/chat/completions", json={"model": "tiny-qwen3", "messages": messages,
-                                                      "max_tokens": 48, **body})
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def sse(client: Any, messages: list, **body: Any) -> list[dict]:
-    response = client.post("/chat/completions", json={"model": "tiny-qwen3", "messages": messages,
-                                                      "max_tokens": 48, "stream": True, **body})
-    assert response.status_code == 200, response.text
-    events = [e.removeprefix("data: ") for e in response.text.split("\n\n") if e.strip()]
-    assert events[-1] == "[DONE]"
-    return [json.loads(e) for e in events[:-1]]
-
-
-def tool_result(i: int) -> dict:
-    return {"role": "tool", "tool_call_id": f"call_{i}", "content": f"{336_776 + i} flights.csv"}
 
 
 # -- the client shapes ------------------------------------------------------------------------------
@@ -163,10 +77,7 @@ def test_appending_client_chains_into_one_root_with_exact_prefixes(capture: Any,
         for i in range(4):  # appends each answer verbatim, as returned, then the tool result
             stream = i % 2 == 1
             if stream:
-                chunks = sse(client, messages, tools=TOOLS)
-                message = {"role": "assistant", "content": None, "tool_calls": [
-                    {k: v for k, v in c.items() if k != "index"}
-                    for ch in chunks for c in (ch["choices"][0]["delta"].get("tool_calls") or [])]}
+                message = streamed_message(sse(client, messages, tools=TOOLS))
             else:
                 message = call(client, messages, tools=TOOLS)["choices"][0]["message"]
             assert message["tool_calls"][0]["function"]["name"] == "bash"
@@ -180,7 +91,7 @@ def test_appending_client_chains_into_one_root_with_exact_prefixes(capture: Any,
     assert len(trajectory.roots) == 1 and [t.kind for t in trajectory.chain_transitions] == [CLEAN] * 3
     assert trajectory.stats.samples_per_rollout == 1 and gate(trajectory).tier == "train"
     [segment] = trajectory.sequences()
-    assert segment.input_ids == turns[-1].prompt_token_ids + turns[-1].completion_token_ids
+    assert segment.input_ids == tuple(turns[-1].prompt_token_ids + turns[-1].completion_token_ids)
 
 
 @pytest.mark.failure_mode("F02")
@@ -244,13 +155,13 @@ def test_rerendering_client_is_reported_per_turn_capture_only(capture: Any) -> N
 @pytest.mark.failure_mode("F10")
 def test_budget_stops_the_next_call_without_reaching_the_engine_and_counts_it(capture: Any, engine: Any) -> None:
     session = capture.open_session(max_model_calls=2)
-    hits = len(engine.recorder.bodies)
+    hits = engine.hits()
     with agent(session) as client:
         call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
         sse(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
         stop = call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)["choices"][0]
         chunks = sse(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
-    assert len(engine.recorder.bodies) - hits == 2  # calls 3 and 4 never reached the engine
+    assert engine.hits() - hits == 2  # calls 3 and 4 never reached the engine
     assert stop["finish_reason"] == "stop" and stop["message"]["content"] == wire.BUDGET_STOP_MESSAGE
     assert not stop["message"].get("tool_calls")  # a plain final answer ends an agent's loop
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
@@ -273,6 +184,48 @@ def test_context_overflow_ends_the_loop_with_a_stop_and_is_not_an_engine_failure
     assert (stats.model_calls, stats.turns, stats.context_stops, stats.engine_errors) == (2, 1, 1, 0)
     codes = {f.code: f.level for f in capture.findings(session.session_id)}
     assert codes["context_exhausted"] == "warn" and "engine_error" not in codes
+
+
+class Refusing:
+    """An 'engine' that answers every call 400 with `message` (vLLM's error body shape)."""
+
+    def __init__(self, message: str) -> None:
+        self.body = json.dumps({"error": {"message": message, "type": "BadRequestError",
+                                          "param": None, "code": 400}}).encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await wire.read_body(receive)
+        await send({"type": "http.response.start", "status": 400,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+@pytest.mark.parametrize("message, overflow", [  # vLLM 0.32's own wording, read off a real server
+    ("max_tokens=8000 cannot be greater than max_model_len=4096. Please request fewer output tokens.", True),
+    ("The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure...", True),
+    ("This model's maximum context length is 4096 tokens. However, your prompt contains 5000 input "
+     "tokens, which exceeds this limit even without any output tokens.", True),
+    ("Unknown tool name: bash2", False),
+])
+def test_context_overflow_is_recognised_in_vllms_wordings(message: str, overflow: bool) -> None:
+    server, port = serve(Refusing(message))
+    try:
+        with CaptureServer(f"http://127.0.0.1:{port}") as capture:
+            session = capture.open_session()
+            with agent(session) as client:
+                response = client.post("/chat/completions", json={"messages": [TASK]})
+            stats = capture.stats(session.session_id)
+            if overflow:
+                assert response.status_code == 200
+                assert response.json()["choices"][0]["message"]["content"] == wire.BUDGET_STOP_MESSAGE
+                assert (stats.context_stops, stats.engine_errors) == (1, 0)
+            else:  # about the agent's request: passed through as it is, and counted
+                assert response.status_code == 400 and "bash2" in response.text
+                assert (stats.context_stops, stats.engine_errors) == (0, 1)
+    finally:
+        server.should_exit = True
 
 
 @pytest.mark.failure_mode("F07")
@@ -333,7 +286,7 @@ def test_engine_answering_garbage_is_a_named_error_not_an_empty_success() -> Non
 
 
 def test_unknown_or_closed_api_key_is_refused(capture: Any, engine: Any) -> None:
-    hits = len(engine.recorder.bodies)
+    hits = engine.hits()
     for headers in ({}, {"authorization": "Bearer not-a-session"}, {"x-api-key": "nope"}):
         response = httpx.post(capture.base_url + "/chat/completions", headers=headers,
                               json={"messages": [TASK]})
@@ -344,7 +297,7 @@ def test_unknown_or_closed_api_key_is_refused(capture: Any, engine: Any) -> None
     capture.close_session(session.session_id)
     with agent(session) as client:
         assert client.post("/chat/completions", json={"messages": [TASK]}).status_code == 401
-    assert len(engine.recorder.bodies) == hits
+    assert engine.hits() == hits
     with pytest.raises(CaptureError):
         capture.turns(session.session_id)
 
@@ -391,8 +344,8 @@ def test_streaming_and_non_streaming_capture_the_same_ids_for_the_same_seed(capt
         body = call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=24, seed=11)
         chunks = sse(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=24, seed=11)
     plain, streamed = capture.turns(session.session_id)
-    assert plain.prompt_token_ids == streamed.prompt_token_ids == tuple(body["prompt_token_ids"])
-    assert plain.completion_token_ids == streamed.completion_token_ids == tuple(body["choices"][0]["token_ids"])
+    assert list(plain.prompt_token_ids) == list(streamed.prompt_token_ids) == body["prompt_token_ids"]
+    assert list(plain.completion_token_ids) == list(streamed.completion_token_ids) == body["choices"][0]["token_ids"]
     assert plain.logprobs == streamed.logprobs and len(plain.logprobs) == 24
     assert plain.finish_reason == streamed.finish_reason == "length"
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
@@ -400,19 +353,49 @@ def test_streaming_and_non_streaming_capture_the_same_ids_for_the_same_seed(capt
     assert chunks[0]["prompt_token_ids"] == body["prompt_token_ids"]  # forwarded, not replayed
 
 
+@pytest.mark.failure_mode("F01")
+def test_engine_ids_are_the_templates_rendering_and_logprobs_the_models_own(capture: Any, engine: Any) -> None:
+    """Whatever the engine, the proxy keeps the ENGINE's ids (here equal to the real Qwen3
+    template's rendering of a first call) and its logprobs: those of the served weights, equal to
+    a teacher-forced fp32 log-softmax over the same ids, computed here with transformers."""
+    from transformers import AutoModelForCausalLM
+
+    from dagent.engine.models import tiny_qwen3
+    from dagent.engine.tokenizer import qwen3_tokenizer
+
+    session = capture.open_session()
+    with agent(session) as client:
+        call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=12, seed=5)
+    [turn] = capture.turns(session.session_id)
+    tok = qwen3_tokenizer()
+    text = tok.apply_chat_template([SYSTEM, TASK], tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    assert list(turn.prompt_token_ids) == tok.encode(text, add_special_tokens=False)
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3(), dtype=torch.float32).eval()
+    ids = list(turn.prompt_token_ids) + list(turn.completion_token_ids)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+    n = len(turn.prompt_token_ids)
+    expected = torch.log_softmax(logits[n - 1 : -1], dim=-1).gather(
+        1, torch.tensor(turn.completion_token_ids, dtype=torch.long)[:, None])[:, 0]
+    assert len(turn.logprobs) == 12
+    assert torch.allclose(torch.tensor(turn.logprobs), expected, atol=2e-3), (turn.logprobs, expected)
+
+
 @pytest.mark.failure_mode("F05")
+@local_only  # reads the bodies the engine received
 def test_pinned_sampling_reaches_the_engine_whatever_the_client_sends(capture: Any, engine: Any) -> None:
     session = capture.open_session()
     start = len(engine.recorder.bodies)
     with agent(session) as client:
         call(client, [SYSTEM, TASK], max_tokens=4)  # opencode sends no sampling parameters
         call(client, [SYSTEM, TASK], max_tokens=4, temperature=1.3, top_p=0.5, top_k=7,
-             min_p=0.1, presence_penalty=0.4, logprobs=False)
+             min_p=0.1, presence_penalty=0.4, logprobs=False, allowed_token_ids=[15, 16],
+             logit_bias={"15": 100}, min_tokens=2)
         sse(client, [SYSTEM, TASK], max_tokens=4, temperature=0.0)
     for body in engine.recorder.bodies[start:]:
         assert {k: body.get(k) for k in ("temperature", "top_p", "top_k")} == PINNED.as_request()
         assert body["return_token_ids"] is True and body["logprobs"] is True and body["top_logprobs"] == 0
-        assert "min_p" not in body and "presence_penalty" not in body
+        assert not {"min_p", "presence_penalty", "allowed_token_ids", "logit_bias", "min_tokens"} & set(body)
     turns = capture.turns(session.session_id)
     assert all(t.metadata["sampling_params"] == PINNED.as_request() for t in turns)
     assert turns[1].metadata["requested_sampling_params"]["top_p"] == 0.5
@@ -573,3 +556,21 @@ def test_open_session_validates_its_arguments(capture: Any) -> None:
         capture.open_session(session_id="../etc")
     assert isinstance(capture.close_session("rollout-7.a"), list)
     assert all(isinstance(t, CapturedTurn) for t in capture.close_session(capture.open_session().session_id))
+
+
+@pytest.mark.failure_mode("F07")
+def test_engine_stopped_mid_session_is_a_named_error(capture: Any, engine: Any) -> None:
+    """LAST test using `engine`: it stops the engine (for vLLM, its process group is terminated)."""
+    session = capture.open_session()
+    with agent(session) as client:
+        call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)
+        engine.stop()
+        for stream in (False, True):
+            response = client.post("/chat/completions", json={"messages": [SYSTEM, TASK], "stream": stream})
+            assert response.status_code == 502, response.text
+            assert response.json()["error"]["type"] == "engine_unreachable"
+    stats = capture.stats(session.session_id)
+    assert (stats.turns, stats.engine_errors) == (1, 2)
+    codes = {f.code: f.level for f in capture.findings(session.session_id)}
+    assert codes["engine_error"] == "fatal"
+

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 _BUILD_VERSION = "1"
+_TINY_VERSION = "2"  # 2: head_dim 32, the smallest vLLM's CPU attention kernels accept
 TINY_MAX_MODEL_LEN = 4096
 MODEL_NAMES = ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m")
 
@@ -64,7 +65,7 @@ def build_tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> PreTrainedModel:
 
     v = VARIANTS[variant]
     shape = dict(vocab_size=v.model_vocab_size, hidden_size=64, intermediate_size=128,
-                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                  max_position_embeddings=TINY_MAX_MODEL_LEN, tie_word_embeddings=True,
                  bos_token_id=v.token_id("<|endoftext|>"), eos_token_id=v.token_id("<|im_end|>"),
                  dtype="float32")
@@ -86,7 +87,7 @@ def tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> Path:
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
     label = "tiny-qwen3" if variant == "qwen3" else "tiny-qwen3.5"
-    target = cache_root() / "models" / f"{label}-seed{seed}-v{_BUILD_VERSION}"
+    target = cache_root() / "models" / f"{label}-seed{seed}-v{_TINY_VERSION}"
 
     def build(staging: Path) -> None:
         v = VARIANTS[variant]

@@ -15,15 +15,13 @@ is handed is resolved ONCE, at start-up, by `Publisher.start()`, in this order:
    loopback or private URL is refused at start-up with the fix named (F08).
    - local bubblewrap sandboxes have their own network namespace with only `lo`: the proxy is
      exposed through a Unix socket in a private directory (`SocketBridge`), that DIRECTORY is
-     bound read-only into every sandbox (`BoundLocalBackend`), and a ~30-line forwarder started
+     bound read-only into every sandbox (`LocalBackend(ro_binds=...)`), and a ~30-line forwarder
+     started
      inside (`FORWARDER_SOURCE`) listens on the sandbox's own 127.0.0.1:`SANDBOX_PORT` and
      connects to the socket. The sandbox keeps `--unshare-all` (no host loopback, no outside
      address, no DNS, no abstract sockets); its one way out is this socket, which leads to the
      proxy and nothing else. The proxy's admin routes stay behind its admin token.
    - local rlimits tiers share the host network: the proxy's loopback URL is used as it is.
-
-`BoundLocalBackend` is `LocalBackend` plus read-only binds (the bridge directory and the
-opencode install), added by inserting `--ro-bind` arguments into the sandbox's bubblewrap command.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ from urllib.parse import urlsplit
 
 from dagent.errors import ConfigError, DagentError
 from dagent.sandbox.base import Resources, SandboxBackend
-from dagent.sandbox.local import LocalBackend, LocalSandbox
+from dagent.sandbox.local import LocalBackend
 
 _LOG = logging.getLogger(__name__)
 PublishMode = Literal["direct", "gradio"]
@@ -218,34 +216,6 @@ async def main():
         await server.serve_forever()
 asyncio.run(main())
 '''
-
-
-class _BoundSandbox(LocalSandbox):
-    """A local sandbox that also sees its backend's read-only binds (bubblewrap tier only)."""
-
-    def _argv(self, command: str, cwd: str, timeout_s: float, status_fd: int) -> list[str]:
-        argv = super()._argv(command, cwd, timeout_s, status_fd)
-        binds = self.backend.ro_binds if self.backend.tier == "bwrap" else ()
-        if not binds:
-            return argv
-        at = argv.index("--remount-ro")
-        extra = [arg for src, dst in binds for arg in ("--ro-bind", src, dst)]
-        return argv[:at] + extra + argv[at:]
-
-
-class BoundLocalBackend(LocalBackend):
-    """`LocalBackend` whose bubblewrap sandboxes also see `ro_binds` ((host, sandbox) paths),
-    read-only. On the rlimits tiers the host filesystem is visible anyway."""
-
-    def __init__(self, *args: Any, ro_binds: Sequence[tuple[str, str]] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.ro_binds: tuple[tuple[str, str], ...] = tuple((str(s), str(d)) for s, d in ro_binds)
-        for src, _ in self.ro_binds:
-            if not os.path.exists(src):
-                raise ConfigError(f"cannot bind {src} into sandboxes: it does not exist")
-
-    def create(self, resources: Resources | None = None) -> _BoundSandbox:
-        return _BoundSandbox(self, resources or Resources())
 
 
 # --------------------------------------------------------------------------- tunnels

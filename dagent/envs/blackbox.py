@@ -43,10 +43,11 @@ from dagent.harness.opencode import (
     OpencodeConfig, OpencodeHarness, check_rendered, check_version, find_opencode, opencode_role_hints,
     render_config, rendered_agent,
 )
-from dagent.publish import SANDBOX_SOCKET_DIR, BoundLocalBackend, Publisher, Reach, Tunnel
+from dagent.publish import SANDBOX_SOCKET_DIR, Publisher, Reach, Tunnel
 from dagent.reward import RewardConfig, reward
 from dagent.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.sandbox.base import Resources, SandboxBackend
+from dagent.sandbox.local import LocalBackend
 from dagent.suite import TaskSuite
 from dagent.task import ANSWER_PATH
 from dagent.trajectory import DEFAULT_FORK_THRESHOLD, CapturedTurn, Finding, Trajectory, analyse
@@ -169,14 +170,16 @@ class BlackBoxRuntime:
                        self.opencode)
         self.harness.binary = str(binary)  # local sandboxes run the host's binary, bound read-only
         if isinstance(spec, SandboxBackend):
-            if getattr(spec, "tier", None) == "bwrap" and not isinstance(spec, BoundLocalBackend):
-                raise ConfigError("a plain LocalBackend's sandboxes cannot see opencode or the capture bridge: "
-                                  "pass backend='local' (dagent builds a BoundLocalBackend) or a BoundLocalBackend")
+            targets = {dst for _, dst in getattr(spec, "ro_binds", ())}
+            if getattr(spec, "tier", None) == "bwrap" and SANDBOX_SOCKET_DIR not in targets:
+                raise ConfigError("this LocalBackend's sandboxes cannot see opencode or the capture bridge: "
+                                  "pass backend='local' (dagent binds both), or build it with "
+                                  f"ro_binds=[(opencode's directory, same), (bridge dir, {SANDBOX_SOCKET_DIR!r})]")
             return spec
         if spec != "local":
             raise ConfigError(f"unknown sandbox backend {spec!r}: use local, e2b or hf")
         binds = [(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)]
-        return BoundLocalBackend(self._sandbox_dir, ro_binds=binds)
+        return LocalBackend(self._sandbox_dir, ro_binds=binds)
 
     def start(self) -> BlackBoxRuntime:
         """Start the proxy and publish it; refuse what would fail every rollout (F08, F09, F31)."""

@@ -38,11 +38,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal
 
-from dagent.errors import SandboxError, StagingError
+from dagent.errors import ConfigError, SandboxError, StagingError
 from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, Sandbox, SandboxBackend
 from dagent.sandbox.staging import check_inputs
 
@@ -164,7 +164,17 @@ class LocalBackend(SandboxBackend):
     home = _HOME
 
     def __init__(self, base_dir: str | Path | None = None,
-                 isolation: Literal["auto", "bwrap", "rlimits"] = "auto") -> None:
+                 isolation: Literal["auto", "bwrap", "rlimits"] = "auto", *,
+                 ro_binds: Sequence[tuple[str | Path, str | Path]] = ()) -> None:
+        """`ro_binds`: (host path, sandbox path) pairs every bubblewrap sandbox also sees,
+        read-only (a tool install, the capture bridge's socket directory). On the other tiers the
+        host filesystem is visible anyway, so they add nothing there."""
+        self.ro_binds = tuple((str(src), str(dst)) for src, dst in ro_binds)
+        for src, dst in self.ro_binds:
+            if not os.path.exists(src):
+                raise ConfigError(f"cannot bind {src} into sandboxes: it does not exist")
+            if not os.path.isabs(dst):
+                raise ConfigError(f"sandbox bind target {dst!r} must be an absolute path")
         self.base_dir = Path(base_dir or Path(tempfile.gettempdir(), "dagent-sandboxes"))
         self.base_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.cache_dir = self.base_dir / ".stage-cache"
@@ -276,6 +286,8 @@ class LocalSandbox(Sandbox):
             a += ["--bind", wd, WORKDIR]
             if has_input:  # staged files are hardlinks into the backend's cache: never writable
                 a += ["--ro-bind", f"{wd}/input", INPUT_DIR]
+            for src, dst in self.backend.ro_binds:
+                a += ["--ro-bind", src, dst]
             a += ["--remount-ro", "/", "--chdir", cwd, "--json-status-fd", str(status_fd)]
             return ["/bin/sh", "-c", f'{setup}; exec "$@"', "sh", *a, *run]
         if self.backend.tier == "cwd":

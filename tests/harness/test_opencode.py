@@ -144,13 +144,14 @@ def bridged(tmp_path_factory):
     binary = opencode_binary()
     from benchmarks.rollouts import scripted_engine
     from dagent.capture import CaptureServer
-    from dagent.publish import SANDBOX_SOCKET_DIR, BoundLocalBackend, Publisher
+    from dagent.publish import SANDBOX_SOCKET_DIR, Publisher
+    from dagent.sandbox.local import LocalBackend
 
     engine = scripted_engine()
     capture = CaptureServer(engine.url, model="scripted", max_output_tokens=256).start()
     bridge_dir = tempfile.mkdtemp(prefix="dagent-bridge-")
-    backend = BoundLocalBackend(tmp_path_factory.mktemp("sandboxes"),
-                                ro_binds=[(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)])
+    backend = LocalBackend(tmp_path_factory.mktemp("sandboxes"),
+                           ro_binds=[(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)])
     publisher = Publisher(backend, capture.host, capture.port, bridge_dir=bridge_dir)
     reach = publisher.start()
     yield binary, capture, backend, reach

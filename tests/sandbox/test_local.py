@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import dagent.sandbox.local as local
-from dagent.errors import SandboxError, StagingError
+from dagent.errors import ConfigError, SandboxError, StagingError
 from dagent.sandbox.base import Resources
 from dagent.sandbox.local import OUTPUT_CAP, LocalBackend
 
@@ -220,6 +220,25 @@ def test_host_filesystem_is_read_only_and_tmp_private(bwrap_sb) -> None:
     finally:
         marker.unlink()
     assert not any(Path("/tmp").glob("inside"))
+
+
+def test_ro_binds_are_visible_read_only_and_checked(backend: LocalBackend, tmp_path) -> None:
+    if backend.tier != "bwrap":
+        pytest.skip(f"bubblewrap unusable here: {backend.describe()}")
+    shared = tmp_path / "tool"
+    shared.mkdir()
+    (shared / "version").write_text("1.18.33")
+    bound = LocalBackend(base_dir=tmp_path / "sb", ro_binds=[(shared, "/opt/tool")])
+    with bound.create(SMALL) as s:
+        r = s.exec("cat /opt/tool/version; echo x > /opt/tool/version")
+        assert r.stdout == "1.18.33" and "Read-only file system" in r.stderr
+    assert (shared / "version").read_text() == "1.18.33"
+    with backend.create(SMALL) as plain:  # other backends' sandboxes do not see it
+        assert "No such file" in plain.exec("cat /opt/tool/version").stderr
+    with pytest.raises(ConfigError, match="does not exist"):
+        LocalBackend(base_dir=tmp_path / "sb", ro_binds=[(tmp_path / "missing", "/opt/x")])
+    with pytest.raises(ConfigError, match="absolute"):
+        LocalBackend(base_dir=tmp_path / "sb", ro_binds=[(shared, "opt/x")])
 
 
 def test_sandboxes_cannot_see_each_other(backend: LocalBackend) -> None:

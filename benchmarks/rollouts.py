@@ -3,6 +3,7 @@
     python benchmarks/rollouts.py --n 20                      # the scripted policy (see below)
     python benchmarks/rollouts.py --n 20 --template qwen3_5   # the same, Qwen3.5's thinking template
     python benchmarks/rollouts.py --n 20 --policy tiny-qwen3  # the random tiny Qwen3, real weights
+    python benchmarks/rollouts.py --n 20 --policy steered     # the tiny Qwen3 steered to the script
     python benchmarks/rollouts.py --suite ~/.cache/dagent/suite --split test --n 20
 
 Prints per rollout: outcome, turns (agent / all), drift, transitions, wall time; then turns per
@@ -18,6 +19,9 @@ REAL local engine (real Qwen3 tokenizer and chat template, real sampling at the 
 temperature, real hermes tool-call parsing, logprobs from its logits) behind the SAME capture
 proxy, so opencode, the sandbox and the token chain are exercised for real over several agent
 turns. Its answer is right only for "how many data rows" tasks; elsewhere it is graded wrong.
+`steered` is the real tiny Qwen3 network (`SteeredPolicy`): its forward pass on every token, plus
+a bias towards the same script, so the turns are the script's and the logprobs the network's
+steered logits.
 """
 
 from __future__ import annotations
@@ -86,6 +90,29 @@ class ScriptedPolicy:
         return SimpleNamespace(logits=logits, cache=cache)
 
 
+class SteeredPolicy:
+    """The REAL tiny Qwen3 (seeded random weights, `dagent.engine.models`) steered towards
+    `script_for(prompt)`: its forward pass runs on every token and a bias of `bias` is added to the
+    script's next token (then the stop token). The engine's logprobs are those of the steered
+    logits (the engine's raw mode), so they are finite, model-dependent and near 0 on the script."""
+
+    def __init__(self, model: Any, tokenizer: Any, stop_id: int, bias: float = 100.0) -> None:
+        self.model, self.tokenizer, self.stop_id, self.bias = model, tokenizer, stop_id, bias
+
+    def __call__(self, input_ids: Any, cache: Any = None, **kw: Any) -> Any:
+        if cache is None:
+            text = self.tokenizer.decode(input_ids[0].tolist())
+            script = self.tokenizer.encode(script_for(text), add_special_tokens=False) + [self.stop_id]
+            inner, pos = None, 0
+        else:
+            inner, script, pos = cache
+            pos += 1
+        out = self.model(input_ids=input_ids, cache=inner, **kw)
+        logits = out.logits.clone()
+        logits[0, -1, script[min(pos, len(script) - 1)]] += self.bias
+        return SimpleNamespace(logits=logits, cache=(out.cache, script, pos))
+
+
 class EngineThread:
     """A uvicorn server for an engine app on a free port, in a daemon thread."""
 
@@ -124,6 +151,21 @@ def scripted_engine(variant: str = "qwen3", context: int = 32_768) -> EngineThre
     return EngineThread(create_app(engine, served_model_name="scripted"))
 
 
+def steered_engine(context: int = 32_768) -> EngineThread:
+    """The real local engine over the real tiny Qwen3 steered by `SteeredPolicy` (real Qwen3
+    tokenizer and chat template), served as `tiny-qwen3-steered`. The context is opencode's
+    (its prompts pass the tiny model's nominal 4,096 positions; rotary positions extend)."""
+    from dagent.engine.generation import LocalEngine
+    from dagent.engine.models import load_model
+    from dagent.engine.server import create_app
+
+    loaded = load_model("tiny-qwen3")
+    stop = loaded.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    engine = LocalEngine(SteeredPolicy(loaded.model, loaded.tokenizer, stop), loaded.tokenizer,
+                         eos_token_ids=(stop,), max_model_len=context, name="tiny-qwen3-steered")
+    return EngineThread(create_app(engine, served_model_name="tiny-qwen3-steered"))
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else 0.0
@@ -142,7 +184,12 @@ def main(args: argparse.Namespace) -> int:
 
         scratch = tempfile.TemporaryDirectory(prefix="dagent-bench-")
         suite = load_tasks(write_suite(Path(scratch.name) / "suite"))
-    engine = scripted_engine(args.template) if args.policy == "scripted" else LocalEngineProcess(args.policy).start()
+    if args.policy == "scripted":
+        engine = scripted_engine(args.template)
+    elif args.policy == "steered":
+        engine = steered_engine()
+    else:
+        engine = LocalEngineProcess(args.policy).start()
     rows, started = [], time.monotonic()
     try:
         model = served_model(engine.url)
@@ -182,7 +229,7 @@ def main(args: argparse.Namespace) -> int:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=20, help="rollouts to run")
-    p.add_argument("--policy", default="scripted", help="scripted, tiny-qwen3 or smollm2-135m")
+    p.add_argument("--policy", default="scripted", help="scripted, steered, tiny-qwen3 or smollm2-135m")
     p.add_argument("--template", default="qwen3", choices=["qwen3", "qwen3_5"],
                    help="the scripted policy's tokenizer and chat template")
     p.add_argument("--suite", default=None, help="a suite (default: the synthetic one of the tests)")

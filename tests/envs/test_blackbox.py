@@ -3,11 +3,12 @@
 Unmarked tests are pure or use fakes (a remote backend that creates nothing, tunnels that hang or
 record). Tests marked `harness` run the real opencode binary in bubblewrap sandboxes against the
 real local engine, reached through the capture proxy and its socket bridge. The random tiny Qwen3
-emits noise, so opencode stops after one agent turn; the multi-turn tests serve
-`ScriptedPolicy` instead (benchmarks/rollouts.py: NOT a model, a scripted stand-in inside the real
-engine, with the real Qwen3 tokenizer, template, sampling and tool-call parser), behind the SAME
-capture path. The synthetic suite's task 0 asks for the row count (the script's answer: right);
-task 1 asks for a sum (the same script: wrong).
+emits noise, so opencode stops after one agent turn; the multi-turn tests serve the same tiny
+Qwen3 STEERED (benchmarks/rollouts.py `SteeredPolicy`: the real network's forward pass on every
+token plus a bias towards a script chosen from the prompt: look at the table, write the row count,
+close), inside the real engine with the real Qwen3 tokenizer, template, sampling and tool-call
+parser, behind the SAME capture path. The synthetic suite's task 0 asks for the row count (the
+script's answer: right); task 1 asks for a sum (the same script: wrong).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from dagent.sandbox.base import ExecResult, SandboxBackend
 from dagent.trajectory import CLEAN, REALIGN, Finding
 from tests.envs.conftest import LiveServer, free_port
 
-CONFIG = OpencodeConfig(model="scripted", max_output_tokens=256)
+CONFIG = OpencodeConfig(model="tiny-qwen3-steered", max_output_tokens=256)
+SCRIPTED = OpencodeConfig(model="scripted", max_output_tokens=256)
 
 
 class RemoteBackend(SandboxBackend):
@@ -159,18 +161,18 @@ def need_opencode() -> None:
 
 
 @pytest.fixture(scope="module")
-def scripted():
+def steered():
     need_opencode()
-    from benchmarks.rollouts import scripted_engine
+    from benchmarks.rollouts import steered_engine
 
-    engine = scripted_engine()
+    engine = steered_engine()
     yield engine
     engine.stop()
 
 
 @pytest.fixture(scope="module")
-def runtime(suite, scripted, tmp_path_factory):
-    rt = BlackBoxRuntime(suite, scripted.url, model="scripted", opencode=CONFIG, timeout_s=300,
+def runtime(suite, steered, tmp_path_factory):
+    rt = BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
                          sandbox_dir=tmp_path_factory.mktemp("bb-sandboxes")).start()
     yield rt
     rt.stop()
@@ -244,7 +246,7 @@ def test_an_engine_stopped_before_the_rollout_gives_zero_model_calls_ungraded(su
     from benchmarks.rollouts import scripted_engine
 
     engine = scripted_engine()
-    rt = BlackBoxRuntime(suite, engine.url, model="scripted", opencode=CONFIG, timeout_s=300,
+    rt = BlackBoxRuntime(suite, engine.url, model="scripted", opencode=SCRIPTED, timeout_s=300,
                          sandbox_dir=tmp_path_factory.mktemp("bb-dead")).start()
     try:
         engine.stop()  # healthy at start-up, gone when the agent calls
@@ -362,11 +364,11 @@ def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(suit
 
 @pytest.mark.harness
 @pytest.mark.slow
-def test_the_rollout_command_prints_outcome_turns_drift_and_findings(scripted, suite_dir):
+def test_the_rollout_command_prints_outcome_turns_drift_and_findings(steered, suite_dir):
     from dagent.rollout_cli import run_rollout_command
 
     lines: list[str] = []
-    r = run_rollout_command("demo.t0", engine_url=scripted.url, suite=str(suite_dir), timeout_s=300,
+    r = run_rollout_command("demo.t0", engine_url=steered.url, suite=str(suite_dir), timeout_s=300,
                             max_output_tokens=256, echo=lines.append)
     text = "\n".join(lines)
     assert r.outcome == "correct" and "CORRECT  reward" in text and "(bridge)" in text

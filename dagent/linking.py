@@ -13,7 +13,7 @@ async_rollout_worker.py). For a parent p and a later turn k:
              (strict `<`, and the change must lie inside p's COMPLETION, exactly as TRL)
     FORK     otherwise: k starts a new root, i.e. a new training sequence
 
-LINKING (`link`). Auxiliary calls link only to auxiliary calls, the rest only to the rest. Of the
+LINKING (`link_turns`). Auxiliary calls link only to auxiliary calls, the rest only to the rest. Of the
 earlier turns whose link to k would be CLEAN or REALIGN, k's parent is the one sharing the longest
 prefix with k's prompt (ties: smaller drift, then latest). An exact-prefix parent (drift 0) is
 therefore the deepest one, and a REALIGN onto the call just before k beats an exact link to its
@@ -113,7 +113,7 @@ def measure_drift(
                   fork_threshold_tokens)
 
 
-def link(turns: list[CapturedTurn], aux: list[bool], threshold: int) -> tuple[list[int], list[Any]]:
+def link_turns(turns: list[CapturedTurn], aux: list[bool], threshold: int) -> tuple[list[int], list[Any]]:
     """Parent index (-1: root) and `Transition` (None: no candidate) per turn, turns in arrival
     order. See LINKING in the module docstring."""
     n = len(turns)

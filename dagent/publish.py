@@ -35,15 +35,14 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from dagent.errors import ConfigError, DagentError
-from dagent.sandbox.base import Resources, SandboxBackend
-from dagent.sandbox.local import LocalBackend
+from dagent.sandbox.base import SandboxBackend
 
 _LOG = logging.getLogger(__name__)
 PublishMode = Literal["direct", "gradio"]

@@ -36,11 +36,18 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Iterable
 
-from dagent.linking import (  # noqa: F401 - re-exported
+from dagent.linking import (
     CLEAN, DEFAULT_FORK_THRESHOLD, FORK, HEAD, MAX_TIPS, REALIGN, Transition, _drift,
-    common_prefix_len, link, measure_drift,
+    common_prefix_len, link_turns, measure_drift,
 )
-from dagent.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv  # noqa: F401
+from dagent.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv
+
+__all__ = [  # with what dagent.linking and dagent.turn define, re-exported for one import site
+    "AGENT", "AUXILIARY", "AUX_HINTS", "CLEAN", "DEFAULT_FORK_THRESHOLD", "DISCARDED", "FORK", "HEAD",
+    "MAX_TIPS", "REALIGN", "SUBAGENT", "CapturedTurn", "Finding", "Level", "Root", "Segment",
+    "Trajectory", "TrajectoryStats", "Transition", "analyse", "common_prefix_len", "flatten",
+    "measure_drift", "token_ids", "turns_from_openenv",
+]
 
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"
 AUX_HINTS = frozenset({"title", "summary", "summarizer", "summariser", "compaction", "auxiliary"})
@@ -225,7 +232,7 @@ def analyse(
 
     any_tools = any(t.tools_offered > 0 for t in ordered)
     aux = [_is_aux(t, any_tools) for t in ordered]
-    parent, links = link(ordered, aux, thr)
+    parent, links = link_turns(ordered, aux, thr)
 
     # Trees under each root, depth, and the root's main path (root -> deepest leaf, latest on ties).
     root_of, depth, members = [0] * n, [0] * n, {}

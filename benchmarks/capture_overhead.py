@@ -2,8 +2,9 @@
 
     python benchmarks/capture_overhead.py                  # 1, 64, 256 clients; JSON and SSE
     python benchmarks/capture_overhead.py --levels 1 --sessions-1 4 --no-openenv   # a quick look
-    PYTHONPATH=DIR python benchmarks/capture_overhead.py   # DIR holding httptools + uvloop: every
-                                                           # server runs uvicorn's fast stack
+
+Every server runs uvicorn's fast stack (httptools + uvloop, pinned in the `env` extra; uvicorn
+falls back to h11 + asyncio without them, and the header line says which ran).
 
 A fast vLLM-shaped STUB engine (its own process) answers every chat call with `prompt_token_ids`
 (2-5k ids: a quarter of the messages' characters), 128 completion `token_ids`, per-token logprobs and
@@ -27,13 +28,22 @@ client, proxy and stub share the CPUs (and here other jobs did too): once demand
 proxy gets, the throughput ratio measures its CPU share, not its latency. The proxy's own figures
 are its CPU per call and the 1-client added latency. Targets: added p50 < 1 ms, ratio >= 0.95.
 
-Measured on the shared 2-core machine (other jobs kept the load average at 5-8), h11 / httptools:
-JSON, dagent adds +3.3 / +1.6 ms p50 at 1 client for 2.0 / 1.6 ms of CPU a call (OpenEnv +15.6 /
-+8.0 ms, 7.6 / 8.2 ms); throughput ratio 0.96 / 1.00 at 64 clients, 0.91 / 0.97 at 256 (OpenEnv
-0.38 / 0.72 at 64). Streamed, time to first token is the engine's + 1.6-3.3 ms at 1 client
-(OpenEnv's replay: the whole generation); ratio 0.81 / 0.94 at 64, 0.46 / 0.80 at 256, where the
-4-9 ms of CPU a 129-event stream costs meets the CPU the proxy gets. Store: 5 MiB for the 200-turn
-session (OpenEnv 333 MiB).
+Measured on the 2-core machine, quiet (load average 1.2 at start), httptools + uvloop (the pinned
+stack), stub delay 50 / 1000 / 2000 ms at 1 / 64 / 256 clients:
+
+    clients mode  added p50 / p99 ms   ratio   proxy CPU ms/call   OpenEnv added p50, ratio
+       1    json    +0.87 / +0.89      0.972        1.55           +4.86 ms, 0.878
+       1    sse     +1.77 / +2.23      0.956        8.02           +5.53 ms, 0.882 (TTFT 58 ms)
+      64    json    +1.01 / -0.65      0.997        1.68           +28.2 ms, 0.960
+      64    sse     +3.95 / +2.50      0.991        8.59           +40.6 ms, 0.969 (TTFT 1050 ms)
+     256    json    +1.43 / +1.25      0.995        1.47           not run
+     256    sse    +35.9 / +40.2       0.976        7.31           not run
+
+Time to first token through dagent: +0.5 ms at 1 client, +3.3 ms at 64. A 129-event stream costs
+the proxy about 60 us of CPU an event (read, frame, forward); at 1 client that is +1.77 ms over the
+whole stream, and at 256 clients the 2 CPUs shared by client, stub and proxy set the queueing. The
+same run under load average 5-8 (other jobs) measured h11 / httptools: json +3.3 / +1.6 ms at 1
+client, sse ratio 0.46 / 0.80 at 256. Store: 5.7 MiB for the 200-turn session (OpenEnv 333 MiB).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ the chain splits at every FORK into segments; for a segment with turns t1..tm,
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Iterable
 
 from dagent.linking import (
@@ -51,6 +51,7 @@ __all__ = [  # with what dagent.linking and dagent.turn define, re-exported for 
 
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"
 AUX_HINTS = frozenset({"title", "summary", "summarizer", "summariser", "compaction", "auxiliary"})
+_EMPTY = array("I")
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,20 @@ class Root:
 
 @dataclass(frozen=True)
 class Segment:
-    """One training sequence: a FORK-free run of the agent chain, flattened."""
+    """One training sequence: a FORK-free run of the agent chain, flattened. The sequences are
+    arrays (ids `array('I')`, mask `array('B')`, logprobs `array('d')`): built by memcpy from the
+    turns' arrays, so a rollout of N re-rendered 30k-token calls costs no int objects; `list()`
+    them for a trainer. Read-only, like the turns."""
 
     turn_ids: tuple[str, ...]
-    input_ids: tuple[int, ...]
-    loss_mask: tuple[int, ...]
-    logprobs: tuple[float, ...]
+    input_ids: array
+    loss_mask: array
+    logprobs: array
     prompt_len: int  # tokens before the first completion token
 
     @property
     def n_trainable(self) -> int:
-        return sum(self.loss_mask)
+        return self.loss_mask.tobytes().count(1)
 
 
 @dataclass(frozen=True)
@@ -149,37 +153,38 @@ def flatten(turns: list[CapturedTurn], transitions: Iterable[Transition]) -> tup
     """Flatten consecutive turns into segments, given the transitions between them (TRL's
     `_SampleBuilder`: FORK starts a segment, REALIGN overwrites the drifted tail as context)."""
     segments: list[Segment] = []
-    tokens: list[int] = []
-    mask: list[int] = []
-    lps: list[float] = []
+    tokens, mask, lps = array("I"), array("B"), array("d")
     ids: list[str] = []
     prompt_len = 0
 
     def close() -> None:
         if ids:
-            segments.append(Segment(tuple(ids), tuple(tokens), tuple(mask), tuple(lps), prompt_len))
+            segments.append(Segment(tuple(ids), tokens, mask, lps, prompt_len))
 
     kinds = [None, *transitions]
     for turn, link in zip(turns, kinds):
-        prompt = turn.prompt_token_ids or ()
+        prompt = turn.prompt_token_ids if turn.prompt_token_ids is not None else _EMPTY
         if link is None or link.kind == FORK:
             close()
-            tokens, mask, lps, ids, prompt_len = [], [], [], [], len(prompt)
+            tokens, mask, lps, ids, prompt_len = array("I"), array("B"), array("d"), [], len(prompt)
             start = 0
         elif link.kind == REALIGN:  # drifted tail of the held completion -> engine tokens, context
             start = link.matched
             del tokens[start:], mask[start:], lps[start:]
         else:
             start = len(tokens)
-        tail = prompt[start:]
-        tokens.extend(tail)
-        mask.extend(repeat(0, len(tail)))
-        lps.extend(repeat(0.0, len(tail)))
+        n = len(prompt) - start
+        tokens += prompt[start:]
+        mask.frombytes(bytes(n))  # 0
+        lps.frombytes(bytes(8 * n))  # 0.0 (all-zero bits)
         completion = turn.completion_token_ids
         ok = _logprobs_ok(turn)
-        tokens.extend(completion)
-        mask.extend(repeat(1 if ok else 0, len(completion)))
-        lps.extend(turn.logprobs if ok else repeat(0.0, len(completion)))
+        tokens += completion
+        mask.frombytes((b"\x01" if ok else b"\x00") * len(completion))
+        if ok:
+            lps.extend(turn.logprobs)
+        else:
+            lps.frombytes(bytes(8 * len(completion)))
         ids.append(turn.turn_id)
     close()
     return tuple(segments)

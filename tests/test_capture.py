@@ -86,7 +86,7 @@ def test_appending_client_chains_into_one_root_with_exact_prefixes(capture: Any,
     assert len(trajectory.roots) == 1 and [t.kind for t in trajectory.chain_transitions] == [CLEAN] * 3
     assert trajectory.stats.samples_per_rollout == 1 and gate(trajectory).tier == "train"
     [segment] = trajectory.sequences()
-    assert segment.input_ids == tuple(turns[-1].prompt_token_ids + turns[-1].completion_token_ids)
+    assert segment.input_ids == turns[-1].prompt_token_ids + turns[-1].completion_token_ids
 
 
 @pytest.mark.failure_mode("F02")

@@ -78,15 +78,15 @@ def assert_invariant(trajectory):
     for seg in trajectory.sequences():
         turns = [trajectory.turn(t) for t in seg.turn_ids]
         last = turns[-1]
-        assert seg.input_ids == tuple(last.prompt_token_ids + last.completion_token_ids)
+        assert seg.input_ids == last.prompt_token_ids + last.completion_token_ids
         for i, t in enumerate(turns):
             p = len(t.prompt_token_ids)
-            assert seg.input_ids[:p] == tuple(t.prompt_token_ids)
+            assert seg.input_ids[:p] == t.prompt_token_ids
             nxt = links.get(turns[i + 1].turn_id) if i + 1 < len(turns) else None
             kept = len(t.completion_token_ids) if nxt is None or nxt.kind == CLEAN else nxt.matched - p
-            assert seg.input_ids[p : p + kept] == tuple(t.completion_token_ids[:kept])
-            assert seg.loss_mask[p : p + kept] == (1,) * kept
-            assert seg.logprobs[p : p + kept] == t.logprobs[:kept]
+            assert seg.input_ids[p : p + kept] == t.completion_token_ids[:kept]
+            assert list(seg.loss_mask[p : p + kept]) == [1] * kept
+            assert tuple(seg.logprobs[p : p + kept]) == t.logprobs[:kept]
         kept_total = 0
         for i, t in enumerate(turns):
             nxt = links.get(turns[i + 1].turn_id) if i + 1 < len(turns) else None
@@ -105,7 +105,7 @@ def test_appending_client_is_one_clean_root():
     assert not tr.findings
     (seg,) = tr.sequences()
     for t in tr.turns:  # CLEAN: the flat prefix up to each turn's end is that turn's engine ids
-        end = tuple(t.prompt_token_ids + t.completion_token_ids)
+        end = t.prompt_token_ids + t.completion_token_ids
         assert seg.input_ids[: len(end)] == end
     assert_invariant(tr)
 

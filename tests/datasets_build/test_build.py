@@ -28,12 +28,6 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("suite") / "build"
-    return out, build_suite(out)
-
-
-@pytest.fixture(scope="session")
 def splits(built) -> dict[str, list[Task]]:
     from dagent.hub import read_suite
 

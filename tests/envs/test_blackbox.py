@@ -214,6 +214,28 @@ def test_a_rollout_end_to_end(runtime):
 
 @pytest.mark.harness
 @pytest.mark.slow
+@pytest.mark.failure_mode("F03")
+def test_a_rollout_on_a_bundled_task_end_to_end(built, steered, tmp_path_factory):
+    """The same path on a task of the BUNDLED suite (real tables, built this session): the script
+    answers a row count, so most tasks are graded wrong, which must read 0.0, never None."""
+    from dagent.hub import load_tasks
+
+    bundled = load_tasks(built[0])
+    tasks = bundled.tasks("test")
+    index = next(i for i, t in enumerate(tasks) if all(n.endswith(".csv") for n in bundled.files_for(t)))
+    with BlackBoxRuntime(bundled, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
+                         sandbox_dir=tmp_path_factory.mktemp("bb-bundled")) as rt:
+        r = rt.run_rollout("test", index)
+    assert r.task_id == tasks[index].task_id and r.cause is None, r.summary()
+    assert r.outcome in ("correct", "wrong") and r.reward == (reward(True, r.tool_calls) if r.correct else 0.0)
+    assert r.agent_turns >= 2 and r.tool_calls == 2
+    assert_exact_chain(r)
+    assert r.trajectory.stats.auxiliary_roots == 1 and "title" in {t.role_hint for t in r.turns}
+    assert not [f for f in r.findings if f.level == "fatal"] and r.gate.tier == "train"
+
+
+@pytest.mark.harness
+@pytest.mark.slow
 def test_a_wrong_answer_is_graded_zero_not_none(runtime):
     r = runtime.run_rollout("train", 1)  # a sum is asked; the script writes the row count
     assert (r.outcome, r.reward, r.correct, r.cause) == ("wrong", 0.0, False, None), r.summary()

@@ -28,22 +28,24 @@ client, proxy and stub share the CPUs (and here other jobs did too): once demand
 proxy gets, the throughput ratio measures its CPU share, not its latency. The proxy's own figures
 are its CPU per call and the 1-client added latency. Targets: added p50 < 1 ms, ratio >= 0.95.
 
-Measured on the 2-core machine, quiet (load average 1.2 at start), httptools + uvloop (the pinned
-stack), stub delay 50 / 1000 / 2000 ms at 1 / 64 / 256 clients:
+Measured on the 2-core machine, quiet (load average ~1), httptools + uvloop (the pinned stack),
+stub delay 50 / 1000 / 2000 ms at 1 / 64 / 256 clients:
 
     clients mode  added p50 / p99 ms   ratio   proxy CPU ms/call   OpenEnv added p50, ratio
-       1    json    +0.87 / +0.89      0.972        1.55           +4.86 ms, 0.878
-       1    sse     +1.77 / +2.23      0.956        8.02           +5.53 ms, 0.882 (TTFT 58 ms)
-      64    json    +1.01 / -0.65      0.997        1.68           +28.2 ms, 0.960
-      64    sse     +3.95 / +2.50      0.991        8.59           +40.6 ms, 0.969 (TTFT 1050 ms)
-     256    json    +1.43 / +1.25      0.995        1.47           not run
-     256    sse    +35.9 / +40.2       0.976        7.31           not run
+       1    json    +0.78 / +2.07      0.970        1.58           +4.88 ms, 0.867
+       1    sse     +0.47 / +1.25      0.982        8.02           +4.67 ms, 0.885 (TTFT 58 ms)
+      64    json    +1.38 / -0.53      0.997        1.51           +18.7 ms, 0.971
+      64    sse     +2.91 / +5.37      0.996       10.93           +33.9 ms, 0.955 (TTFT 1043 ms)
+     256    json    +3.03 / +0.27      0.991        1.62           not run
+     256    sse    +32.2 / +52.0       0.973        7.57           not run
 
-Time to first token through dagent: +0.5 ms at 1 client, +3.3 ms at 64. A 129-event stream costs
-the proxy about 60 us of CPU an event (read, frame, forward); at 1 client that is +1.77 ms over the
-whole stream, and at 256 clients the 2 CPUs shared by client, stub and proxy set the queueing. The
-same run under load average 5-8 (other jobs) measured h11 / httptools: json +3.3 / +1.6 ms at 1
-client, sse ratio 0.46 / 0.80 at 256. Store: 5.7 MiB for the 200-turn session (OpenEnv 333 MiB).
+Time to first token through dagent: +0.4 ms at 1 client, +3.4 ms at 64. Repeated 1-client runs
+(40 sessions) put the JSON added p50 at +0.7-1.3 ms (run-to-run noise) and the streamed one at
++0.6-0.7 ms (+1.4-1.6 ms before the stream capture folded events in as they pass). A 129-event
+stream costs the proxy about 60 us of CPU an event; at 64 and 256 clients the 2 CPUs shared by
+client, stub and proxy set the queueing. Under load average 5-8 (other jobs), h11 / httptools
+measured json +3.3 / +1.6 ms at 1 client, sse ratio 0.46 / 0.80 at 256. Store: 5.4 MiB for the
+200-turn session (OpenEnv 333 MiB).
 """
 
 from __future__ import annotations

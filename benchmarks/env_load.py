@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from dagent.rollout_cli import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "spaces" / "data-agent"
@@ -65,12 +66,6 @@ def write_suite(root: Path) -> Path:
     (root / "tables" / "bench" / "t.csv").write_text(TABLE)
     pq.write_table(pa.Table.from_pylist([t.to_row() for t in tasks]), root / "data" / "train-00000-of-00001.parquet")
     return root
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(suite: Path, port: int, max_episodes: int, args: Args) -> subprocess.Popen:

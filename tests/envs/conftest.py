@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dagent.rollout_cli import free_port
 from dagent.suite import TaskSuite
 from tests.factories import make_task
 
@@ -60,14 +61,6 @@ def backend(tmp_path_factory):
     from dagent.sandbox.local import LocalBackend
 
     return LocalBackend(base_dir=tmp_path_factory.mktemp("sandboxes"))
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LiveServer:

@@ -29,7 +29,7 @@ from dagent.publish import GradioTunnel, PublishError, Publisher, TunnelStartTim
 from dagent.reward import reward
 from dagent.sandbox.base import ExecResult, SandboxBackend
 from dagent.trajectory import CLEAN, REALIGN, Finding
-from tests.envs.conftest import LiveServer, free_port
+from tests.envs.conftest import LiveServer
 
 CONFIG = OpencodeConfig(model="tiny-qwen3-steered", max_output_tokens=256)
 SCRIPTED = OpencodeConfig(model="scripted", max_output_tokens=256)

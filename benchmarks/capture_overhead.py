@@ -65,7 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dagent.capture_wire import dumps, loads  # noqa: E402
+from dagent.capture.wire import dumps, loads  # noqa: E402
 
 COMPLETION = 128
 TOKEN_RE = re.compile(rb'"content": ?"[^"]')  # a delta with text (the role chunk's content is "")
@@ -376,8 +376,8 @@ def store_one(name: str, turns: int) -> None:
     rng = random.Random(0)
     pool = array("l", (rng.randrange(300, 151_000) for _ in range(300 + 360 * (turns + 1))))
     if name == "dagent":
-        from dagent.capture_store import SessionState
-        from dagent.capture_wire import EngineCall, Prepared
+        from dagent.capture.store import SessionState
+        from dagent.capture.wire import EngineCall, Prepared
 
         store = SessionState("s", None, {})
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from dagent.rollout_cli import free_port
+from dagent.engine.process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "spaces" / "data-agent"

@@ -119,7 +119,7 @@ class EngineThread:
     def __init__(self, app: Any) -> None:
         import uvicorn
 
-        from dagent.rollout_cli import free_port
+        from dagent.engine.process import free_port
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -175,12 +175,12 @@ def main(args: argparse.Namespace) -> int:
     from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.harness.opencode import OpencodeConfig
     from dagent.hub import load_tasks
-    from dagent.rollout_cli import LocalEngineProcess, served_model
+    from dagent.engine.process import LocalEngineProcess, served_model
 
     if args.suite:
         suite = load_tasks(args.suite)
     else:  # the tests' synthetic suite: a real CSV, four tasks per split
-        from tests.envs.conftest import write_suite
+        from tests.factories import write_suite
 
         scratch = tempfile.TemporaryDirectory(prefix="dagent-bench-")
         suite = load_tasks(write_suite(Path(scratch.name) / "suite"))

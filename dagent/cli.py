@@ -49,7 +49,8 @@ def _build(out_dir: Path) -> dict:
         return build_suite(out_dir, progress=progress)
 
 
-def _suite(source: str | None):
+def load_suite(source: str | None):
+    """The suite at `source` (Hub id, path); the bundled build by default, built on first use."""
     from dagent.hub import default_suite_dir, load_tasks
 
     if source is None and not (default_suite_dir() / "data").is_dir():
@@ -77,7 +78,7 @@ def suite_build(out_dir: Annotated[Optional[Path], typer.Option("--out", help="O
 def tasks_list(split: str = "test", suite: SuiteOpt = None,
                limit: Annotated[int, typer.Option(help="Show at most this many.")] = 20) -> None:
     """List tasks of a split (public view)."""
-    s = _suite(suite)
+    s = load_suite(suite)
     tasks = s.tasks(split)
     for i, t in enumerate(tasks[:limit]):
         out.print(f"{i:>5}  {t.task_id:<48} {t.difficulty_tier:<6} {t.answer_type}")
@@ -88,7 +89,7 @@ def tasks_list(split: str = "test", suite: SuiteOpt = None,
 def tasks_show(task_id: str, suite: SuiteOpt = None,
                gold: Annotated[bool, typer.Option(help="Also print gold and solution (server side only).")] = False) -> None:
     """Show one task."""
-    s = _suite(suite)
+    s = load_suite(suite)
     split, index, task = s.find(task_id)
     view = task if gold else task.public()
     out.print(f"[bold]{task_id}[/] ({split} #{index})")
@@ -97,31 +98,30 @@ def tasks_show(task_id: str, suite: SuiteOpt = None,
 
 @app.command("eval")
 def eval_cmd(
-    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle.")] = "oracle",
+    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, opencode.")] = "oracle",
     split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
     suite: SuiteOpt = None,
+    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir.")] = "tiny-qwen3",
+    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
     workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
     limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Wall clock per episode, seconds.")] = 300.0,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records.jsonl and summary.json go.")] = None,
 ) -> None:
     """Evaluate an agent on a split: per-task records plus a summary."""
+    from dagent.harness.stack import agent_stack
     from dagent.runner import run_eval
-    from dagent.sandbox.local import LocalBackend
 
-    if agent != "oracle":
-        raise DagentError(f"unknown agent {agent!r}; available: oracle")
-    from dagent.harness.oracle import OracleAgent
-
-    s = _suite(suite)
-    backend = LocalBackend()
-    console.print(f"sandbox: {backend.describe()}")
+    s = load_suite(suite)
     n = len(s.tasks(split)) if limit is None else min(limit, len(s.tasks(split)))
     target = out_dir or Path("runs") / f"eval-{agent}-{split.replace(':', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with _progress() as bar:
-        tid = bar.add_task(f"{agent} on {split}", total=n)
-        _, summary = run_eval(s, split, OracleAgent(), backend, workers=workers, limit=limit,
-                              timeout_s=timeout_s, out_dir=target, on_done=lambda _r: bar.advance(tid))
+    with agent_stack(agent, s, model=model, engine_url=engine_url, timeout_s=timeout_s,
+                     echo=console.print) as stack:
+        console.print(stack.describe())
+        with _progress() as bar:
+            tid = bar.add_task(f"{agent} on {split}", total=n)
+            _, summary = run_eval(s, split, stack.agent, stack.backend, workers=workers, limit=limit,
+                                  timeout_s=timeout_s, out_dir=target, on_done=lambda _r: bar.advance(tid))
     for line in summary.lines():
         out.print(line)
     out.print(f"records: {target / 'records.jsonl'}\nsummary: {target / 'summary.json'}")
@@ -138,10 +138,12 @@ def rollout_cmd(
     suite: SuiteOpt = None,
 ) -> None:
     """One black-box rollout: outcome, turns, drift summary, findings."""
-    from dagent.rollout_cli import run_rollout_command
+    from dagent.harness.stack import run_rollout
 
-    run_rollout_command(task, harness=harness, model=model, engine_url=engine_url, suite=_suite(suite),
-                        echo=lambda line: out.print(line, markup=False, highlight=False))
+    if harness != "opencode":
+        raise DagentError(f"unknown harness {harness!r}; available: opencode")
+    run_rollout(task, load_suite(suite), model=model, engine_url=engine_url,
+                echo=lambda line: out.print(line, markup=False, highlight=False))
 
 
 @engine_app.command("serve")

@@ -1,4 +1,8 @@
-"""One error root, one subclass per boundary. Every message names the fix."""
+"""One error root, one subclass per boundary. Every message names the fix.
+
+Errors about a bad VALUE (a setting, a task field, a request body, token ids) also derive from
+`ValueError`, so pydantic validators and `except ValueError` callers keep working.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,11 @@ class DagentError(Exception):
     """Root of every error dagent raises on purpose."""
 
 
-class ConfigError(DagentError):
+class ConfigError(DagentError, ValueError):
     """A setting is missing or wrong; the message names the setting and what to set."""
 
 
-class TaskError(DagentError):
+class TaskError(DagentError, ValueError):
     """A task source, split name or index is unusable."""
 
 
@@ -41,6 +45,20 @@ class EngineError(DagentError):
 
 class CaptureError(DagentError):
     """The capture proxy refused or lost a model call."""
+
+
+class RequestRejected(DagentError, ValueError):
+    """A request to one of dagent's servers (engine, capture proxy) is malformed; it becomes a 4xx
+    answer with this message."""
+
+
+class TrajectoryError(DagentError, ValueError):
+    """A captured call or trace is malformed (token ids, logprobs, tool counts)."""
+
+
+class ToolRefused(DagentError, ValueError):
+    """A tool call turned down for what it asks (a path outside /workdir, a read-only input); the
+    episode hands the message to the agent as the tool's result."""
 
 
 class HarnessError(DagentError):

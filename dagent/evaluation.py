@@ -10,11 +10,32 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Outcome = Literal["correct", "wrong", "ungraded"]
+
+#: Why an episode is ungraded: the one vocabulary every module that sets a cause uses.
+UngradedCause = Literal[
+    "sandbox_unavailable",  # the backend could not create a sandbox
+    "staging_failed",  # the task's tables could not be put into /workdir/input (F21)
+    "sandbox_error",  # the sandbox failed while the agent worked in it
+    "sandbox_oom",  # killed for memory without an answer (F18)
+    "sandbox_timeout",  # the wall clock ran out without an answer (F18)
+    "zero_model_calls",  # an LLM agent whose engine never answered (F07)
+    "engine_unreachable",  # the agent's loop ended on an engine failure (F07)
+    "harness_crash",  # the agent harness died without an answer
+    "internal_error",  # a bug in dagent itself while the episode ran
+]
+UNGRADED_CAUSES: tuple[str, ...] = get_args(UngradedCause)
+#: Causes under which an answer says nothing about the policy: it is ignored, the episode ungraded.
+VOIDING_CAUSES = frozenset({"zero_model_calls", "engine_unreachable"})
+
+
+def cause_head(cause: str | None) -> str | None:
+    """The vocabulary word of a cause that may carry detail (`staging_failed: <why>`)."""
+    return None if cause is None else cause.split(":", 1)[0].strip()
 
 
 class EvalRecord(BaseModel):
@@ -27,12 +48,14 @@ class EvalRecord(BaseModel):
     index: int = Field(description="Index of the task within that split.")
     difficulty_tier: str
     agent: str
+    model: str | None = Field(default=None, description="The served model id (None for the oracle).")
+    sample: int = Field(default=0, description="Which of the n samples of this task (seeded by it).")
     outcome: Outcome
     reward: float | None = Field(description="None when ungraded; never coerced to 0.0 (F32).")
     correct: bool | None
     method: str = Field(description="Grader rule that decided, or 'ungraded'.")
     note: str = ""
-    cause: str | None = Field(default=None, description="Why the episode is ungraded.")
+    cause: UngradedCause | None = Field(default=None, description="Why the episode is ungraded.")
     answer: str | None = Field(default=None, description="The submitted answer, clipped.")
     exit_code: int | None = None
     model_calls: int | None = None
@@ -121,6 +144,8 @@ def settle(
 ):
     """Decide an episode's grade from what it left behind.
 
+    - a voiding cause (the engine never answered, or the loop ended on an engine failure) ->
+      ungraded whatever the answer file holds (F07: a shell may have written it);
     - zero model calls (an LLM agent that never reached its engine) -> ungraded (F07);
     - no answer file and an infrastructure cause (OOM, timeout, crash) -> ungraded (F18);
     - no answer file otherwise -> graded wrong (the agent did not submit);
@@ -128,7 +153,9 @@ def settle(
     """
     from dagent.grading import Grade, grade
 
-    if model_calls == 0:
+    if cause_head(infra_cause) in VOIDING_CAUSES:
+        return Grade(reward=None, correct=None, method="ungraded", note=infra_cause)
+    if model_calls == 0 and infra_cause is None:
         return Grade(reward=None, correct=None, method="ungraded", note="zero_model_calls")
     if answer is None:
         if infra_cause is not None:

@@ -281,7 +281,7 @@ def _bounded(fn: Any, arg: str, timeout_s: float) -> tuple[str, Any]:
     return box[0] if box else ("timeout", None)
 
 
-def _grade_latex(text: str, gold: Num, atol: float, rtol: float,
+def grade_latex(text: str, gold: Num, atol: float, rtol: float,
                  timeout_s: float = MATH_VERIFY_TIMEOUT_S) -> Grade:
     if len(text) > _MV_MAX_CHARS:
         return _wrong("math_verify", f"LaTeX answer too long ({len(text)} > {_MV_MAX_CHARS})")
@@ -420,7 +420,7 @@ def grade_answer(answer: str | bytes | None, gold: str, answer_type: str,
         return _wrong("numeric", f"{parsed[0]:.10g}{'%' if parsed[1] else ''} is outside "
                                  f"tolerance (atol={atol:g}, rtol={rtol:g})")
     if _LATEX_HINT.search(text):
-        return _grade_latex(text, gold_num, atol, rtol)
+        return grade_latex(text, gold_num, atol, rtol)
     return _wrong("numeric", "answer is not a number")
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from dagent.errors import ConfigError
+
 RewardMode = Literal["efficiency", "correctness"]
 
 
@@ -28,9 +30,9 @@ class RewardConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in ("efficiency", "correctness"):
-            raise ValueError(f"unknown reward mode {self.mode!r}; use 'efficiency' or 'correctness'")
+            raise ConfigError(f"unknown reward mode {self.mode!r}; use 'efficiency' or 'correctness'")
         if not (0.0 <= self.weight < 1.0) or self.budget <= 0:
-            raise ValueError("reward weight must be in [0, 1) and budget > 0")
+            raise ConfigError("reward weight must be in [0, 1) and budget > 0")
 
 
 def reward(correct: bool | float | None, tool_calls: int, config: RewardConfig = RewardConfig()) -> float | None:
@@ -41,5 +43,5 @@ def reward(correct: bool | float | None, tool_calls: int, config: RewardConfig =
     if config.mode == "correctness":
         return correctness
     if tool_calls < 0:
-        raise ValueError(f"tool_calls must be >= 0, got {tool_calls}")
+        raise ConfigError(f"tool_calls must be >= 0, got {tool_calls}")
     return correctness * (1.0 + config.weight * config.budget / (config.budget + tool_calls))

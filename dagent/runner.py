@@ -1,20 +1,31 @@
-"""Run agents over a split: sandbox per task, stage, run, read the answer file, grade, record.
+"""The episode skeleton every agent runs through, and evaluation over a split.
 
-One path for every agent, the oracle included: the answer is whatever ends up in
-/workdir/answer.txt, graded server side with the full task.
+`play` is the ONE place where an episode's steps and failure rules live: create a sandbox sized
+by the task, stage its tables, run the agent, read /workdir/answer.txt, settle the grade with the
+FULL task (F14), turn it into the reward. The oracle evaluation, `dagent eval --agent ...` and the
+black-box environment's rollouts all call it, so these rules exist once:
+
+- infrastructure failures are data, never exceptions: `sandbox_unavailable`, `staging_failed`,
+  `sandbox_error` come back as UNGRADED records (reward None, F32);
+- an agent process killed for memory or time without an answer is ungraded (F18); an LLM agent
+  whose engine never answered is ungraded even if a file was left behind (F07);
+- the reward is `dagent.reward.reward(correct, tool_calls)` with the tool calls the AGENT counted
+  from its own trace (F34).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 from dagent.errors import SandboxError, StagingError
-from dagent.evaluation import EvalRecord, EvalSummary, outcome_of, settle, summarize
-from dagent.harness.base import Agent, AgentRun
+from dagent.evaluation import EvalRecord, EvalSummary, cause_head, outcome_of, settle, summarize
+from dagent.harness.base import Agent, AgentRun, sample_seed
+from dagent.reward import RewardConfig, reward
 from dagent.sandbox.base import Resources, SandboxBackend
 from dagent.suite import TaskSuite
 from dagent.task import ANSWER_PATH, Task
@@ -22,89 +33,101 @@ from dagent.task import ANSWER_PATH, Task
 ANSWER_CLIP = 500
 
 
-def _record(task: Task, split: str, index: int, agent: str, grade, run: AgentRun | None,
-            answer: bytes | None, cause: str | None, started: float) -> EvalRecord:
-    text = None if answer is None else answer[: ANSWER_CLIP * 4].decode("utf-8", "replace")[:ANSWER_CLIP]
-    return EvalRecord(
-        task_id=task.task_id,
-        split=split,
-        index=index,
-        difficulty_tier=task.difficulty_tier,
-        agent=agent,
-        outcome=outcome_of(grade),
-        reward=grade.reward,
-        correct=grade.correct,
-        method=grade.method,
-        note=grade.note,
-        cause=cause if grade.correct is None else None,
-        answer=text,
-        exit_code=None if run is None or run.exec_result is None else run.exec_result.exit_code,
-        model_calls=None if run is None else run.model_calls,
-        tool_calls=None if run is None else run.tool_calls,
-        duration_s=round(time.monotonic() - started, 4),
-    )
+@dataclass(frozen=True)
+class Played:
+    """One episode: its record, and what the agent's run left (None if the agent never ran)."""
+
+    record: EvalRecord
+    run: AgentRun | None
+    task: Task
 
 
-def run_episode(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend,
-                *, timeout_s: float = 300.0) -> EvalRecord:
-    """One task, end to end. Infrastructure failures come back as ungraded records, never raise."""
+def clip_answer(answer: bytes | None) -> str | None:
+    return None if answer is None else answer[: ANSWER_CLIP * 4].decode("utf-8", "replace")[:ANSWER_CLIP]
+
+
+def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend, *,
+         timeout_s: float = 300.0, memory_mb: int | None = None, sample: int = 0,
+         reward_config: RewardConfig = RewardConfig()) -> Played:
+    """One task, end to end, through `agent` (module docstring). Never raises for infrastructure."""
     from dagent.grading import Grade
 
     started = time.monotonic()
     task = suite.task_at(split, index)
-    resources = Resources(cpus=task.cpus, memory_mb=task.memory_mb, timeout_s=timeout_s)
-
-    def ungraded(cause: str, note: str) -> EvalRecord:
-        grade = Grade(reward=None, correct=None, method="ungraded", note=note)
-        return _record(task, split, index, agent.name, grade, None, None, cause, started)
-
+    resources = Resources(cpus=task.cpus, memory_mb=memory_mb or task.memory_mb, timeout_s=timeout_s)
+    run: AgentRun | None = None
+    answer: bytes | None = None
+    failure: tuple[str, str] | None = None  # (cause, note) of an infrastructure failure
     try:
         sandbox = backend.create(resources)
     except SandboxError as e:
-        return ungraded("sandbox_unavailable", str(e))
-    with sandbox:
-        try:
-            sandbox.stage(suite.files_for(task))
-        except StagingError as e:
-            return ungraded("staging_failed", str(e))
-        try:
-            run = agent.run(task, sandbox, timeout_s=timeout_s)
-            answer = sandbox.read_file(ANSWER_PATH)
-        except SandboxError as e:
-            return ungraded("sandbox_error", str(e))
-    grade = settle(task, answer, infra_cause=run.infra_cause, model_calls=run.model_calls)
-    cause = grade.note if grade.correct is None else None
-    return _record(task, split, index, agent.name, grade, run, answer, cause, started)
+        failure = ("sandbox_unavailable", str(e))
+    else:
+        with sandbox:
+            try:
+                sandbox.stage(suite.files_for(task))
+                run = agent.run(task, sandbox, timeout_s=timeout_s, seed=sample_seed(task.task_id, sample))
+                answer = sandbox.read_file(ANSWER_PATH)
+            except StagingError as e:
+                failure = ("staging_failed", str(e))
+            except SandboxError as e:
+                failure = ("sandbox_error", str(e))
+    if failure is not None:
+        grade = Grade(reward=None, correct=None, method="ungraded", note=failure[1])
+        cause = failure[0]
+    else:
+        grade = settle(task, answer, infra_cause=run.infra_cause, model_calls=run.model_calls)
+        cause = cause_head(grade.note) if grade.correct is None else None
+    tool_calls = None if run is None else run.tool_calls
+    record = EvalRecord(
+        task_id=task.task_id, split=split, index=index, difficulty_tier=task.difficulty_tier,
+        agent=agent.name, model=agent.model, sample=sample, outcome=outcome_of(grade),
+        reward=reward(grade.correct, tool_calls or 0, reward_config), correct=grade.correct,
+        method=grade.method, note=grade.note, cause=cause, answer=clip_answer(answer),
+        exit_code=None if run is None or run.exec_result is None else run.exec_result.exit_code,
+        model_calls=None if run is None else run.model_calls, tool_calls=tool_calls,
+        duration_s=round(time.monotonic() - started, 4),
+    )
+    return Played(record=record, run=run, task=task)
+
+
+def run_episode(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend,
+                *, timeout_s: float = 300.0, sample: int = 0,
+                reward_config: RewardConfig = RewardConfig()) -> EvalRecord:
+    """One task's evaluation record (`play`'s)."""
+    return play(suite, split, index, agent, backend, timeout_s=timeout_s, sample=sample,
+                reward_config=reward_config).record
 
 
 def run_eval(suite: TaskSuite, split: str, agent: Agent, backend: SandboxBackend, *,
-             workers: int = 2, limit: int | None = None, timeout_s: float = 300.0,
-             out_dir: Path | None = None,
+             workers: int = 2, limit: int | None = None, samples: int = 1, timeout_s: float = 300.0,
+             out_dir: Path | None = None, reward_config: RewardConfig = RewardConfig(),
              on_done: Callable[[EvalRecord], None] | None = None) -> tuple[list[EvalRecord], EvalSummary]:
-    """Evaluate `agent` on `split` (optionally its first `limit` tasks) with `workers` threads.
-
-    Writes `records.jsonl` (one record per task, in split order) and `summary.json` to
-    `out_dir` when given.
-    """
+    """Evaluate `agent` on `split` (optionally its first `limit` tasks), `samples` times per task,
+    with `workers` threads. Writes `records.jsonl` (in split order, then sample) and
+    `summary.json` to `out_dir` when given."""
     n = len(suite.tasks(split))
-    indices = list(range(n if limit is None else min(limit, n)))
-    records: dict[int, EvalRecord] = {}
+    jobs = [(i, s) for i in range(n if limit is None else min(limit, n)) for s in range(max(1, samples))]
+    records: dict[tuple[int, int], EvalRecord] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(run_episode, suite, split, i, agent, backend, timeout_s=timeout_s): i
-                   for i in indices}
+        futures = {pool.submit(run_episode, suite, split, i, agent, backend, timeout_s=timeout_s, sample=s,
+                               reward_config=reward_config): (i, s) for i, s in jobs}
         for fut in as_completed(futures):
             rec = fut.result()
             records[futures[fut]] = rec
             if on_done is not None:
                 on_done(rec)
-    ordered = [records[i] for i in indices]
+    ordered = [records[job] for job in jobs]
     summary = summarize(ordered)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with open(out_dir / "records.jsonl", "w") as f:
-            for rec in ordered:
-                f.write(rec.model_dump_json() + "\n")
-        (out_dir / "summary.json").write_text(json.dumps(
-            {"split": split, "agent": agent.name, "suite": suite.source, **summary.model_dump()},
-            indent=2) + "\n")
+        write_records(out_dir, ordered, summary, split=split, agent=agent.name, suite=suite.source)
     return ordered, summary
+
+
+def write_records(out_dir: Path, records: Sequence[EvalRecord], summary: EvalSummary, **meta: object) -> None:
+    """`records.jsonl` (one record a line) and `summary.json` (the meta, then the summary)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "records.jsonl", "w") as f:
+        for rec in records:
+            f.write(rec.model_dump_json() + "\n")
+    (out_dir / "summary.json").write_text(json.dumps({**meta, **summary.model_dump()}, indent=2) + "\n")

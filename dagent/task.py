@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dagent.errors import TaskError
+
 AnswerType = Literal["number", "string", "list", "bool"]
 Tier = Literal["easy", "medium", "hard"]
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
@@ -59,7 +61,7 @@ class PublicTask(_Record):
     @model_validator(mode="after")
     def _tier_matches_level(self) -> PublicTask:
         if TIER_OF_LEVEL[self.difficulty_level] != self.difficulty_tier:
-            raise ValueError(
+            raise TaskError(
                 f"difficulty_tier {self.difficulty_tier!r} does not match difficulty_level "
                 f"{self.difficulty_level} (expected {TIER_OF_LEVEL[self.difficulty_level]!r})"
             )

@@ -24,7 +24,9 @@ from pathlib import Path
 @dataclass
 class EvalArgs:
     split: str = field(default="test", metadata={"help": "train, test or eval, optionally with one tier (test:hard)."})
-    agent: str = field(default="oracle", metadata={"help": "The agent to evaluate (oracle)."})
+    agent: str = field(default="oracle", metadata={"help": "The agent to evaluate: oracle, opencode."})
+    model: str = field(default="tiny-qwen3", metadata={"help": "Local engine model when no --engine-url."})
+    engine_url: str | None = field(default=None, metadata={"help": "OpenAI-compatible engine URL (vLLM)."})
     suite: str | None = field(default=None, metadata={"help": "Local build, Hub repo id or hf://datasets/...; default: the bundled build."})
     workers: int = field(default=2, metadata={"help": "Episodes in parallel."})
     limit: int | None = field(default=None, metadata={"help": "Only the first N tasks."})
@@ -40,17 +42,14 @@ def parse(argv: list[str] | None = None) -> EvalArgs:
 
 
 def main(args: EvalArgs) -> int:
-    from dagent.cli import _suite
-    from dagent.harness.oracle import OracleAgent
+    from dagent.cli import load_suite
+    from dagent.harness.stack import agent_stack
     from dagent.runner import run_eval
-    from dagent.sandbox.local import LocalBackend
 
-    if args.agent != "oracle":
-        print(f"unknown agent {args.agent!r}; available: oracle", file=sys.stderr)
-        return 1
-    suite = _suite(args.suite)
-    records, summary = run_eval(suite, args.split, OracleAgent(), LocalBackend(), workers=args.workers,
-                                limit=args.limit, out_dir=Path(args.out))
+    suite = load_suite(args.suite)
+    with agent_stack(args.agent, suite, model=args.model, engine_url=args.engine_url) as stack:
+        records, summary = run_eval(suite, args.split, stack.agent, stack.backend, workers=args.workers,
+                                    limit=args.limit, out_dir=Path(args.out))
     print("\n".join(summary.lines()))
     return 0 if summary.ungraded == 0 and summary.wrong == 0 else 2
 

@@ -1,7 +1,11 @@
-"""Small builders for synthetic tasks used across tests (not fakes of adapters)."""
+"""Small builders used across tests: synthetic tasks, a small suite with a real table on disk, a
+live uvicorn server (not fakes of adapters)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dagent.engine.process import free_port
 from dagent.task import TIER_OF_LEVEL, TableSource, Task
 
 SOURCE = TableSource(table_id="demo/t", path="demo/t.csv", package="demo==0", origin="test", licence="CC0")
@@ -27,3 +31,62 @@ def make_task(i: int = 0, *, level: int = 1, gold: str = "42", answer_type: str 
     )
     fields.update(kw)
     return Task(**fields)
+
+
+TABLE = "a,b\n1,2\n3,4\n5,6\n"
+SHELL_EXAMPLE = 'Write only that value to /workdir/answer.txt (e.g. `echo -n "<value>" > /workdir/answer.txt`), then stop.'
+
+
+def demo_tasks(offset: int = 0) -> list:
+    return [
+        make_task(offset + 0, level=1, gold="3",
+                  instruction=f"[{offset}] How many data rows does /workdir/input/t.csv have? "
+                              "Write only the value to /workdir/answer.txt."),
+        make_task(offset + 1, level=2, gold="12",
+                  instruction=f"[{offset}] What is the sum of column b in /workdir/input/t.csv? {SHELL_EXAMPLE}"),
+        make_task(offset + 2, level=3, gold="3",
+                  instruction=f"[{offset}] What is the mean of column a in /workdir/input/t.csv? Submit just the number."),
+        make_task(offset + 3, level=1, gold="yes", answer_type="bool",
+                  instruction=f"[{offset}] Is the largest b equal to 6? Answer yes or no. "
+                              "Write only the value to /workdir/answer.txt."),
+    ]
+
+
+def write_suite(root: Path) -> Path:
+    """The Hub layout (`data/<split>-*.parquet`, `tables/`) that `dagent.hub.load_tasks` reads."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (root / "data").mkdir(parents=True)
+    (root / "tables" / "demo").mkdir(parents=True)
+    (root / "tables" / "demo" / "t.csv").write_text(TABLE)
+    for k, split in enumerate(("train", "test", "eval")):
+        tasks = demo_tasks(100 * k)[: 4 if split == "train" else 2]
+        pq.write_table(pa.Table.from_pylist([t.to_row() for t in tasks]),
+                       root / "data" / f"{split}-00000-of-00001.parquet")
+    return root
+
+
+class LiveServer:
+    """A real uvicorn server on 127.0.0.1 in a thread (real HTTP, real sockets)."""
+
+    def __init__(self, app) -> None:
+        import threading
+        import time
+
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)

@@ -49,6 +49,6 @@ def test_summary_keeps_ungraded_out_of_the_score_and_reports_it_first():
 
 
 def test_nothing_graded_has_no_accuracy():
-    s = summarize([rec("ungraded", cause="x")])
+    s = summarize([rec("ungraded", cause="harness_crash")])
     assert s.accuracy is None and s.mean_reward is None
-    assert outcome_of(settle(make_task(), None, infra_cause="x")) == "ungraded"
+    assert outcome_of(settle(make_task(), None, infra_cause="harness_crash")) == "ungraded"

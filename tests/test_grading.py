@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dagent.errors import GraderError
-from dagent.grading import Grade, _grade_latex, grade, grade_answer
+from dagent.grading import Grade, grade_latex, grade, grade_answer
 from dagent.task import Task
 
 N, S, L, B = "number", "string", "list", "bool"
@@ -399,7 +399,7 @@ def test_math_verify_timeout_is_a_wrong_grade_not_a_hang():
     slow = "${{{{{" + "7" + "}}}}}$"  # math-verify needs ~0.5 s for five brace levels
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        result = pool.submit(_grade_latex, slow, (7.0, False), 0.0, 0.0, 0.01).result()
+        result = pool.submit(grade_latex, slow, (7.0, False), 0.0, 0.0, 0.01).result()
     assert time.perf_counter() - start < 0.5
     assert result.correct is False and result.method == "math_verify"
     assert "math-verify timed out" in result.note

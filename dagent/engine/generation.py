@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dagent.errors import ConfigError, EngineError
+from dagent.errors import ConfigError, EngineError, RequestRejected
 from dagent.sampling import Sampling
 
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
@@ -135,7 +135,7 @@ class LocalEngine:
                 messages, tools=tools, add_generation_prompt=add_generation_prompt,
                 continue_final_message=continue_final_message, tokenize=False, **kwargs)
         except Exception as e:  # jinja errors, raise_exception() in the template
-            raise ValueError(f"the chat template could not render these messages: {e}") from e
+            raise RequestRejected(f"the chat template could not render these messages: {e}") from e
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))

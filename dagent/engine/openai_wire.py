@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dagent.errors import RequestRejected
+
 MAX_TOP_LOGPROBS = 20
 TOOL_CALL_START, TOOL_CALL_END = "<tool_call>", "</tool_call>"
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
@@ -34,7 +36,7 @@ _XML_FUNCTION_RE = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|$)", re.
 _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 
 
-class RequestError(ValueError):
+class RequestError(RequestRejected):
     """A request vLLM would refuse; becomes an OpenAI-style error body with this status."""
 
     def __init__(self, message: str, status: int = 400, err_type: str = "BadRequestError",
@@ -242,7 +244,7 @@ def dump_tools(tools: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] |
 def _xml_call(body: str) -> dict[str, Any]:
     match = _XML_FUNCTION_RE.search(body)
     if match is None:
-        raise ValueError("no <function=...> block")
+        raise RequestError("no <function=...> block")
     arguments: dict[str, Any] = {}
     for key, raw in _XML_PARAM_RE.findall(match.group(2)):
         try:

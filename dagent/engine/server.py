@@ -330,8 +330,7 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
           dtype: str = "auto", threads: int | None = None, log_level: str = "info") -> None:
     """Run the server in the foreground (uvicorn) until interrupted.
 
-    threads sets torch's CPU thread count for this process (None keeps torch's default); on a
-    busy 2-core machine 1 thread was 3-10x faster than 2 for these small models.
+    threads sets torch's CPU thread count for this process (None keeps torch's default).
     """
     try:
         import uvicorn

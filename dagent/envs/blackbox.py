@@ -1,10 +1,11 @@
 """The black-box environment: the AGENT owns its loop (opencode), we observe its model calls.
 
-A rollout (`BlackBoxRuntime.run_rollout`): open a capture session; create a sandbox sized by the
-task; stage the task's tables at /workdir/input; launch opencode pointed at the session (the URL
-`dagent.publish` resolved at start-up); wait; read /workdir/answer.txt; grade it server side with
-the FULL task (F14); close the session and analyse its turns (opencode's title/summary calls
-labelled auxiliary by role, F03); return a frozen `Rollout`.
+A rollout (`BlackBoxRuntime.run_rollout`) is one run of the episode skeleton
+(`dagent.runner.play`) with `OpencodeAgent`: a sandbox sized by the task, its tables staged at
+/workdir/input, a capture session opened, opencode launched against it (the URL
+`dagent.capture.reach` resolved at start-up), /workdir/answer.txt graded server side with the FULL
+task (F14), the session's turns analysed (opencode's title/summary calls labelled auxiliary by
+role, F03); a frozen `Rollout` composes the evaluation record with the trajectory and gate.
 
 INVARIANTS (tests/envs/test_blackbox.py):
 - Outcomes are three-way. UNGRADED (reward None, never 0.0, F32) with a cause when the
@@ -29,61 +30,55 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dagent.capture import CaptureServer
-from dagent.errors import ConfigError, SandboxError, StagingError
-from dagent.evaluation import Outcome, outcome_of, settle
-from dagent.export import to_trace_entries
-from dagent.gate import GateVerdict, gate
+from dagent.capture.reach import SANDBOX_SOCKET_DIR, Publisher, Reach, Tunnel
+from dagent.errors import ConfigError
+from dagent.evaluation import EvalRecord
 from dagent.harness.opencode import (
-    OpencodeConfig, OpencodeHarness, check_rendered, check_version, find_opencode, opencode_role_hints,
-    render_config, rendered_agent,
+    OpencodeAgent, OpencodeConfig, OpencodeHarness, check_rendered, check_version, find_opencode, render_config,
+    rendered_agent,
 )
-from dagent.publish import SANDBOX_SOCKET_DIR, Publisher, Reach, Tunnel
-from dagent.reward import RewardConfig, reward
+from dagent.reward import RewardConfig
+from dagent.runner import play
 from dagent.sampling import DEFAULT_SAMPLING, Sampling
-from dagent.sandbox.base import Resources, SandboxBackend
+from dagent.sandbox.base import SandboxBackend
 from dagent.sandbox.local import LocalBackend
 from dagent.suite import TaskSuite
-from dagent.task import ANSWER_PATH
-from dagent.trajectory import DEFAULT_FORK_THRESHOLD, CapturedTurn, Finding, Trajectory, analyse
+from dagent.trajectory.analysis import Trajectory, analyse
+from dagent.trajectory.export import to_trace_entries
+from dagent.trajectory.gate import GateVerdict, gate
+from dagent.trajectory.linking import DEFAULT_FORK_THRESHOLD
+from dagent.trajectory.turn import CapturedTurn, Finding
 
 ENV_NAME = "data_agent_blackbox"
-ANSWER_CLIP = 500
-PROXY_CODES = frozenset({"budget_exhausted", "engine_error", "sampling_pinned"})
-EXTRA_CALLS = 3  # beyond the step limit: the title call, a summary, the forced last step
 
 
 @dataclass(frozen=True)
 class Rollout:
-    """One black-box rollout, graded (or not) server side, with its captured trajectory."""
+    """One black-box rollout: its evaluation record (graded, or not, server side by the episode
+    skeleton) plus what capture recorded. The record's fields read through (`rollout.outcome`)."""
 
-    task_id: str
-    split: str
-    index: int
-    difficulty_tier: str
-    outcome: Outcome  # correct | wrong | ungraded
-    reward: float | None  # None when ungraded, never 0.0 (F32)
-    correct: bool | None
-    method: str  # the grader's deciding rule, or "ungraded"
-    cause: str | None  # why ungraded
-    note: str
-    answer: str | None  # what /workdir/answer.txt held, clipped
-    exit_code: int | None  # opencode's
+    record: EvalRecord
     turns: tuple[CapturedTurn, ...]  # every captured call, arrival order
-    model_calls: int  # calls the proxy forwarded to the engine
-    tool_calls: int  # tool calls in the agent chain, counted from the trace (F34)
-    budget_stops: int
     findings: tuple[Finding, ...]  # the proxy's, then the trajectory's
     gate: GateVerdict  # the trainability gate's verdict
     trajectory: Trajectory = field(repr=False)
+    budget_stops: int = 0
     session_id: str = ""
-    wall_s: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in EvalRecord.model_fields:  # only reached for names the dataclass lacks
+            return getattr(self.record, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def wall_s(self) -> float:
+        return self.record.duration_s
 
     @property
     def agent_turns(self) -> int:
@@ -97,38 +92,27 @@ class Rollout:
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe view without token ids (what the MCP tool and the CLI show)."""
-        keys = ("task_id", "split", "index", "difficulty_tier", "outcome", "reward", "correct", "method",
-                "cause", "note", "answer", "exit_code", "model_calls", "tool_calls", "budget_stops",
-                "session_id", "wall_s")
-        out = {k: getattr(self, k) for k in keys}
-        out.update(turns=len(self.turns), agent_turns=self.agent_turns,
-                   roles=list(self.trajectory.roles), findings=[str(f) for f in self.findings],
-                   gate=asdict(self.gate), metadata=self.metadata)
+        out = self.record.model_dump(mode="json")
+        out.update(budget_stops=self.budget_stops, session_id=self.session_id, wall_s=self.wall_s,
+                   turns=len(self.turns), agent_turns=self.agent_turns, roles=list(self.trajectory.roles),
+                   findings=[str(f) for f in self.findings], gate=asdict(self.gate), metadata=self.metadata)
         return out
 
-
-def count_tool_calls(trajectory: Trajectory) -> int:
-    """Tool calls the agent made, read off the engine answers in its chain (F34)."""
-    return sum(len((t.metadata.get("response_message") or {}).get("tool_calls") or [])
-               for t in trajectory.chain_turns())
-
-
-def infra_cause(run: Any, turns: list[CapturedTurn], findings: list[Finding], answer: bytes | None) -> str | None:
-    """The infrastructure cause of a rollout, in order of precedence (module docstring)."""
-    result = run.exec_result
-    if result is not None and result.oom_killed:
-        return "sandbox_oom"
-    if result is not None and result.timed_out:
-        return "sandbox_timeout"
-    if not turns:
-        return "zero_model_calls"
-    if any(f.code == "engine_error" and f.level == "fatal" for f in findings):
-        return "engine_unreachable"
-    if run.cause:
-        return run.cause
-    if answer is None and (result is None or result.exit_code != 0):
-        return "harness_crash"
-    return None
+    def lines(self) -> list[str]:
+        """The printout of one rollout: outcome (and cause), turns with their roles, drift, findings."""
+        head = f"{self.outcome.upper()}  reward {self.reward}"
+        if self.cause:
+            head += f"  cause {self.cause}"
+        out = [f"task {self.task_id} ({self.split} #{self.index}, {self.difficulty_tier})",
+               head + f"  ({self.method}: {self.note})" if self.note else head,
+               f"answer {self.answer!r}  opencode exit {self.exit_code}  wall {self.wall_s:.1f}s",
+               f"turns {len(self.turns)}: " + ", ".join(
+                   f"{t.seq}:{role}({len(t.prompt_token_ids or ())}+{len(t.completion_token_ids)})"
+                   for t, role in zip(self.turns, self.trajectory.roles)),
+               f"model calls {self.model_calls}  tool calls {self.tool_calls}  budget stops {self.budget_stops}",
+               self.gate.report()]
+        out += ["findings:"] + [f"  {f}" for f in self.findings] if self.findings else ["findings: none"]
+        return out
 
 
 class BlackBoxRuntime:
@@ -216,59 +200,32 @@ class BlackBoxRuntime:
         return f"engine {self.engine_url} ({self.model}); capture -> sandboxes at {reach}; sandbox: {backend}"
 
     # -- one rollout ----------------------------------------------------------------------------
-    def run_rollout(self, split: str, index: int, *, task_id: str | None = None,
-                    timeout_s: float | None = None, memory_mb: int | None = None) -> Rollout:
-        """Run, grade and analyse one rollout. Infrastructure failures come back as UNGRADED data."""
+    def agent(self) -> OpencodeAgent:
+        """The Agent the episode skeleton runs: opencode against this runtime's capture and reach."""
         if self.reach is None or self.backend is None:
             raise ConfigError("the black-box runtime is not started: call start() (or use it as a context manager)")
-        started = time.monotonic()
+        return OpencodeAgent(self.harness, self.capture, self.reach, fork_threshold_tokens=self.fork_threshold_tokens)
+
+    def run_rollout(self, split: str, index: int, *, task_id: str | None = None,
+                    timeout_s: float | None = None, memory_mb: int | None = None) -> Rollout:
+        """Run, grade and analyse one rollout through the episode skeleton (`dagent.runner.play`).
+        Infrastructure failures come back as UNGRADED data."""
+        agent = self.agent()
         task = self.suite.task_at(split, index)
         if task_id is not None and task_id != task.task_id:
             raise ConfigError(f"the row names task {task_id!r} but {split}[{index}] is {task.task_id!r}: "
                               "rebuild the rows from the served suite")
-        timeout = self.timeout_s if timeout_s is None else timeout_s
-        session = self.capture.open_session(self.opencode.steps + EXTRA_CALLS,
-                                            metadata={"task_id": task.task_id, "split": split, "index": index})
-        resources = Resources(cpus=task.cpus, memory_mb=memory_mb or task.memory_mb, timeout_s=timeout)
-        run, answer, pre_cause, note = None, None, None, ""
-        try:
-            with self.backend.create(resources) as sandbox:
-                try:
-                    sandbox.stage(self.suite.files_for(task))
-                except StagingError as e:
-                    pre_cause, note = "staging_failed", str(e)
-                else:
-                    run = self.harness.run(task.instruction, sandbox, self.reach, session.api_key, timeout_s=timeout)
-                    answer = sandbox.read_file(ANSWER_PATH)
-        except SandboxError as e:
-            pre_cause, note = "sandbox_unavailable", str(e)
-        except BaseException:
-            self.capture.close_session(session.session_id)  # a bug or Ctrl-C: no session left open
-            raise
-        proxy = [f for f in self.capture.findings(session.session_id) if f.code in PROXY_CODES]
-        stats = self.capture.stats(session.session_id)
-        turns = opencode_role_hints(self.capture.close_session(session.session_id))
-        trajectory = analyse(turns, self.fork_threshold_tokens)
-        findings = (*proxy, *trajectory.findings)
-        cause = pre_cause or infra_cause(run, turns, list(findings), answer)
-        # an answer left behind by a loop that ended on an engine failure, or by a shell before any
-        # model call (F19), says nothing about the policy: ungraded either way (F07)
-        grade = settle(task, None if cause == "engine_unreachable" else answer, infra_cause=cause,
-                       model_calls=0 if cause == "zero_model_calls" else None)
-        tool_calls = count_tool_calls(trajectory)
-        result = run.exec_result if run is not None else None
-        return Rollout(
-            task_id=task.task_id, split=split, index=index, difficulty_tier=task.difficulty_tier,
-            outcome=outcome_of(grade), reward=reward(grade.correct, tool_calls, self.reward_config),
-            correct=grade.correct, method=grade.method, cause=grade.note if grade.correct is None else None,
-            note=note or grade.note,
-            answer=None if answer is None else answer[: ANSWER_CLIP * 4].decode("utf-8", "replace")[:ANSWER_CLIP],
-            exit_code=None if result is None else result.exit_code, turns=trajectory.turns,
-            model_calls=stats.model_calls, tool_calls=tool_calls, budget_stops=stats.budget_stops,
-            findings=tuple(findings), gate=gate(trajectory), trajectory=trajectory,
-            session_id=session.session_id, wall_s=round(time.monotonic() - started, 3),
-            metadata={} if run is None else {**run.metadata, "engine_errors": stats.engine_errors},
-        )
+        played = play(self.suite, split, index, agent, self.backend,
+                      timeout_s=self.timeout_s if timeout_s is None else timeout_s, memory_mb=memory_mb,
+                      reward_config=self.reward_config)
+        captured = played.run.captured if played.run is not None else None
+        trajectory = captured.trajectory if captured is not None else analyse([], self.fork_threshold_tokens)
+        return Rollout(record=played.record, turns=trajectory.turns,
+                       findings=captured.findings if captured is not None else (),
+                       gate=gate(trajectory), trajectory=trajectory,
+                       budget_stops=captured.budget_stops if captured is not None else 0,
+                       session_id=captured.session_id if captured is not None else "",
+                       metadata={} if played.run is None else played.run.metadata)
 
 
 # ------------------------------------------------------------------ the openenv face

@@ -3,7 +3,7 @@
 - `WhiteBoxHTTP`: plain access to every route, returning plain values: protocol envelopes are
   unwrapped here, once (F29) -- JSON-RPC `{"result": ...}`, MCP's `{"content": [{"text": ...}]}`
   (and `structuredContent` / openenv's snake_case `structured_content` / `data`), and FastMCP's
-  `{"result": ...}` wrapper around a non-object return. Routes come from `dagent.envs.models`,
+  `{"result": ...}` wrapper around a non-object return. Routes come from `dagent.envs.contract`,
   so the Task API is reached at `/data_agent/...`, never `/splits` (F30).
 - `white_box_client(base_url, tools)`: the class to hand TRL as `environment_factory`. Its public
   methods are exactly the selected tools plus `reset(**row)` and `get_reward()`, generated from
@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from dagent.envs.models import ENV_NAME, REWARD_COLUMN, ROUTING_ARG, episode_path, task_api
+from dagent.envs.contract import ENV_NAME, REWARD_COLUMN, ROUTING_ARG, episode_path, task_api
 from dagent.errors import ConfigError, DagentError
 from dagent.tools import ToolResult, select, tool_function
 

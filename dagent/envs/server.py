@@ -5,14 +5,11 @@ Used from openenv as is: the FastAPI app, `/health`, `/metadata`, `/schema`, `PO
 WebSocket, and the concurrency declaration (`max_concurrent_envs`, which openenv refuses above 1
 unless the class declares `SUPPORTS_CONCURRENT_SESSIONS`, F23).
 
-Extended, each for a measured reason (benchmarks/env_load.py, 2 shared cores):
+Extended, each for a reason benchmarks/env_load.py measures:
 - `POST /mcp` is replaced by a lean JSON-RPC handler speaking the same protocol (`tools/list`,
   `tools/call`; other methods fall through to openenv's handler). openenv's handler builds an
-  environment and opens an in-memory FastMCP client session for every request: 13-17 ms of server
-  CPU per call on top of the sandbox's own 6-7 ms, 14-18 calls/s at 32-128 concurrent episodes,
-  p50 7.7 s at 128; with `openenv/session/create` sessions, 64 concurrent clients had their
-  connections dropped. The lean handler adds about 2 ms per call (36-45 calls/s, p50 2.4 s at 128,
-  0 failures up to 256 episodes). It calls the SAME registered FastMCP tool functions, so the
+  environment and opens an in-memory FastMCP client session for every request, and with
+  `openenv/session/create` sessions concurrent clients had their connections dropped. It calls the SAME registered FastMCP tool functions, so the
   served set is still the FastMCP server's, in a thread pool of one worker per allowed episode
   (a call mostly waits on its sandbox process), and answers in MCP's CallToolResult shape.
 - Errors become 4xx that name the fix: an unknown split or out-of-range index (400, listing the
@@ -38,7 +35,7 @@ from openenv.core.env_server import CallToolAction, CallToolObservation
 from openenv.core.env_server import create_app as openenv_create_app
 from openenv.core.env_server.mcp_environment import get_server_tools
 
-from dagent.envs.models import ENV_NAME, ROUTING_ARG, task_api
+from dagent.envs.contract import ENV_NAME, ROUTING_ARG, task_api
 from dagent.envs.whitebox import (
     Runtime,
     TaskMismatchError,
@@ -47,7 +44,7 @@ from dagent.envs.whitebox import (
     environment_class,
     mcp_server,
 )
-from dagent.episode import (
+from dagent.envs.episode import (
     CapacityError,
     EpisodeConfig,
     EpisodeError,
@@ -92,8 +89,7 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     app = openenv_create_app(env_cls, CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_episodes, reset_observation_cls=WhiteBoxObservation)
     # One worker per episode that may be running: a tool call mostly WAITS on its sandbox process,
-    # so a smaller pool caps throughput at pool / exec latency, which grows under load (measured:
-    # 16 workers gave 20-25 calls/s at 128-256 episodes where direct exec managed 75-80).
+    # so a smaller pool caps throughput at pool / exec latency, which grows under load.
     workers = tool_workers or min(max_episodes, 512)
     if mcp_handler == "lean":
         _install_mcp(app, names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))

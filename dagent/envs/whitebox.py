@@ -9,7 +9,7 @@ All three are generated from `dagent.tools.Signatures` for the same selection; t
 test_faces.py asserts they agree in both directions for every selection (F25).
 
 `WhiteBoxEnvironment` keeps no per-episode state (openenv builds and discards an instance per
-HTTP request): episodes live in `dagent.episode`'s module-level registry behind a lock, and the
+HTTP request): episodes live in `dagent.envs.episode`'s module-level registry behind a lock, and the
 suite, backend and settings in one module-level `Runtime`. That is what makes
 `SUPPORTS_CONCURRENT_SESSIONS = True` true rather than declared. The price: one served runtime
 per process (building a second app re-points the first); the TRL class carries its own.
@@ -30,8 +30,8 @@ from openenv.core.env_server.mcp_types import RESERVED_TOOL_NAMES
 from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
 from pydantic import Field
 
-from dagent.envs.models import ENV_NAME, REWARD_COLUMN, ROUTING_ARG
-from dagent.episode import (
+from dagent.envs.contract import ENV_NAME, REWARD_COLUMN, ROUTING_ARG
+from dagent.envs.episode import (
     Episode,
     EpisodeConfig,
     EpisodeError,

@@ -1,12 +1,32 @@
-"""What every agent returns after working in a sandbox."""
+"""The one agent protocol, and what every agent returns after working in a sandbox.
+
+Every agent (the oracle, the built-in tool loop, opencode through capture) is an `Agent`: it is
+handed a FULL task and a staged sandbox by the episode skeleton (`dagent.runner.play`) and leaves
+its answer in /workdir/answer.txt. Whatever it needs to reach its engine (an engine URL, a capture
+server and how the sandbox reaches it) is given at construction, so one skeleton runs them all.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from dagent.sandbox.base import ExecResult, Sandbox
 from dagent.task import Task
+from dagent.trajectory.analysis import Trajectory
+from dagent.trajectory.turn import Finding
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a capture session recorded of one run (black-box agents)."""
+
+    session_id: str
+    trajectory: Trajectory  # every captured call, analysed (roles, agent chain, drift)
+    findings: tuple[Finding, ...]  # the proxy's, then the trajectory's
+    budget_stops: int = 0
+    engine_errors: int = 0
 
 
 @dataclass(frozen=True)
@@ -15,8 +35,9 @@ class AgentRun:
 
     exec_result: ExecResult | None = None  # the agent process (None if it never started)
     model_calls: int | None = None  # None: not an LLM agent (the oracle); 0 is F07
-    tool_calls: int | None = None
+    tool_calls: int | None = None  # counted from the agent's own trace (F34)
     cause: str | None = None  # an infrastructure cause the agent itself detected
+    captured: Captured | None = None
     metadata: dict = field(default_factory=dict)
 
     @property
@@ -28,7 +49,15 @@ class AgentRun:
         return None
 
 
+def sample_seed(task_id: str, sample: int) -> int:
+    """The sampling seed of sample `sample` of a task: stable across runs, machines and arms."""
+    digest = hashlib.blake2b(f"{task_id}#{sample}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
 class Agent(Protocol):
     name: str
+    model: str | None  # the served model id; None for agents without one (the oracle)
 
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None) -> AgentRun: ...
+    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
+            seed: int | None = None) -> AgentRun: ...

@@ -18,7 +18,7 @@ process environment:
   that contains a space into `"..."` with inner quotes backslash-escaped, so even
   `"$(cat task.md)"` does not arrive verbatim. Stdin does, byte for byte.
 - `forward.py`, the in-sandbox forwarder to the capture bridge, when `Reach.socket_path` is set
-  (dagent.publish).
+  (dagent.capture.reach).
 
 HOME and every XDG_* directory point at the sandbox's own home (`sandbox.home`, which differs by
 backend, F20), fresh per sandbox, so nothing leaks between rollouts; `OPENCODE_DISABLE_MODELS_FETCH=1`
@@ -38,14 +38,20 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagent.errors import ConfigError, HarnessError
-from dagent.harness.base import AgentRun
-from dagent.publish import FORWARDER_SOURCE, Reach
+from dagent.capture.reach import FORWARDER_SOURCE, Reach
+from dagent.harness.base import AgentRun, Captured
 from dagent.reward import RewardConfig
 from dagent.sandbox.base import WORKDIR, Sandbox
-from dagent.trajectory import CapturedTurn
+from dagent.task import Task
+from dagent.trajectory.analysis import Trajectory, analyse
+from dagent.trajectory.linking import DEFAULT_FORK_THRESHOLD
+from dagent.trajectory.turn import CapturedTurn, Finding
+
+if TYPE_CHECKING:
+    from dagent.capture.server import CaptureServer
 
 OPENCODE_VERSION = "1.18.33"
 OPENCODE_PACKAGE = f"opencode-ai@{OPENCODE_VERSION}"
@@ -57,6 +63,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AUX_PROMPTS = (("You are a title generator", "title"),
                ("Summarize what was done in this conversation", "summary"),
                ("You are a context summarization agent", "compaction"))
+PROXY_CODES = frozenset({"budget_exhausted", "engine_error", "sampling_pinned"})  # proxy findings kept
+EXTRA_CALLS = 3  # beyond the step limit: the title call, a summary, the forced last step
 #: Exit codes of the launch script itself (opencode never uses them).
 EXIT_SETUP, EXIT_FORWARDER = 96, 97
 
@@ -267,8 +275,8 @@ class OpencodeHarness:
             env.update(DAGENT_FORWARD_SOCKET=reach.socket_path, DAGENT_FORWARD_PORT=str(reach.port))
         return env
 
-    def run(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
-            timeout_s: float | None = None) -> AgentRun:
+    def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
+               timeout_s: float | None = None) -> AgentRun:
         """Write the control files, launch, wait. Command failures come back as data."""
         stage = f"{WORKDIR}/.dagent-{secrets.token_hex(6)}"
         for name, text in self.files(instruction, reach, api_key).items():
@@ -301,3 +309,63 @@ def opencode_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
         hint = next((role for prefix, role in AUX_PROMPTS if prefix in head), None)
         out.append(replace(turn, role_hint=hint) if hint and turn.role_hint is None else turn)
     return out
+
+
+def count_tool_calls(trajectory: Trajectory) -> int:
+    """Tool calls the agent made, read off the engine answers in its chain (F34)."""
+    return sum(len((t.metadata.get("response_message") or {}).get("tool_calls") or [])
+               for t in trajectory.chain_turns())
+
+
+def infra_cause(run: AgentRun, turns: list[CapturedTurn], findings: list[Finding], answer: bytes | None) -> str | None:
+    """The infrastructure cause of a black-box run, in order of precedence: killed for memory or
+    time (F18), no model call answered (F07), the loop ended on an engine failure, the harness's own
+    crash, a non-zero exit without an answer."""
+    result = run.exec_result
+    if result is not None and result.oom_killed:
+        return "sandbox_oom"
+    if result is not None and result.timed_out:
+        return "sandbox_timeout"
+    if not turns:
+        return "zero_model_calls"
+    if any(f.code == "engine_error" and f.level == "fatal" for f in findings):
+        return "engine_unreachable"
+    if run.cause:
+        return run.cause
+    if answer is None and (result is None or result.exit_code != 0):
+        return "harness_crash"
+    return None
+
+
+class OpencodeAgent:
+    """opencode as an `Agent`: one capture session per run, the harness pointed at it, the session's
+    turns analysed (auxiliary calls labelled by role, F03) and handed back with the run."""
+
+    name = "opencode"
+
+    def __init__(self, harness: OpencodeHarness, capture: CaptureServer, reach: Reach, *,
+                 fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> None:
+        self.harness, self.capture, self.reach = harness, capture, reach
+        self.model: str | None = capture.model
+        self.fork_threshold_tokens = fork_threshold_tokens
+
+    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
+            seed: int | None = None) -> AgentRun:
+        # seed: opencode sends none of its own; sampling is pinned by the proxy from dagent.sampling (F05)
+        session = self.capture.open_session(self.harness.config.steps + EXTRA_CALLS,
+                                            metadata={"task_id": task.task_id})
+        try:
+            launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key,
+                                           timeout_s=timeout_s)
+        finally:  # a sandbox failure, a bug or Ctrl-C: no session is left open
+            proxy = [f for f in self.capture.findings(session.session_id) if f.code in PROXY_CODES]
+            stats = self.capture.stats(session.session_id)
+            turns = opencode_role_hints(self.capture.close_session(session.session_id))
+        trajectory = analyse(turns, self.fork_threshold_tokens)
+        findings = (*proxy, *trajectory.findings)
+        return AgentRun(
+            exec_result=launched.exec_result, model_calls=stats.model_calls,
+            tool_calls=count_tool_calls(trajectory), cause=infra_cause(launched, turns, list(findings), None),
+            captured=Captured(session_id=session.session_id, trajectory=trajectory, findings=findings,
+                              budget_stops=stats.budget_stops, engine_errors=stats.engine_errors),
+            metadata={**launched.metadata, "engine_errors": stats.engine_errors})

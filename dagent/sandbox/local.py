@@ -11,7 +11,7 @@ Limits, every tier: a per-sandbox cgroup v1 (memory, pids, cpu) when this proces
 one, else RLIMIT_AS for memory; RLIMIT_CPU (from the timeout), RLIMIT_FSIZE, RLIMIT_NOFILE.
 RLIMIT_NPROC is not used: the kernel never enforces it for uid 0 (bwrap maps root to root), and
 for other users it counts every process they own on the machine. Limits are set by a `/bin/sh`
-wrapper, not `preexec_fn`, which forces fork(): ~100 ms per exec from a 2 GB parent.
+wrapper, not `preexec_fn`, which forces fork() (a full copy of a large parent per exec).
 
 Invariants (tests/sandbox/test_local.py): two sandboxes never see each other's files; staged
 inputs are read-only inside and nothing but the given files is staged; command failures come
@@ -437,7 +437,7 @@ class LocalSandbox(Sandbox):
 
 
 def _etc_copy(base_dir: Path) -> Path:
-    """An allow-listed copy of /etc, bound as one mount (a bind per entry costs ~0.7 ms each)."""
+    """An allow-listed copy of /etc, bound as one mount (one mount, not one bind per entry)."""
     entries = [Path("/etc", n) for n in _ETC if os.path.lexists(f"/etc/{n}")]
     stamp = hashlib.sha256()
     for e in entries:

@@ -1,7 +1,7 @@
 """A vLLM logits processor for tests: steer the tiny random Qwen3 towards a scripted output.
 
 Loaded INSIDE the vLLM server (`--logits-processors vllm_steering:ScriptSteering`, this folder on
-PYTHONPATH), never imported by pytest. It is the vLLM twin of `tests.capture_engines.Steered`:
+PYTHONPATH), never imported by pytest. It is the vLLM twin of `tests.capture.engines.Steered`:
 the model's real forward pass runs and a large bias is added to the script's next token, so the
 random network emits a known, realistic turn (a tool call, a think block). The script is read, per
 request, from the JSON file named by DAGENT_STEER_FILE (a list of token ids, or null for none).

@@ -22,14 +22,15 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from dagent.envs.blackbox import BlackBoxRuntime, create_app, infra_cause
+from dagent.envs.blackbox import BlackBoxRuntime, create_app
+from dagent.harness.opencode import infra_cause
 from dagent.errors import ConfigError, HarnessError
 from dagent.harness.opencode import OpencodeConfig, find_opencode
-from dagent.publish import GradioTunnel, PublishError, Publisher, TunnelStartTimeout, start_bounded
+from dagent.capture.reach import GradioTunnel, PublishError, Publisher, TunnelStartTimeout, start_bounded
 from dagent.reward import reward
 from dagent.sandbox.base import ExecResult, SandboxBackend
 from dagent.trajectory import CLEAN, REALIGN, Finding
-from tests.envs.conftest import LiveServer
+from tests.factories import LiveServer
 
 CONFIG = OpencodeConfig(model="tiny-qwen3-steered", max_output_tokens=256)
 SCRIPTED = OpencodeConfig(model="scripted", max_output_tokens=256)
@@ -387,10 +388,11 @@ def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(suit
 @pytest.mark.harness
 @pytest.mark.slow
 def test_the_rollout_command_prints_outcome_turns_drift_and_findings(steered, suite_dir):
-    from dagent.rollout_cli import run_rollout_command
+    from dagent.harness.stack import run_rollout
+    from dagent.hub import load_tasks
 
     lines: list[str] = []
-    r = run_rollout_command("demo.t0", engine_url=steered.url, suite=str(suite_dir), timeout_s=300,
+    r = run_rollout("demo.t0", load_tasks(str(suite_dir)), engine_url=steered.url, timeout_s=300,
                             max_output_tokens=256, echo=lines.append)
     text = "\n".join(lines)
     assert r.outcome == "correct" and "CORRECT  reward" in text and "(bridge)" in text

@@ -6,12 +6,12 @@ import shutil
 
 import pytest
 
-from dagent import episode as ep_mod
+from dagent.envs import episode as ep_mod
 from dagent.envs.whitebox import Runtime, environment_class, white_box_env
-from dagent.episode import SUBMIT_SENTENCE, CapacityError, EpisodeConfig, reword_submission
+from dagent.envs.episode import SUBMIT_SENTENCE, CapacityError, EpisodeConfig, reword_submission
 from dagent.reward import reward
 from dagent.tools import select
-from tests.envs.conftest import SHELL_EXAMPLE
+from tests.factories import SHELL_EXAMPLE
 
 
 @pytest.fixture()
@@ -131,7 +131,7 @@ def test_tool_calls_are_counted_by_the_episode(env_cls):
     env.submit_solution(answer="yes")
     summary = ep_mod.close_episode(env._episode_id)
     assert summary["tool_calls"] == 3 and summary["reward"] == reward(True, 3)
-    assert ep_mod.get_episode.__module__ == "dagent.episode"
+    assert ep_mod.get_episode.__module__ == "dagent.envs.episode"
 
 
 def test_calls_after_submission_are_refused(env_cls):

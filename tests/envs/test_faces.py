@@ -12,12 +12,12 @@ from openenv.core.env_server.mcp_environment import get_server_tools
 from transformers.utils import get_json_schema
 
 from dagent.envs.client import white_box_client
-from dagent.envs.models import ROUTING_ARG
+from dagent.envs.contract import ROUTING_ARG
 from dagent.envs.server import create_app
 from dagent.envs.whitebox import mcp_server, white_box_env
 from dagent.errors import ConfigError
 from dagent.tools import select
-from tests.envs.conftest import LiveServer
+from tests.factories import LiveServer
 
 SELECTIONS = [None, "all", "bash", "seta", "bash,seta", ("seta", "bash")]
 
@@ -79,6 +79,6 @@ def test_only_tools_reset_and_get_reward_are_public():
 def test_the_client_never_imports_the_server():
     code = ("import sys, dagent.envs.client; "
             "bad = [m for m in sys.modules if m.startswith(('dagent.envs.whitebox', 'dagent.envs.server', "
-            "'openenv', 'fastmcp', 'dagent.episode'))]; print(bad); sys.exit(1 if bad else 0)")
+            "'openenv', 'fastmcp', 'dagent.envs.episode'))]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

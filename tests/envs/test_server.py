@@ -11,7 +11,7 @@ from dagent.envs.client import EnvServerError, WhiteBoxHTTP, unwrap, unwrap_tool
 from dagent.envs.server import create_app
 from dagent.reward import reward
 from dagent.tools import ToolResult
-from tests.envs.conftest import LiveServer
+from tests.factories import LiveServer
 
 RPC = {"jsonrpc": "2.0", "id": 1}
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from dagent.tools import select
-from dagent.rollout_cli import free_port
+from dagent.engine.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACE = ROOT / "spaces" / "data-agent"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from dagent import episode as ep_mod
-from dagent.envs.models import REWARD_COLUMN, trainer_rows
+from dagent.envs import episode as ep_mod
+from dagent.envs.contract import REWARD_COLUMN, trainer_rows
 from dagent.envs.whitebox import white_box_env
 from dagent.reward import reward
 from dagent.tools import select

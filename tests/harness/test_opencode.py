@@ -31,7 +31,7 @@ from dagent.harness.opencode import (
     render_config,
     rendered_agent,
 )
-from dagent.publish import Reach
+from dagent.capture.reach import Reach
 from dagent.reward import RewardConfig
 from dagent.trajectory import CapturedTurn
 
@@ -144,7 +144,7 @@ def bridged(tmp_path_factory):
     binary = opencode_binary()
     from benchmarks.rollouts import scripted_engine
     from dagent.capture import CaptureServer
-    from dagent.publish import SANDBOX_SOCKET_DIR, Publisher
+    from dagent.capture.reach import SANDBOX_SOCKET_DIR, Publisher
     from dagent.sandbox.local import LocalBackend
 
     engine = scripted_engine()
@@ -173,7 +173,7 @@ def test_the_instruction_reaches_opencode_verbatim(bridged):
     harness = OpencodeHarness(OpencodeConfig(model="scripted", max_output_tokens=256), binary=str(binary))
     with backend.create() as sandbox:
         sandbox.write_file("/workdir/input/t.csv", "a,b\n1,2\n3,4\n5,6\n")
-        run = harness.run(NASTY, sandbox, reach, session.api_key, timeout_s=300)
+        run = harness.launch(NASTY, sandbox, reach, session.api_key, timeout_s=300)
         assert run.exec_result.exit_code == 0, run.exec_result.stderr[-2000:]
         assert sandbox.read_file("/workdir/pwned") is None  # $(...) never ran
         assert sandbox.read_file("/workdir/placeholder.txt") is None  # the backticked example never ran

@@ -16,7 +16,7 @@ Run: `python -m server.app` from this directory (what the Dockerfile's CMD does)
 import os
 
 from dagent.envs.server import DEFAULT_MAX_EPISODES, create_app
-from dagent.episode import EpisodeConfig
+from dagent.envs.episode import EpisodeConfig
 
 _DEFAULTS = EpisodeConfig()
 

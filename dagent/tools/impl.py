@@ -1,4 +1,4 @@
-"""The tools' implementations over ONE sandbox (the surface itself is `dagent.tools`).
+"""The tools' implementations over ONE sandbox (the surface itself is `dagent.tools.surface`).
 
 Everything goes through the `Sandbox` contract, so the same code serves every backend: `bash`
 is one `exec`; `read`, `write` and `edit` use `read_file` / `write_file` on paths already confined
@@ -18,15 +18,17 @@ from typing import Any
 
 from dagent.errors import SandboxError
 from dagent.task import INPUT_DIR, WORKDIR
-from dagent.tools import ALL_TOOLS, TERMINATOR, Refused, ToolResult, ToolSettings, clip, confine
+from dagent.sandbox.base import Sandbox
+from dagent.tools.surface import ALL_TOOLS, TERMINATOR, Refused, ToolResult, ToolSettings, clip, confine
 
 
 def _relative(path: str) -> str:
     return "." if path == WORKDIR else path[len(WORKDIR) + 1:]
 
 
-def run(sandbox: Any, name: str, args: Mapping[str, Any], settings: ToolSettings) -> ToolResult:
+def execute(sandbox: Sandbox, name: str, args: Mapping[str, Any], settings: ToolSettings | None = None) -> ToolResult:
     """Run one validated, non-terminator tool call. Raises only SandboxError for an unusable sandbox."""
+    settings = settings or ToolSettings()
     try:
         result = _IMPLS[name](sandbox, settings, **args)
     except Refused as e:  # what the call asked for is not allowed: the agent's to fix
@@ -34,7 +36,7 @@ def run(sandbox: Any, name: str, args: Mapping[str, Any], settings: ToolSettings
     return ToolResult(result.ok, clip(result.output, settings.output_chars), result.cause)
 
 
-def _bash(sb: Any, st: ToolSettings, command: str) -> ToolResult:
+def _bash(sb: Sandbox, st: ToolSettings, command: str) -> ToolResult:
     if not command.strip():
         return ToolResult(False, "command is empty; give a bash command line")
     r = sb.exec(command, timeout_s=st.command_timeout_s, cwd=WORKDIR)
@@ -55,7 +57,7 @@ def _bash(sb: Any, st: ToolSettings, command: str) -> ToolResult:
     return ToolResult(r.ok, out.strip("\n") if r.ok else out.lstrip("\n"), cause)
 
 
-def _read_text(sb: Any, path: str) -> str | ToolResult:
+def _read_text(sb: Sandbox, path: str) -> str | ToolResult:
     """A text file's content, or the ToolResult saying why not (missing, unreadable, binary)."""
     try:
         data = sb.read_file(path)
@@ -68,7 +70,7 @@ def _read_text(sb: Any, path: str) -> str | ToolResult:
     return data.decode("utf-8", errors="replace")
 
 
-def _read(sb: Any, st: ToolSettings, path: str, offset: int | None = None, limit: int | None = None) -> ToolResult:
+def _read(sb: Sandbox, st: ToolSettings, path: str, offset: int | None = None, limit: int | None = None) -> ToolResult:
     full = confine(path)
     text = _read_text(sb, full)
     if isinstance(text, ToolResult):
@@ -96,7 +98,7 @@ def _writable(path: str) -> str:
     return full
 
 
-def _write(sb: Any, st: ToolSettings, path: str, content: str) -> ToolResult:
+def _write(sb: Sandbox, st: ToolSettings, path: str, content: str) -> ToolResult:
     full = _writable(path)
     try:
         sb.write_file(full, content)
@@ -107,7 +109,7 @@ def _write(sb: Any, st: ToolSettings, path: str, content: str) -> ToolResult:
     return ToolResult(True, f"wrote {len(content.encode()):,} bytes to {full}")
 
 
-def _edit(sb: Any, st: ToolSettings, path: str, old: str, new: str, replace_all: bool = False) -> ToolResult:
+def _edit(sb: Sandbox, st: ToolSettings, path: str, old: str, new: str, replace_all: bool = False) -> ToolResult:
     full = _writable(path)
     if old == "":
         return ToolResult(False, "old is empty; give the exact text to replace")
@@ -194,7 +196,7 @@ else:
 _FS_COMMAND = "python3 -I -S -c " + shlex.quote(_FS_SCRIPT)
 
 
-def _fs(sb: Any, st: ToolSettings, **args: Any) -> ToolResult:
+def _fs(sb: Sandbox, st: ToolSettings, **args: Any) -> ToolResult:
     args["path"] = _relative(confine(args.get("path")))
     r = sb.exec(_FS_COMMAND, timeout_s=st.command_timeout_s, cwd=WORKDIR,
                 env={"DAGENT_TOOL_ARGS": json.dumps(args)})
@@ -206,11 +208,11 @@ def _fs(sb: Any, st: ToolSettings, **args: Any) -> ToolResult:
     return ToolResult(r.exit_code == 0, out or "(no output)")
 
 
-def _grep(sb: Any, st: ToolSettings, pattern: str, path: str | None = None, glob: str | None = None) -> ToolResult:
+def _grep(sb: Sandbox, st: ToolSettings, pattern: str, path: str | None = None, glob: str | None = None) -> ToolResult:
     return _fs(sb, st, mode="grep", pattern=pattern, path=path, glob=glob)
 
 
-def _glob(sb: Any, st: ToolSettings, pattern: str, path: str | None = None) -> ToolResult:
+def _glob(sb: Sandbox, st: ToolSettings, pattern: str, path: str | None = None) -> ToolResult:
     if pattern.startswith("/"):  # an absolute pattern is taken relative to /workdir, never the host
         if not pattern.startswith(WORKDIR + "/"):
             raise Refused(f"pattern {pattern!r} is outside {WORKDIR}: use a pattern like '**/*.csv'")
@@ -220,7 +222,7 @@ def _glob(sb: Any, st: ToolSettings, pattern: str, path: str | None = None) -> T
     return _fs(sb, st, mode="glob", pattern=pattern, path=path)
 
 
-def _ls(sb: Any, st: ToolSettings, path: str | None = None) -> ToolResult:
+def _ls(sb: Sandbox, st: ToolSettings, path: str | None = None) -> ToolResult:
     return _fs(sb, st, mode="ls", path=path)
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dagent.trajectory import (
+from dagent.trajectory.analysis import (
     CLEAN,
     DEFAULT_FORK_THRESHOLD,
     CapturedTurn,

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from dagent.errors import CaptureError
-from dagent.export import to_rollout_document, to_trace_entries, to_training_trace
+from dagent.trajectory.export import to_rollout_document, to_trace_entries, to_training_trace
 from dagent.trajectory import CapturedTurn, analyse
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -26,9 +26,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from dagent.errors import RequestRejected
 from dagent.sampling import Sampling
 
-try:  # orjson parses an engine answer about 2.5x faster (measured); the stdlib is the fallback
+try:  # orjson when installed (faster on engine answers); the stdlib is the fallback
     import orjson
 
     loads = orjson.loads
@@ -52,7 +53,7 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
                (b"x-accel-buffering", b"no")]
 
 
-class WireError(ValueError):
+class WireError(RequestRejected):
     """A request or answer the proxy cannot pass on; becomes an OpenAI-style error body."""
 
     def __init__(self, message: str, err_type: str, status: int) -> None:
@@ -206,8 +207,7 @@ class StreamCapture:
 
     Each event is parsed and folded in as it is fed, in the gaps between the engine's tokens, so
     the end of the stream (where the proxy holds `[DONE]` until the call is recorded) costs only
-    the assembly, not a parse of the whole stream (one client, 129-event streams: added p50 from
-    +1.4-1.6 ms to +0.6-0.7 ms, benchmarks/capture_overhead.py). The first broken event is kept
+    the assembly, not a parse of the whole stream. The first broken event is kept
     and raised by `call()`; nothing raises while feeding, so the agent still gets every byte the
     engine sent."""
 

@@ -7,8 +7,7 @@ call: the ENGINE's prompt ids, sampled ids and logprobs (`CapturedTurn`). Nothin
 flags re-rendering harnesses (F04) and selects the one agent chain a trainer may see.
 
 DRIFT (CLEAN / REALIGN / FORK, TRL 1.16's rule) and LINKING (each call's parent by token prefix)
-are defined in `dagent.linking`; the call record and findings in `dagent.turn`. Both are
-re-exported here.
+are defined in `dagent.trajectory.linking`; the call record and findings in `dagent.trajectory.turn`.
 
 ROOTS are labelled by cause: `auxiliary` (role_hint title/summary, or no tools offered while other
 calls offer them), `subagent` (tools, but a system prompt other than the agent's), `agent` (the
@@ -36,18 +35,11 @@ from array import array
 from dataclasses import dataclass
 from typing import Iterable
 
-from dagent.linking import (
-    CLEAN, DEFAULT_FORK_THRESHOLD, FORK, HEAD, MAX_TIPS, REALIGN, Transition, _drift,
+from dagent.trajectory.linking import (
+    CLEAN, DEFAULT_FORK_THRESHOLD, FORK, HEAD, MAX_TIPS, REALIGN, Transition, array_drift,
     common_prefix_len, link_turns, measure_drift,
 )
-from dagent.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv
-
-__all__ = [  # with what dagent.linking and dagent.turn define, re-exported for one import site
-    "AGENT", "AUXILIARY", "AUX_HINTS", "CLEAN", "DEFAULT_FORK_THRESHOLD", "DISCARDED", "FORK", "HEAD",
-    "MAX_TIPS", "REALIGN", "SUBAGENT", "CapturedTurn", "Finding", "Level", "Root", "Segment",
-    "Trajectory", "TrajectoryStats", "Transition", "analyse", "common_prefix_len", "flatten",
-    "measure_drift", "token_ids", "turns_from_openenv",
-]
+from dagent.trajectory.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv
 
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"
 AUX_HINTS = frozenset({"title", "summary", "summarizer", "summariser", "compaction", "auxiliary"})
@@ -139,7 +131,7 @@ class Trajectory:
         return flatten(self.chain_turns(), self.chain_transitions)
 
 
-def _logprobs_ok(turn: CapturedTurn) -> bool:
+def logprobs_ok(turn: CapturedTurn) -> bool:
     lp = turn.logprobs
     return (
         lp is not None
@@ -178,7 +170,7 @@ def flatten(turns: list[CapturedTurn], transitions: Iterable[Transition]) -> tup
         mask.frombytes(bytes(n))  # 0
         lps.frombytes(bytes(8 * n))  # 0.0 (all-zero bits)
         completion = turn.completion_token_ids
-        ok = _logprobs_ok(turn)
+        ok = logprobs_ok(turn)
         tokens += completion
         mask.frombytes((b"\x01" if ok else b"\x00") * len(completion))
         if ok:
@@ -282,7 +274,7 @@ def analyse(
             held = len(a.prompt_token_ids or ()) + len(a.completion_token_ids)
             transitions.append(Transition(b.turn_id, a.turn_id, FORK, held, 0))
         else:
-            kind, drift, matched = _drift(
+            kind, drift, matched = array_drift(
                 a.prompt_token_ids, a.completion_token_ids, b.prompt_token_ids, thr)
             transitions.append(Transition(b.turn_id, a.turn_id, kind, drift, matched))
 
@@ -314,7 +306,7 @@ def _trained(turns: list[CapturedTurn], transitions: list[Transition]) -> list[i
         kept = len(turn.completion_token_ids)
         if nxt is not None and nxt.kind == REALIGN:
             kept = nxt.matched - len(turn.prompt_token_ids or ())
-        per_segment[-1] += kept if _logprobs_ok(turn) else 0
+        per_segment[-1] += kept if logprobs_ok(turn) else 0
     return per_segment
 
 
@@ -355,7 +347,7 @@ def _findings(turns, roots, label, roles, chain, transitions, stats, per_turn, t
         ("fatal", "logprob_length_mismatch", bad_len, "{n} call(s) carry a logprob count other "
          "than their completion length ({ids}): credit would shift onto the wrong tokens"),
         ("fatal", "invalid_logprob", [i for i, t in enum if t.logprobs is not None
-                                      and i not in bad_len and not _logprobs_ok(t)],
+                                      and i not in bad_len and not logprobs_ok(t)],
          "{n} call(s) carry non-finite or positive logprobs ({ids})"),
         ("fatal", "duplicate_turn_id", [0] if len({t.turn_id for t in turns}) < len(turns) else [],
          "two calls share a turn_id; ids must be unique"),

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dagent.errors import ConfigError
+
 ENV_NAME = "data_agent"
 ROUTING_ARG = "episode_id"
 REWARD_COLUMN = "WhiteBoxEnv"  # TRL logs `rewards/WhiteBoxEnv/mean` (the environment class's name)
@@ -46,7 +48,7 @@ def trainer_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         if "split" not in row or "index" not in row:
-            raise ValueError("each row needs `split` and `index` (TaskSuite.prompt_rows makes them)")
+            raise ConfigError("each row needs `split` and `index` (TaskSuite.prompt_rows makes them)")
         kept = {k: v for k, v in row.items() if k != "prompt"}
         out.append({**kept, "prompt": [{"role": "user", "content": ""}]})
     return out

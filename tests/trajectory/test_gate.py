@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from dagent.gate import gate
+from dagent.trajectory.gate import gate
 from dagent.trajectory import CapturedTurn, analyse
 
 SYSTEM = {"role": "system", "content": "You are a data agent."}

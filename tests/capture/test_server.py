@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from dagent import capture_wire as wire
+from dagent.capture import wire
 from dagent.capture import CaptureServer
 from dagent.errors import CaptureError, ConfigError
-from dagent.gate import gate
+from dagent.trajectory.gate import gate
 from dagent.trajectory import AUXILIARY, CLEAN, REALIGN, CapturedTurn
-from tests.capture_engines import (
+from tests.capture.engines import (
     PINNED, SYSTEM, TASK, THINK_TURN, TOOL_TURN, TOOLS, LocalBackend, VllmBackend, agent, call, serve, sse,
     streamed_message, tool_result,
 )

@@ -12,6 +12,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dagent.errors import TrajectoryError
+
 Level = Literal["info", "warn", "fatal"]
 
 
@@ -34,7 +36,7 @@ def token_ids(values: Any, what: str = "token ids") -> array:
     try:
         return array("I", values)
     except (TypeError, OverflowError, ValueError) as exc:
-        raise ValueError(f"{what}: expected non-negative integer token ids below 2**32 "
+        raise TrajectoryError(f"{what}: expected non-negative integer token ids below 2**32 "
                          f"({type(exc).__name__}: {exc})") from None
 
 
@@ -67,7 +69,7 @@ class CapturedTurn:
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
         if type(self.tools_offered) is not int or self.tools_offered < 0:
-            raise ValueError(f"turn {self.turn_id}: tools_offered must be a non-negative int")
+            raise TrajectoryError(f"turn {self.turn_id}: tools_offered must be a non-negative int")
 
     @classmethod
     def from_openenv(

@@ -4,7 +4,7 @@ Each rollout gets a session whose id IS the API key the agent is given, so one p
 rollout of a group and no agent needs to know it is observed (OpenEnv's scheme). Per call it keeps
 what the trainer needs, all of it the ENGINE's: `prompt_token_ids`, completion ids, per-token
 logprobs; nothing is tokenised here (F01). `turns()` hands them over as `CapturedTurn`s;
-`rollout_document` and `trace_entries` export them through `dagent.export` in OpenEnv's shapes.
+`rollout_document` and `trace_entries` export them through `dagent.trajectory.export` in OpenEnv's shapes.
 
     with CaptureServer("http://127.0.0.1:8000", sampling=DEFAULT_SAMPLING) as capture:
         session = capture.open_session(max_model_calls=25)
@@ -23,8 +23,8 @@ for `return_token_ids` and `logprobs` (F05); past a session's budget the proxy a
 completion itself, the engine is never called and the stop is counted (F10); an engine that is
 down or answers garbage gives the agent a named error and is recorded, never an empty success
 (F07); a recorded call is exactly an answer the agent received; streaming and non-streaming
-capture the same ids for the same seed. The data plane is `dagent.capture_proxy` (over
-`dagent.capture_http`), the formats `dagent.capture_wire`, the store `dagent.capture_store`.
+capture the same ids for the same seed. The data plane is `dagent.capture.proxy` (over
+`dagent.capture.upstream`), the formats `dagent.capture.wire`, the store `dagent.capture.store`.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dagent import capture_wire as wire
-from dagent.capture_proxy import Forwarder
-from dagent.capture_store import SessionState, session_findings
-from dagent.errors import CaptureError, ConfigError, MissingDependencyError
-from dagent.export import to_rollout_document, to_trace_entries
+from dagent.capture import wire
+from dagent.capture.proxy import Forwarder
+from dagent.capture.store import SessionState, session_findings
+from dagent.errors import CaptureError, ConfigError, MissingDependencyError, RequestRejected
+from dagent.trajectory.export import to_rollout_document, to_trace_entries
 from dagent.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.trajectory import DEFAULT_FORK_THRESHOLD, FORK, CapturedTurn, Finding, Trajectory, analyse
 
@@ -124,7 +124,7 @@ class CaptureServer:
         if self._thread is not None:
             raise CaptureError("the capture server is already started: stop() it first")
         # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and without it
-        # Nagle and delayed ACKs added 40 ms to every answer (measured).
+        # Nagle and delayed ACKs add tens of milliseconds to every answer.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -212,7 +212,7 @@ class CaptureServer:
 
     def rollout_document(self, session_id: str, *, include_messages: bool = False,
                          fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> dict[str, Any]:
-        """OpenEnv's rollout document (`GET /sessions/{id}/rollout`), built by `dagent.export`, with
+        """OpenEnv's rollout document (`GET /sessions/{id}/rollout`), built by `dagent.trajectory.export`, with
         the proxy's counts and findings; a fatal proxy finding makes it untrainable."""
         state = self._state(session_id)
         doc = to_rollout_document(analyse(state.turns(), fork_threshold_tokens),
@@ -327,22 +327,22 @@ class CaptureServer:
     def _create(self, raw: bytes) -> dict[str, Any]:
         payload = wire.loads(raw) if raw.strip() else {}
         if not isinstance(payload, dict):
-            raise ValueError("the body must be a JSON object")
+            raise RequestRejected("the body must be a JSON object")
         unknown = set(payload) - SESSION_FIELDS
         if unknown:
-            raise ValueError(f"unsupported session fields {sorted(unknown)}: sampling is pinned by the "
+            raise RequestRejected(f"unsupported session fields {sorted(unknown)}: sampling is pinned by the "
                              "server from dagent.sampling and the engine is the server's; send only "
                              f"{sorted(SESSION_FIELDS)}")
         budget, metadata = payload.get("max_model_calls", 0), payload.get("metadata") or {}
         if type(budget) is not int or budget < 0:
-            raise ValueError("max_model_calls must be a non-negative integer (0: unlimited)")
+            raise RequestRejected("max_model_calls must be a non-negative integer (0: unlimited)")
         if not isinstance(metadata, dict):
-            raise ValueError("metadata must be a JSON object")
+            raise RequestRejected("metadata must be a JSON object")
         try:
             session = self.open_session(budget or None, metadata=metadata,
                                         session_id=payload.get("session_id"))
         except CaptureError as e:
-            raise ValueError(str(e)) from e
+            raise RequestRejected(str(e)) from e
         return {"session_id": session.session_id, "capture_level": "tokens", "rollout_type": "train",
                 "max_model_calls": budget, "llm_url": self.upstream, "model": self.model,
                 "base_url": session.base_url, "api_key": session.api_key}

@@ -4,12 +4,12 @@ Toolsets compose the surface: `bash` (`bash`), `seta` (SETA's file tools under S
 `read`, `write`, `edit`, `grep`, `glob`, `ls`), default both. The terminator `submit_solution` is
 always present, whatever the selection, so a bash-only agent can still finish.
 
-Invariants (tests/envs/test_tools.py, test_faces.py):
+Invariants (tests/tools/test_surface.py, tests/envs/test_faces.py):
 - The signatures below (`Signatures`) are the ONLY description of the surface. The TRL class's
   methods, the MCP server's tools and the HTTP client's methods are all generated from them with
   `tool_function` / `select`, so the schema offered to the model and the tools served are the same
   set by construction (F25).
-- A tool never raises (implementations: `dagent.toolkit`): an unknown tool, a missing, extra or
+- A tool never raises (implementations: `dagent.tools.impl`): an unknown tool, a missing, extra or
   mistyped argument, a path outside /workdir, a missing file, an `old` text that is absent, a
   non-zero exit all come back as `ToolResult(ok=False, output=<what went wrong, what to do>)`.
   Only a sandbox that cannot be used at all raises `SandboxError`; the episode makes it data.
@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from dagent.errors import ConfigError
+from dagent.errors import ConfigError, ToolRefused
 from dagent.task import WORKDIR
 
 TERMINATOR = "submit_solution"
@@ -253,7 +253,7 @@ def clip(text: str, limit: int = OUTPUT_CHARS) -> str:
             f"narrow the command or read a smaller range ...]\n{text[len(text) - tail:]}")
 
 
-class Refused(ValueError):
+class Refused(ToolRefused):
     """A call the tool turns down for what it asks (a path outside /workdir, a read-only input)."""
 
 
@@ -265,13 +265,6 @@ def confine(path: str | None) -> str:
     if joined != WORKDIR and not joined.startswith(WORKDIR + "/"):
         raise Refused(f"{path!r} is outside {WORKDIR}: the tools only reach files under {WORKDIR}")
     return joined
-
-
-def execute(sandbox: Any, name: str, args: Mapping[str, Any], settings: ToolSettings | None = None) -> ToolResult:
-    """Run one validated, non-terminator tool call (dagent.toolkit). Raises only SandboxError."""
-    from dagent.toolkit import run
-
-    return run(sandbox, name, args, settings or ToolSettings())
 
 
 # ------------------------------------------------------------------ generated faces

@@ -5,7 +5,7 @@ forwards over `capture_http.EngineClient`, and records the engine's answer befor
 read it: a non-streaming answer is parsed, then sent as the engine's bytes; a stream is passed on
 piece by piece as it arrives and collected on the way (`StreamCapture`), so time to first token is
 the engine's (replaying a non-streaming answer as SSE, as OpenEnv does, makes it the whole
-generation: measured in benchmarks/capture_overhead.py). Failures reach the agent as named errors
+generation; benchmarks/capture_overhead.py). Failures reach the agent as named errors
 (502 `engine_unreachable`/`engine_error`/`engine_bad_response`, or the engine's own 4xx) and are
 recorded (F07); a context overflow ends the agent's loop with the terminal stop, as OpenEnv does.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dagent import capture_wire as wire
-from dagent.capture_http import EngineClient, Response
-from dagent.capture_store import SessionState, TurnRecord
+from dagent.capture import wire
+from dagent.capture.upstream import EngineClient, Response
+from dagent.capture.store import SessionState, TurnRecord
 from dagent.errors import EngineError
 from dagent.sampling import Sampling
 

@@ -22,10 +22,10 @@ its link keeps the candidate with the smallest drift, for the report. Candidates
 tips whose prompt starts with k's first HEAD tokens (a CLEAN or REALIGN parent's prompt is always a
 prefix of k's), at most MAX_TIPS per head (one, for an appending client), plus the best tip's
 deepest exact-prefix ancestor and its child, found through skew-binary jump pointers in O(log
-turns). Each candidate costs one prefix compare over `array('I')` machine words (C-level, about
-0.4 ns a token, stopping at the first difference by galloping): one pass over each prompt in the
-common case, O(MAX_TIPS x total tokens) at worst, never quadratic in turns (OpenEnv's graph walks
-every earlier call for every call, comparing Python int lists at about 10 ns a token).
+turns). Each candidate costs one prefix compare over `array('I')` machine words (C-level,
+stopping at the first difference by galloping): one pass over each prompt in the common case,
+O(MAX_TIPS x total tokens) at worst, never quadratic in turns (benchmarks/trajectory.py measures
+it against OpenEnv's graph, which walks every earlier call for every call).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from dagent.turn import CapturedTurn, token_ids
+from dagent.trajectory.turn import CapturedTurn, token_ids
 
 CLEAN, REALIGN, FORK = "clean", "realign", "fork"
 DEFAULT_FORK_THRESHOLD = 1024  # TRL's `fork_threshold_tokens` default
@@ -96,7 +96,7 @@ def _classify(matched: int, drift: int, parent_prompt_len: int, threshold: int) 
     return FORK
 
 
-def _drift(held_prompt: array, held_completion: array, prompt: array, threshold: int):
+def array_drift(held_prompt: array, held_completion: array, prompt: array, threshold: int):
     matched = _lcp(held_prompt, prompt)
     if matched == len(held_prompt):
         matched += _lcp(held_completion, prompt, matched)
@@ -109,7 +109,7 @@ def measure_drift(
     fork_threshold_tokens: int,
 ) -> tuple[str, int, int]:
     """`(kind, drift, matched)` of `prompt` against `held_prompt + held_completion` (TRL's rule)."""
-    return _drift(token_ids(held_prompt), token_ids(held_completion), token_ids(prompt),
+    return array_drift(token_ids(held_prompt), token_ids(held_completion), token_ids(prompt),
                   fork_threshold_tokens)
 
 
@@ -135,7 +135,7 @@ def link_turns(turns: list[CapturedTurn], aux: list[bool], threshold: int) -> tu
         evaluated = []  # (matched, drift, kind, index)
         for c in cands:
             held = turns[c]
-            kind, drift, matched = _drift(
+            kind, drift, matched = array_drift(
                 held.prompt_token_ids, held.completion_token_ids, prompt, threshold
             )
             evaluated.append((matched, drift, kind, c))

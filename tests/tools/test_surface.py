@@ -17,7 +17,7 @@ from dagent.tools import (
     select,
     validate,
 )
-from tests.envs.conftest import TABLE
+from tests.factories import TABLE
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dagent.trajectory import Trajectory
+from dagent.trajectory.analysis import Trajectory
 
 Tier = Literal["train", "eval_only", "reject"]
 

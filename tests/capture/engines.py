@@ -31,11 +31,11 @@ from typing import Any
 import httpx
 import pytest
 
-from dagent import capture_wire as wire
-from dagent.rollout_cli import free_port
+from dagent.capture import wire
+from dagent.engine.process import free_port
 from dagent.sampling import Sampling
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "tiny-qwen3"
 VLLM_VERSION = "0.32.0"
 VLLM_START_TIMEOUT_S = float(os.environ.get("DAGENT_VLLM_START_TIMEOUT", "600"))

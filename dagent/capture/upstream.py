@@ -1,7 +1,7 @@
 """The capture proxy's connection to the engine: a lean HTTP/1.1 keep-alive pool on asyncio.
 
-Not httpx: an `httpx.AsyncClient` POST of a 20 KB request with a 44 KB answer cost 1.6 ms of CPU
-here, more than the proxy's whole 1 ms budget; `EngineClient` costs 0.13 ms (measured, 2 cores).
+Not httpx: an `httpx.AsyncClient` POST costs more CPU than the proxy's whole per-call budget
+(benchmarks/capture_overhead.py compares them).
 It reads what OpenAI-compatible engines (vLLM, SGLang, the local engine) answer: a status line,
 headers, then a Content-Length, chunked or read-to-close body, over http or https.
 
@@ -29,7 +29,7 @@ IDLE_S = 4.0  # keep-alive reuse window (uvicorn closes idle connections after 5
 class _Conn(asyncio.Protocol):
     """One connection; the response parser runs over `buf` as bytes arrive. While a request is
     out, one timer (re-armed only when it fires) fails the wait after `timeout` silent seconds:
-    a timer per wait cost about 10% of the proxy's CPU on streams (measured)."""
+    a timer per every wait is a measurable share of the proxy's CPU on streams."""
 
     def __init__(self) -> None:
         self.buf = bytearray()

@@ -20,9 +20,9 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from dagent.capture_wire import EngineCall, Prepared
+from dagent.capture.wire import EngineCall, Prepared
 from dagent.sampling import Sampling
-from dagent.trajectory import CapturedTurn, Finding
+from dagent.trajectory.turn import CapturedTurn, Finding
 
 BASE_CANDIDATES = 4  # earlier records a new prompt is compared with when compacting
 MIN_SHARED = 64  # a shorter shared prefix is not worth a reference

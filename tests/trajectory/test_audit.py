@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dagent.audit import audit
+from dagent.trajectory.audit import audit
 from dagent.trajectory import CapturedTurn, analyse
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QWEN3_ADDED = [  # ids 151643..151668, in order
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",

@@ -23,14 +23,14 @@ from __future__ import annotations
 from typing import Any
 
 from dagent.errors import CaptureError, MissingDependencyError
-from dagent.gate import gate
-from dagent.trajectory import AGENT, DISCARDED, FORK, CapturedTurn, Trajectory, _logprobs_ok, flatten
+from dagent.trajectory.gate import gate
+from dagent.trajectory.analysis import AGENT, DISCARDED, FORK, CapturedTurn, Trajectory, logprobs_ok, flatten
 
 
 def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:
     prompt = list(turn.prompt_token_ids or ())
     completion = list(turn.completion_token_ids)
-    ok = _logprobs_ok(turn)
+    ok = logprobs_ok(turn)
     return {
         "request": {"messages": [dict(m) for m in turn.messages],
                     "tools": list(turn.tools) if turn.tools else None},

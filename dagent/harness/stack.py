@@ -1,0 +1,82 @@
+"""Everything an agent needs running, started and stopped together: its engine (an OpenAI-compatible
+URL, or the local engine started for the run), and for black-box agents the capture proxy, its
+publisher and sandboxes that can reach it (`BlackBoxRuntime`).
+
+`agent_stack(...)` is what `dagent eval`, `dagent rollout` and `jobs/eval.py` use, so an agent is
+measured through the same path that serves it to the trainer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from dagent.errors import ConfigError
+from dagent.harness.base import Agent
+from dagent.sandbox.base import SandboxBackend
+from dagent.suite import TaskSuite
+
+AGENTS = ("oracle", "opencode")
+
+
+@dataclass(frozen=True)
+class Stack:
+    agent: Agent
+    backend: SandboxBackend
+    engine_url: str | None = None
+    runtime: Any = None  # the started BlackBoxRuntime of a black-box agent
+
+    def describe(self) -> str:
+        if self.runtime is not None:
+            return self.runtime.describe()
+        engine = f"engine {self.engine_url} ({self.agent.model}); " if self.engine_url else ""
+        return f"{engine}sandbox: {self.backend.describe()}"
+
+
+@contextmanager
+def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
+                backend: str = "local", publish: str = "direct", public_url: str | None = None,
+                timeout_s: float = 600.0, steps: int | None = None, max_output_tokens: int = 512,
+                echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
+    """Start what `agent` needs; stop all of it on exit, whatever happened."""
+    if agent not in AGENTS:
+        raise ConfigError(f"unknown agent {agent!r}; available: {', '.join(AGENTS)}")
+    from dagent.sandbox import get_backend
+
+    if agent == "oracle":
+        from dagent.harness.oracle import OracleAgent
+
+        yield Stack(OracleAgent(), get_backend(backend))
+        return
+    from dagent.engine.process import LocalEngineProcess, served_model
+
+    with ExitStack() as stack:
+        if engine_url is None:
+            engine = LocalEngineProcess(model)
+            echo(f"starting the local engine ({model}) on port {engine.port} ...")
+            engine_url = stack.enter_context(engine).url
+        served = served_model(engine_url)
+        from dagent.envs.blackbox import BlackBoxRuntime
+        from dagent.harness.opencode import DEFAULT_STEPS, OpencodeConfig
+
+        config = OpencodeConfig(model=served, steps=steps or DEFAULT_STEPS, max_output_tokens=max_output_tokens)
+        runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, opencode=config,
+                                  publish=publish,
+                                  public_url=public_url or os.environ.get("DAGENT_CAPTURE_PUBLIC_URL"),
+                                  timeout_s=timeout_s)
+        stack.enter_context(runtime)
+        yield Stack(runtime.agent(), runtime.backend, engine_url, runtime)
+
+
+def run_rollout(task_id: str, suite: TaskSuite, *, echo: Callable[[str], None] = print, **options: Any) -> Any:
+    """One black-box rollout of task `task_id`, printed (`Rollout.lines`); returns the `Rollout`."""
+    split, index, _ = suite.find(task_id)
+    with agent_stack("opencode", suite, echo=echo, **options) as stack:
+        echo(stack.describe())
+        rollout = stack.runtime.run_rollout(split, index)
+    for line in rollout.lines():
+        echo(line)
+    return rollout

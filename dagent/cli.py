@@ -98,7 +98,7 @@ def tasks_show(task_id: str, suite: SuiteOpt = None,
 
 @app.command("eval")
 def eval_cmd(
-    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, opencode.")] = "oracle",
+    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode.")] = "oracle",
     split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
     suite: SuiteOpt = None,
     model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir.")] = "tiny-qwen3",

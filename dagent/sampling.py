@@ -71,3 +71,8 @@ class Sampling:
 
 
 DEFAULT_SAMPLING = Sampling()
+
+#: The published GRPO recipe's sampling, what training AND evaluation of a policy sample with:
+#: temperature 0.8 (the reference run's), no truncation (top_p 1.0, top_k off) because the trainer's
+#: recomputed logprobs do not model truncation and TRL's training sampling refuses it.
+RECIPE_SAMPLING = Sampling(temperature=0.8, top_p=1.0, top_k=0)

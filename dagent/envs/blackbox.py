@@ -77,6 +77,11 @@ class Rollout:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
+    def model_calls(self) -> int:
+        """Calls the proxy forwarded to the engine (0 when the agent never started)."""
+        return self.record.model_calls or 0
+
+    @property
     def wall_s(self) -> float:
         return self.record.duration_s
 

@@ -1,5 +1,5 @@
 """Everything an agent needs running, started and stopped together: its engine (an OpenAI-compatible
-URL, or the local engine started for the run), and for black-box agents the capture proxy, its
+URL, or the local engine started for the run) for the tool loop and opencode, and for black-box agents the capture proxy, its
 publisher and sandboxes that can reach it (`BlackBoxRuntime`).
 
 `agent_stack(...)` is what `dagent eval`, `dagent rollout` and `jobs/eval.py` use, so an agent is
@@ -19,7 +19,7 @@ from dagent.harness.base import Agent
 from dagent.sandbox.base import SandboxBackend
 from dagent.suite import TaskSuite
 
-AGENTS = ("oracle", "opencode")
+AGENTS = ("oracle", "tools", "opencode")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,11 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
             echo(f"starting the local engine ({model}) on port {engine.port} ...")
             engine_url = stack.enter_context(engine).url
         served = served_model(engine_url)
+        if agent == "tools":
+            from dagent.harness.tools import ToolLoopAgent
+
+            yield Stack(ToolLoopAgent(engine_url, served), get_backend(backend), engine_url)
+            return
         from dagent.envs.blackbox import BlackBoxRuntime
         from dagent.harness.opencode import DEFAULT_STEPS, OpencodeConfig
 

@@ -96,37 +96,141 @@ def tasks_show(task_id: str, suite: SuiteOpt = None,
     out.print_json(view.model_dump_json())
 
 
-@app.command("eval")
-def eval_cmd(
-    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode.")] = "oracle",
-    split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
-    suite: SuiteOpt = None,
-    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir.")] = "tiny-qwen3",
-    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
-    workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Wall clock per episode, seconds.")] = 300.0,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records.jsonl and summary.json go.")] = None,
-) -> None:
-    """Evaluate an agent on a split: per-task records plus a summary."""
-    from dagent.harness.stack import agent_stack
-    from dagent.runner import run_eval
+eval_app = typer.Typer(help="Evaluate agents: a model and its checkpoints, in either loop.")
+app.add_typer(eval_app, name="eval")
+
+
+def _arm_label(model: str) -> str:
+    return Path(model).name if ("/" in model or Path(model).exists()) else model
+
+
+def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: list[int], limit: Optional[int],
+              workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
+              expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
+              push_to: Optional[str], step_of=lambda _a: None) -> int:
+    from dagent.experiment import run_experiment
 
     s = load_suite(suite)
     n = len(s.tasks(split)) if limit is None else min(limit, len(s.tasks(split)))
+    from dagent.experiment import Progress
+
+    running = Progress()
+    with _progress() as bar:
+        tid = bar.add_task(f"{split}", total=n * max(1, samples) * len(arms))
+
+        def done(arm: str, rec) -> None:
+            running.add(arm, rec)
+            bar.update(tid, advance=1, description=running.text())
+
+        outcome = run_experiment(s, split, arms, out_dir, baseline=baseline, samples=samples, k_values=k,
+                                 limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
+                                 expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
+                                 step_of=step_of, push_to=push_to, on_done=done, echo=console.print)
+    for line in outcome.lines():
+        out.print(line, markup=False, highlight=False)
+    out.print(f"results: {out_dir / 'results.md'}  (plots, records and summary per arm beside it)")
+    return sum(sc.excluded_tasks for sc in outcome.scores.values())
+
+
+@eval_app.callback(invoke_without_command=True)
+def eval_cmd(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode.")] = "oracle",
+    split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
+    suite: SuiteOpt = None,
+    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir (a checkpoint).")] = "tiny-qwen3",
+    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine, e.g. vLLM (default: start the local one).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Also evaluate this model as the baseline arm, served at the same time, and compare task by task.")] = None,
+    baseline_url: Annotated[Optional[str], typer.Option("--baseline-url", help="Engine URL serving the baseline (default: start one).")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per task (pass@k needs n >= k).")] = 1,
+    k: Annotated[list[int], typer.Option("--k", help="pass@k to report besides pass@1 (repeatable).")] = [1],
+    backend: Annotated[str, typer.Option(help="Sandbox backend: local, e2b, hf.")] = "local",
+    workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Wall clock per episode, seconds.")] = 300.0,
+    expect_base: Annotated[Optional[float], typer.Option("--expect-base", help="Known pass@1 of the baseline: fail the run when it lands outside --tolerance (F41).")] = None,
+    tolerance: Annotated[float, typer.Option(help="Allowed distance from --expect-base.")] = 0.05,
+    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (offline store unless a Space is set).")] = None,
+    push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
+) -> None:
+    """Evaluate an agent on a split: per-sample records, pass@k per tier, results.md and plots."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from dagent.experiment import Arm
+
     target = out_dir or Path("runs") / f"eval-{agent}-{split.replace(':', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with agent_stack(agent, s, model=model, engine_url=engine_url, timeout_s=timeout_s,
-                     echo=console.print) as stack:
-        console.print(stack.describe())
-        with _progress() as bar:
-            tid = bar.add_task(f"{agent} on {split}", total=n)
-            _, summary = run_eval(s, split, stack.agent, stack.backend, workers=workers, limit=limit,
-                                  timeout_s=timeout_s, out_dir=target, on_done=lambda _r: bar.advance(tid))
-    for line in summary.lines():
-        out.print(line)
-    out.print(f"records: {target / 'records.jsonl'}\nsummary: {target / 'summary.json'}")
-    if summary.ungraded or summary.wrong:
-        raise typer.Exit(2 if agent == "oracle" else 0)
+    arms = [Arm(agent if agent == "oracle" else _arm_label(model), agent, model, engine_url)]
+    if baseline is not None:
+        arms.insert(0, Arm("baseline", agent, baseline, baseline_url))
+    excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
+                         out_dir=target, baseline="baseline" if baseline else None, backend=backend,
+                         expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
+                         push_to=push_to)
+    if agent == "oracle":
+        from dagent.report import load_records
+
+        recs = load_records(target / arms[0].name)
+        if excluded or any(r.outcome != "correct" for r in recs):
+            raise typer.Exit(2)
+
+
+@eval_app.command("compare")
+def eval_compare(
+    a: Annotated[Path, typer.Argument(help="Baseline evaluation dir (holds records.jsonl).")],
+    b: Annotated[Path, typer.Argument(help="Candidate evaluation dir.")],
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Also write results.md and plots here.")] = None,
+) -> None:
+    """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
+    from dagent.report import load_records, write_results
+    from dagent.scoring import paired, task_scores
+
+    ra, rb = load_records(a), load_records(b)
+    la, lb = a.name, b.name if b.name != a.name else f"{b.name}-b"
+    for line in [*task_scores(ra, arm=la).lines(), *task_scores(rb, arm=lb).lines(),
+                 *paired(ra, rb, a_arm=la, b_arm=lb).lines()]:
+        out.print(line, markup=False, highlight=False)
+    if out_dir is not None:
+        write_results(out_dir, {la: ra, lb: rb}, baseline=la, title=f"{lb} vs {la}")
+        out.print(f"results: {out_dir / 'results.md'}")
+
+
+@eval_app.command("watch")
+def eval_watch(
+    source: Annotated[str, typer.Argument(help="The trainer's output_dir, or a Hub model repo id, where checkpoint-N/ appear.")],
+    agent: Annotated[str, typer.Option(help="Agent: tools or opencode.")] = "tools",
+    split: Annotated[str, typer.Option(help="Held-out split to evaluate on.")] = "test:easy",
+    suite: SuiteOpt = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline model evaluated once, first, and compared with every checkpoint.")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per task.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
+    workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
+    deadline_s: Annotated[float, typer.Option("--deadline", help="Fail when no checkpoint appears within this many seconds (F42).")] = 3600.0,
+    poll_s: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 30.0,
+    max_checkpoints: Annotated[Optional[int], typer.Option(help="Stop after this many checkpoints.")] = None,
+    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path("runs/watch"),
+) -> None:
+    """Evaluate each new checkpoint-N as it appears; fails loudly on a missing source or none in time."""
+    from dagent.experiment import Arm, fetch_checkpoint, watch, write_arms
+    from dagent.report import load_records
+
+    def one(arm) -> None:  # each arm in its own directory; results.md over all so far
+        _run_arms([arm], split, suite, samples=samples, k=[1], limit=limit, workers=workers, timeout_s=300.0,
+                  out_dir=out_dir / arm.name, baseline=None, backend="local", expect_base=None, tolerance=0.05,
+                  trackio_project=trackio_project, push_to=None, step_of=lambda a: steps.get(a))
+        done[arm.name] = load_records(out_dir / arm.name / arm.name)
+        write_arms(out_dir, split, done, baseline="baseline" if "baseline" in done else None)
+
+    done: dict[str, list] = {}
+    steps: dict[str, int] = {}
+    if baseline is not None:
+        one(Arm("baseline", agent, baseline))
+    for step, where in watch(source, deadline_s=deadline_s, poll_s=poll_s, max_checkpoints=max_checkpoints):
+        console.print(f"checkpoint-{step}: evaluating {where}")
+        steps[f"checkpoint-{step}"] = step
+        one(Arm(f"checkpoint-{step}", agent, fetch_checkpoint(where, out_dir / ".checkpoints")))
+    out.print(f"results over {len(done)} arms: {out_dir / 'results.md'}")
 
 
 @app.command("rollout")

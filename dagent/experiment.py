@@ -1,0 +1,283 @@
+"""An evaluation run over one or more ARMS (agent x model, e.g. a base model and its checkpoints):
+engines started together, episodes interleaved, results written, guarded and published.
+
+Invariants (tests/test_experiment.py):
+- Every arm runs at the same time as the others, its episodes interleaved with theirs in one
+  worker pool, so a change in the infrastructure (a slow sandbox host, an engine restart) lands on
+  every arm alike and cannot pass for a policy change. Each arm gets its own engine.
+- Every arm is evaluated on the same tasks and samples with the same per-sample seeds
+  (`dagent.harness.base.sample_seed`), so a paired comparison pairs like with like.
+- Exclusions by cause are printed before any score, per arm (F24).
+- `expect_base`: a baseline whose pass@1 lands outside `expect_base +- tolerance` fails the run,
+  naming both figures, before anything is published (F41).
+- `watch`: a checkpoint source that does not exist, or that shows no `checkpoint-N` within the
+  deadline, fails loudly rather than reporting "no checkpoints yet" forever (F42).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagent.errors import ConfigError, DagentError
+from dagent.evaluation import EvalRecord, summarize
+from dagent.reward import RewardConfig
+from dagent.runner import run_episode, write_records
+from dagent.suite import TaskSuite
+
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class BaselineGuardError(DagentError):
+    """The baseline arm scored far from its known value: the run measured infrastructure (F41)."""
+
+
+class WatchError(DagentError):
+    """The checkpoint source is missing or produced no checkpoint in time (F42)."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One thing to evaluate: an agent driving a model (a name the local engine knows, a model
+    directory such as a checkpoint, or what `engine_url` serves)."""
+
+    name: str
+    agent: str = "tools"
+    model: str = "tiny-qwen3"
+    engine_url: str | None = None
+
+
+@dataclass
+class Progress:
+    """Running counts per arm, for the progress bar: graded, correct, ungraded."""
+
+    counts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+
+    def add(self, arm: str, rec: EvalRecord) -> None:
+        c = self.counts[arm]
+        if rec.outcome == "ungraded":
+            c[2] += 1
+        else:
+            c[0] += 1
+            c[1] += rec.outcome == "correct"
+
+    def text(self) -> str:
+        parts = []
+        for arm, (graded, correct, ungraded) in self.counts.items():
+            rate = f"{correct / graded:.0%}" if graded else "n/a"
+            parts.append(f"{arm} pass@1 {rate} ({correct}/{graded}) excl {ungraded}")
+        return "  ".join(parts)
+
+
+def check_baseline(pass1: float | None, expect: float, tolerance: float, arm: str) -> None:
+    """Refuse a baseline far from its known value (F41); None (nothing graded) is far too."""
+    if pass1 is None or abs(pass1 - expect) > tolerance:
+        got = "nothing graded" if pass1 is None else f"{pass1:.3f}"
+        raise BaselineGuardError(
+            f"baseline_off: arm {arm!r} scored pass@1 {got}, expected {expect:.3f} +- {tolerance:.3f}: "
+            "the run measured the infrastructure, not the policy; check the engine, sandbox and suite "
+            "(records are kept for diagnosis), or correct --expect-base (F41)")
+
+
+def jobs(n_tasks: int, samples: int, arms: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(task index, sample, arm), arms interleaved within each (task, sample)."""
+    return [(i, s, a) for i in range(n_tasks) for s in range(samples) for a in arms]
+
+
+def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
+                  limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
+                  backend: str = "local", reward_config: RewardConfig = RewardConfig(),
+                  on_done: Callable[[str, EvalRecord], None] | None = None,
+                  echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
+    """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
+    at once (module docstring). Returns each arm's records in (task, sample) order."""
+    from dagent.harness.stack import agent_stack
+
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"arm names must be distinct, got {names}: name each arm (e.g. base, checkpoint-20)")
+    n = len(suite.tasks(split))
+    n = n if limit is None else min(limit, n)
+    if n == 0:
+        raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
+    with ExitStack() as stack:
+        stacks = {}
+        for arm in arms:
+            stacks[arm.name] = stack.enter_context(agent_stack(
+                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, backend=backend,
+                timeout_s=timeout_s, echo=echo))
+            echo(f"{arm.name}: {stacks[arm.name].describe()}")
+        todo = jobs(n, max(1, samples), names)
+        out: dict[tuple[int, int, str], EvalRecord] = {}
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = {pool.submit(run_episode, suite, split, i, stacks[a].agent, stacks[a].backend,
+                                   timeout_s=timeout_s, sample=s, reward_config=reward_config): (i, s, a)
+                       for i, s, a in todo}
+            for fut in as_completed(futures):
+                key = futures[fut]
+                out[key] = fut.result()
+                if on_done is not None:
+                    on_done(key[2], out[key])
+    return {a: [out[(i, s, a)] for i, s, arm in todo if arm == a] for a in names}
+
+
+def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
+               k_values: Sequence[int] = (1,), step_cap: int | None = None, suite: str = "") -> list[Path]:
+    """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the plots."""
+    from dagent.report import write_results
+
+    for name, records in arms.items():
+        write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite)
+    return write_results(out_dir, arms, k_values=k_values, baseline=baseline, step_cap=step_cap,
+                         title=f"dagent evaluation on {split}")
+
+
+def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], int | None] = lambda _a: None,
+                config: dict[str, Any] | None = None) -> None:
+    """pass@1, its CI, exclusions and mean reward per arm to trackio (its offline store unless a
+    Space is configured). `arms` maps arm name to `dagent.scoring.Scores`."""
+    import trackio
+
+    for name, s in arms.items():
+        trackio.init(project=project, name=name, config={**(config or {}), "arm": name}, resume="allow")
+        metrics = {"eval/pass@1": s.pass_at.get(1), "eval/excluded_tasks": s.excluded_tasks,
+                   "eval/graded_tasks": s.graded_tasks, "eval/mean_reward": s.mean_reward}
+        if s.pass1_ci is not None:
+            metrics.update({"eval/pass@1_ci_low": s.pass1_ci[0], "eval/pass@1_ci_high": s.pass1_ci[1]})
+        for tier, g in s.by_tier.items():
+            metrics[f"eval/{tier}/pass@1"] = g.pass_at.get(1)
+        trackio.log({k: v for k, v in metrics.items() if v is not None}, step=step_of(name))
+        trackio.finish()
+
+
+# ------------------------------------------------------------------ checkpoints (watch)
+
+def checkpoints(source: str | Path, *, api: Any = None) -> dict[int, str]:
+    """`checkpoint-N` -> where it is: the sub-directories of a local directory, or the folders of a
+    Hub model repo (`OWNER/NAME`). A local path that does not exist is an error (F42)."""
+    path = Path(source).expanduser()
+    if path.exists() or str(source).startswith((".", "/", "~")) or "/" not in str(source).strip("/") \
+            or str(source).count("/") > 1:
+        if not path.is_dir():
+            raise WatchError(f"checkpoint directory {path} does not exist: point --watch at the trainer's "
+                             "output_dir (where checkpoint-N/ folders appear) or a Hub repo id (F42)")
+        return {int(m.group(1)): str(p) for p in path.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))}
+    from huggingface_hub import HfApi
+
+    api = api or HfApi()
+    try:
+        entries = api.list_repo_tree(str(source), recursive=False)
+    except Exception as e:  # noqa: BLE001 - a foreign error, wrapped once with the fix
+        raise WatchError(f"could not list Hub repo {source!r}: {e}; check the repo id and HF_TOKEN (F42)") from e
+    return {int(m.group(1)): f"{source}:{e.path}" for e in entries
+            if (m := CHECKPOINT.match(getattr(e, "path", "")))}
+
+
+def fetch_checkpoint(where: str, cache: Path, *, api: Any = None) -> str:
+    """A local directory for a checkpoint from `checkpoints()` (Hub ones are downloaded)."""
+    if ":" not in where or Path(where).exists():
+        return where
+    from huggingface_hub import snapshot_download
+
+    repo, folder = where.split(":", 1)
+    root = snapshot_download(repo, allow_patterns=[f"{folder}/*"], local_dir=cache / repo.replace("/", "--"))
+    return str(Path(root) / folder)
+
+
+def watch(source: str | Path, *, deadline_s: float, poll_s: float = 30.0, max_checkpoints: int | None = None,
+          api: Any = None, sleep: Callable[[float], None] = time.sleep,
+          clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[int, str]]:
+    """Yield each new `(step, where)` as it appears, oldest first. Ends after `max_checkpoints`, or
+    when nothing new appeared for `deadline_s` after at least one; raises WatchError when the
+    source is missing or shows no checkpoint at all within `deadline_s` (F42)."""
+    seen: set[int] = set()
+    last_new = clock()
+    while True:
+        found = checkpoints(source, api=api)
+        for step in sorted(set(found) - seen):
+            seen.add(step)
+            last_new = clock()
+            yield step, found[step]
+            if max_checkpoints is not None and len(seen) >= max_checkpoints:
+                return
+        if clock() - last_new >= deadline_s:
+            if not seen:
+                raise WatchError(f"no checkpoint-N appeared in {source} within {deadline_s:.0f}s: is the "
+                                 "trainer writing there (save_steps, output_dir)? (F42)")
+            return
+        sleep(poll_s)
+
+
+def scores_json(scores: dict[str, Any]) -> str:
+    return json.dumps({name: s.model_dump(mode="json") for name, s in scores.items()}, indent=2) + "\n"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run wrote and measured."""
+
+    out_dir: Path
+    records: dict[str, list[EvalRecord]]
+    scores: dict[str, Any]  # arm -> dagent.scoring.Scores
+    comparisons: list[Any]  # dagent.scoring.Paired, each arm vs the baseline
+    files: list[Path]
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for s in self.scores.values():
+            out += s.lines()
+        for p in self.comparisons:
+            out += p.lines()
+        return out
+
+
+def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: Path, *,
+                   baseline: str | None = None, samples: int = 1, k_values: Sequence[int] = (1,),
+                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0, backend: str = "local",
+                   expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
+                   step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
+                   api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
+                   echo: Callable[[str], None] = lambda _l: None) -> Outcome:
+    """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
+    from dagent.envs.episode import EpisodeConfig
+    from dagent.scoring import paired, task_scores
+
+    records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
+                            timeout_s=timeout_s, backend=backend, on_done=on_done, echo=echo)
+    step_cap = EpisodeConfig().max_steps
+    files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=step_cap,
+                       suite=str(suite.source))
+    ks = tuple(sorted(set(k_values) | {1}))
+    scores = {name: task_scores(rs, ks, step_cap=step_cap, arm=name) for name, rs in records.items()}
+    comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)
+                                               for name, rs in records.items() if name != baseline]
+    (out_dir / "scores.json").write_text(scores_json(scores))
+    outcome = Outcome(out_dir, records, scores, comparisons, files)
+    if expect_base is not None:
+        guarded = baseline or next(iter(records))
+        check_baseline(scores[guarded].pass_at.get(1), expect_base, tolerance, guarded)
+    if trackio_project:
+        log_trackio(trackio_project, scores, step_of=step_of, config={"split": split, "samples": samples})
+    if push_to:
+        from dagent.results_hub import eval_result_entries, push_results
+
+        dataset = str(suite.source) if "/" in str(suite.source) and not Path(str(suite.source)).exists() \
+            else "local/dagent-suite"
+        values = {name: s.pass_at.get(1) for name, s in scores.items()}
+        entries = {f"dagent_{split.replace(':', '_')}_{name}": eval_result_entries(
+            {name: v}, dataset_id=dataset, task_id=split, notes=f"dagent {arm_agent(arms, name)} agent, pass@1")
+            for name, v in values.items()}
+        echo(f"pushed: {push_results(push_to, out_dir, entries, api=api)}")
+    return outcome
+
+
+def arm_agent(arms: Sequence[Arm], name: str) -> str:
+    return next(a.agent for a in arms if a.name == name)

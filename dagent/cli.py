@@ -21,6 +21,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and ev
 suite_app = typer.Typer(no_args_is_help=True, help="Build the task suite from real tables.")
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect tasks.")
 engine_app = typer.Typer(no_args_is_help=True, help="A local OpenAI-compatible engine on CPU.")
+train_app = typer.Typer(no_args_is_help=True, help="Train a policy with GRPO (white-box) or warm-start it (SFT).")
+app.add_typer(train_app, name="train")
 app.add_typer(suite_app, name="suite")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(engine_app, name="engine")
@@ -248,6 +250,17 @@ def rollout_cmd(
         raise DagentError(f"unknown harness {harness!r}; available: opencode")
     run_rollout(task, load_suite(suite), model=model, engine_url=engine_url,
                 echo=lambda line: out.print(line, markup=False, highlight=False))
+
+
+@train_app.command("whitebox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                                                 "help_option_names": []})
+def train_whitebox_cmd(ctx: typer.Context) -> None:
+    """White-box GRPO (jobs/train_whitebox.py's arguments; --help lists them)."""
+    from dagent.jobargs import parse
+    from dagent.train.grpo import WhiteboxArgs, train_whitebox
+
+    train_whitebox(parse(WhiteboxArgs, ctx.args, "dagent train whitebox: white-box GRPO"),
+                   echo=lambda line: console.print(line, markup=False, highlight=False))
 
 
 @engine_app.command("serve")

@@ -131,7 +131,7 @@ class BlackBoxRuntime:
                  fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None) -> None:
         self.suite, self.engine_url, self.model = suite, engine_url, model
         self.opencode = opencode or OpencodeConfig(model=model)
-        self.harness = OpencodeHarness(self.opencode, reward=reward_config)  # F35, before anything starts
+        self.harness = OpencodeHarness(self.opencode)  # F35, before anything starts
         self.reward_config, self.sampling, self.timeout_s = reward_config, sampling, timeout_s
         self.fork_threshold_tokens = fork_threshold_tokens
         self._backend_spec, self._sandbox_dir = backend, sandbox_dir

@@ -278,6 +278,12 @@ def open_episode(task: Task, files: Mapping[str, Path], backend: SandboxBackend,
     return episode
 
 
+def finished_episodes() -> dict[str, dict[str, Any]]:
+    """A copy of the summaries of recently finished episodes, oldest first (id -> summary)."""
+    with _LOCK:
+        return dict(_FINISHED)
+
+
 def get_episode(episode_id: str) -> Episode:
     with _LOCK:
         episode = _EPISODES.get(episode_id)
@@ -322,6 +328,15 @@ def episode_summary(episode_id: str) -> dict[str, Any]:
 def active_episodes() -> int:
     with _LOCK:
         return len(_EPISODES)
+
+
+def close_all() -> int:
+    """Finish every running episode and free its sandbox (a run that ends, however it ends)."""
+    with _LOCK:
+        ids = [eid for eid, ep in _EPISODES.items() if ep is not None]
+    for eid in ids:
+        close_episode(eid)
+    return len(ids)
 
 
 def reap_idle(timeout_s: float) -> list[str]:

@@ -11,8 +11,8 @@ process environment:
   disabled through the `tools` map (opencode turns `false` into a permission `deny` and leaves the
   tool out of the request; a top-level `"permission": "allow"` would override it, so there is
   none), and the agent's step limit at `agent.build.steps` (the key `opencode debug config`
-  renders; `maxSteps` is its deprecated alias). The step limit must not exceed the reward's step
-  budget (`check_step_cap`, F35).
+  renders; `maxSteps` is its deprecated alias). The step limit must not exceed the environment's
+  step budget (`dagent.train.preflight.check_step_cap`, F35).
 - `task.md`, the instruction, fed to `opencode run` on STDIN. Never a shell word (F19): inside
   double quotes backticks run as commands; and opencode 1.18 itself rewrites a positional message
   that contains a space into `"..."` with inner quotes backslash-escaped, so even
@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 from dagent.errors import ConfigError, HarnessError
 from dagent.capture.reach import FORWARDER_SOURCE, Reach
 from dagent.harness.base import AgentRun, Captured
-from dagent.reward import RewardConfig
 from dagent.sandbox.base import WORKDIR, Sandbox
 from dagent.task import Task
 from dagent.trajectory.analysis import Trajectory, analyse
 from dagent.trajectory.linking import DEFAULT_FORK_THRESHOLD
+from dagent.train.preflight import StepCapError, check_step_cap  # noqa: F401  (re-exported)
 from dagent.trajectory.turn import CapturedTurn, Finding
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ OPENCODE_VERSION = "1.18.33"
 OPENCODE_PACKAGE = f"opencode-ai@{OPENCODE_VERSION}"
 PROVIDER_ID = "dagent"
 DISABLED_TOOLS = ("webfetch", "task", "question")  # no egress to fetch; no sub-agents; nobody to ask
-DEFAULT_STEPS = 15  # = RewardConfig().budget: the cap sits at the step budget, not above it (F35)
+DEFAULT_STEPS = 15  # opencode's agent step limit; at most the environment's step budget (F35)
+ENV_MAX_STEPS = 30  # = EpisodeConfig().max_steps: tool calls an episode serves
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: System-prompt openings of opencode 1.18's auxiliary agents (title, summary, compaction).
 AUX_PROMPTS = (("You are a title generator", "title"),
@@ -93,22 +94,6 @@ rc=$?
 if [ -n "$fwd" ]; then kill "$fwd" 2>/dev/null; fi
 exit $rc
 """
-
-
-class StepCapError(ConfigError):
-    """The agent's step limit is above the reward's step budget (F35)."""
-
-
-def check_step_cap(steps: int, reward: RewardConfig = RewardConfig()) -> None:
-    """Refuse a step limit above the reward's budget: between the two the agent is allowed to act
-    and punished for acting, and a policy escapes by not acting at all (F35)."""
-    if type(steps) is not int or steps < 1:
-        raise StepCapError(f"the opencode step limit must be a positive int, got {steps!r}")
-    if reward.mode == "efficiency" and steps > reward.budget:
-        raise StepCapError(
-            f"step_cap_above_budget: opencode's agent step limit ({steps}) is above the reward's step "
-            f"budget ({reward.budget:g} tool calls); set steps <= {reward.budget:g} or raise the "
-            "reward budget (F35)")
 
 
 @dataclass(frozen=True)
@@ -256,8 +241,8 @@ class OpencodeHarness:
     name = "opencode"
 
     def __init__(self, config: OpencodeConfig = OpencodeConfig(), *, binary: str | None = None,
-                 reward: RewardConfig = RewardConfig()) -> None:
-        check_step_cap(config.steps, reward)
+                 max_steps: int = ENV_MAX_STEPS) -> None:
+        check_step_cap(config.steps, max_steps)
         self.config = config
         self.binary = binary or "opencode"  # the path INSIDE the sandbox
 

@@ -17,6 +17,8 @@ import tempfile
 
 import pytest
 
+from dagent.envs.episode import EpisodeConfig
+
 from dagent.errors import HarnessError
 from dagent.harness.opencode import (
     DISABLED_TOOLS,
@@ -61,15 +63,15 @@ def test_config_uses_opencodes_own_schema():
 
 
 @pytest.mark.failure_mode("F35")
-def test_a_step_cap_above_the_reward_budget_is_refused():
-    budget = RewardConfig().budget
-    check_step_cap(int(budget))  # at the budget: fine
-    with pytest.raises(StepCapError, match="step_cap_above_budget.*16.*15"):
-        check_step_cap(16)
+def test_a_step_cap_above_the_environments_step_budget_is_refused():
+    budget = EpisodeConfig().max_steps  # the environment's tool calls per episode, not the reward's B
+    check_step_cap(int(RewardConfig().budget) + 2)  # the reference run's hard cap of 17: fine (B = 15 caps nothing)
+    check_step_cap(budget)  # at the budget: fine
+    with pytest.raises(StepCapError, match="step_cap_above_budget.*31.*30"):
+        check_step_cap(31)
     with pytest.raises(StepCapError, match="step_cap_above_budget"):
-        OpencodeHarness(OpencodeConfig(steps=int(budget) + 1))
-    OpencodeHarness(OpencodeConfig(steps=40), reward=RewardConfig(mode="correctness"))  # nothing punishes acting
-    OpencodeHarness(OpencodeConfig(steps=25), reward=RewardConfig(budget=30))
+        OpencodeHarness(OpencodeConfig(steps=budget + 1))
+    OpencodeHarness(OpencodeConfig(steps=40), max_steps=40)  # an environment serving 40 calls
 
 
 @pytest.mark.failure_mode("F31")

@@ -1,0 +1,255 @@
+"""White-box GRPO: TRL's `GRPOTrainer(environment_factory=...)` against the white-box environment,
+in process or through a running server (`env_url`), with the published recipe as the GPU default
+and a `cpu` preset sized for a 2-core machine.
+
+One source for every setting that must agree between training and evaluation: the episode
+(`EpisodeConfig`: tool surface, step budget, output clipping), the loop limits
+(`dagent.harness.tools.LoopLimits`: completion budget, tool iterations) and sampling
+(`dagent.sampling.RECIPE_SAMPLING`). `preflight` refuses what would train silently on nothing
+(dagent.train.preflight); `HealthWatch` stops a run that stopped learning (dagent.train.health).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dagent.envs.episode import EpisodeConfig
+from dagent.errors import ConfigError
+from dagent.harness.tools import LoopLimits
+from dagent.sampling import RECIPE_SAMPLING
+from dagent.train.preflight import (
+    Check, check_completion_length, check_group_size, check_split, check_step_cap, check_template,
+    check_venv_on_path,
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The GRPO settings. `gpu()` is the published recipe; `cpu()` fits this machine."""
+
+    split: str = "train:easy"
+    num_generations: int = 8
+    beta: float = 0.04
+    learning_rate: float = 1e-6
+    warmup_steps: int = 10
+    per_device_train_batch_size: int = 2
+    gradient_accumulation_steps: int = 4
+    max_completion_length: int = 3072  # counts tool-result tokens (TRL's meaning)
+    max_tool_calling_iterations: int | None = None  # the agent-side step cap; None: the env's budget rules
+    output_chars: int = 1200
+    max_steps: int = 200
+    save_steps: int = 20
+    use_vllm: bool = True
+    vllm_gpu_memory_utilization: float = 0.3
+    use_cpu: bool = False
+    bf16: bool = True
+    seed: int = 0
+    logging_steps: int = 1
+
+    @classmethod
+    def gpu(cls, **overrides: Any) -> Recipe:
+        return replace(cls(), **overrides)
+
+    @classmethod
+    def cpu(cls, **overrides: Any) -> Recipe:
+        """transformers generation on CPU, short completions, small groups, bf16 only with AMX."""
+        base = cls(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1,
+                   max_completion_length=640, output_chars=600, max_tool_calling_iterations=4,
+                   learning_rate=5e-6, warmup_steps=2, max_steps=40, save_steps=10, use_vllm=False,
+                   use_cpu=True, bf16=cpu_has_bf16())
+        return replace(base, **overrides)
+
+    @property
+    def episode(self) -> EpisodeConfig:
+        return EpisodeConfig(output_chars=self.output_chars)
+
+    @property
+    def limits(self) -> LoopLimits:
+        return LoopLimits(max_completion_length=self.max_completion_length,
+                          max_tool_calling_iterations=self.max_tool_calling_iterations)
+
+
+PRESETS = {"gpu": Recipe.gpu, "cpu": Recipe.cpu}
+
+
+def cpu_has_bf16() -> bool:
+    """bf16 matmuls are fast on CPUs with AMX or AVX512-BF16; elsewhere fp32 is faster and exact."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
+                project: str = "dagent", push_to_hub: str | None = None, **extra: Any) -> Any:
+    """TRL's GRPOConfig for `recipe`, sampling from RECIPE_SAMPLING (one source, F05)."""
+    from trl import GRPOConfig
+
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(output_dir), max_steps=recipe.max_steps, num_generations=recipe.num_generations,
+        per_device_train_batch_size=recipe.per_device_train_batch_size,
+        gradient_accumulation_steps=recipe.gradient_accumulation_steps, beta=recipe.beta,
+        learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup_steps,
+        max_completion_length=recipe.max_completion_length,
+        max_tool_calling_iterations=recipe.max_tool_calling_iterations, logging_steps=recipe.logging_steps,
+        save_strategy="steps", save_steps=recipe.save_steps, save_only_model=False,  # optimizer + scheduler too
+        report_to=report_to, run_name=run_name, project=project, seed=recipe.seed, use_cpu=recipe.use_cpu,
+        bf16=recipe.bf16, use_vllm=recipe.use_vllm, log_completions=False, **RECIPE_SAMPLING.as_trl())
+    if recipe.use_vllm:
+        kwargs.update(vllm_mode="colocate", vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization)
+    if push_to_hub:
+        kwargs.update(push_to_hub=True, hub_model_id=push_to_hub, hub_strategy="checkpoint")
+    if report_to == "trackio":
+        kwargs.update(trackio_space_id=None)  # offline store; a Space only when asked for
+    kwargs.update(extra)
+    return GRPOConfig(**kwargs)
+
+
+def preflight(recipe: Recipe, tokenizer: Any, n_tasks: int, *, base_pass1: float | None = None,
+              force: bool = False, gpu: bool = False) -> list[Check]:
+    """Every check of dagent.train.preflight that applies, in order; raises on the first failure."""
+    from dagent.harness.tools import tool_schemas
+
+    episode = recipe.episode
+    checks = [check_split(n_tasks, recipe.split),
+              check_step_cap(recipe.max_tool_calling_iterations, episode.max_steps),
+              check_completion_length(recipe.max_completion_length, episode.output_chars),
+              check_group_size(recipe.num_generations, base_pass1, force=force),
+              check_template(tokenizer, tool_schemas(episode.tools))]
+    if gpu:
+        checks.append(check_venv_on_path())
+    return checks
+
+
+@dataclass
+class TrainRun:
+    """What `build_trainer` made: the trainer, the health watch and the preflight's verdicts."""
+
+    trainer: Any
+    health: Any
+    checks: list[Check] = field(default_factory=list)
+    rows: int = 0
+
+
+def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir: str | Path, *,
+                  env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
+                  base_pass1: float | None = None, force: bool = False, report_to: str = "none",
+                  push_to_hub: str | None = None, run_name: str | None = None, **config: Any) -> TrainRun:
+    """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
+    after the preflight. `env_url` trains against a running white-box server (the HTTP client)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from dagent.envs.contract import trainer_rows
+    from dagent.envs.whitebox import white_box_env
+    from dagent.train.health import HealthWatch
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    rows = trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
+                        else suite.prompt_rows(recipe.split))
+    checks = preflight(recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force,
+                       gpu=torch.cuda.is_available())
+    if env_url:
+        from dagent.envs.client import white_box_client
+
+        env = white_box_client(env_url)
+    else:
+        env = white_box_env(suite, backend=backend, config=recipe.episode)
+    dtype = torch.bfloat16 if recipe.bf16 and not recipe.use_cpu else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
+    args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub,
+                       **config)
+    health = HealthWatch()
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
+                          train_dataset=Dataset.from_list(rows), environment_factory=env, callbacks=[health])
+    health.trainer = trainer
+    return TrainRun(trainer, health, checks, len(rows))
+
+
+def recipe_summary(recipe: Recipe) -> dict[str, Any]:
+    return {**asdict(recipe), "sampling": RECIPE_SAMPLING.as_request()}
+
+
+def resolve_resume(spec: str | None, cache: Path) -> str | None:
+    """`PATH` or `OWNER/NAME@checkpoint-N` -> a local checkpoint directory (TRL resumes from local
+    paths only: a Hub checkpoint is downloaded first)."""
+    if not spec:
+        return None
+    if Path(spec).exists():
+        return spec
+    if "@" not in spec:
+        raise ConfigError(f"--resume-from {spec!r} is neither a local checkpoint nor OWNER/NAME@checkpoint-N")
+    from huggingface_hub import snapshot_download
+
+    repo, folder = spec.split("@", 1)
+    root = snapshot_download(repo, allow_patterns=[f"{folder}/*"], local_dir=cache / repo.replace("/", "--"))
+    return str(Path(root) / folder)
+
+
+@dataclass
+class WhiteboxArgs:
+    """`jobs/train_whitebox.py` and `dagent train whitebox` (one definition)."""
+
+    preset: str = field(default="cpu", metadata={"help": "gpu: the published recipe (colocated vLLM); cpu: sized for a small CPU machine."})
+    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (an SFT checkpoint) or a Hub id."})
+    suite: str | None = field(default=None, metadata={"help": "Task suite: local build, Hub repo id (default: the bundled build)."})
+    split: str | None = field(default=None, metadata={"help": "Training split (default: the preset's, train:easy)."})
+    curriculum: str | None = field(default=None, metadata={"help": "warmup:N: N easy tasks, then medium with hard spread through."})
+    env_url: str | None = field(default=None, metadata={"help": "Train against a running white-box server or Space (default: in process)."})
+    max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
+    num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
+    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0 for a control run of the same length)."})
+    max_completion_length: int | None = field(default=None, metadata={"help": "Completion budget, tool-result tokens included."})
+    save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps (optimizer, scheduler and trainer state)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the trainer and the sampling."})
+    base_pass1: float | None = field(default=None, metadata={"help": "Measured base pass@1 on the training tier, for the group-size check (F39)."})
+    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39)."})
+    report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
+    run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
+    out: str = field(default="runs/grpo", metadata={"help": "Output directory (checkpoint-N/, final/)."})
+    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo for checkpoints (hub_strategy=checkpoint)."})
+    resume_from: str | None = field(default=None, metadata={"help": "PATH or OWNER/NAME@checkpoint-N to resume from."})
+
+    def recipe(self) -> Recipe:
+        if self.preset not in PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
+        given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
+                                      learning_rate=self.learning_rate, save_steps=self.save_steps,
+                                      max_completion_length=self.max_completion_length, seed=self.seed).items()
+                 if v is not None}
+        return PRESETS[self.preset](**given)
+
+
+def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
+    """Preflight, train, save `final/`; every sandbox the run opened is closed on any exit."""
+    from dagent.engine.models import model_dir
+    from dagent.envs.episode import close_all
+    from dagent.hub import load_tasks
+
+    recipe = args.recipe()
+    suite = load_tasks(args.suite)
+    path = model_dir(args.model)
+    out = Path(args.out)
+    if args.report_to == "trackio":
+        os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
+    run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
+                        base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
+                        push_to_hub=args.push_to_hub, run_name=args.run_name)
+    for check in run.checks:
+        echo(f"preflight {check.name}: {check.detail}")
+    echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "
+         f"lr {recipe.learning_rate:g}, sampling {RECIPE_SAMPLING.as_request()}")
+    try:
+        run.trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, out / ".resume"))
+    finally:
+        close_all()
+    run.trainer.save_model(str(out / "final"))
+    run.trainer.processing_class.save_pretrained(str(out / "final"))
+    run.health.raise_if_stopped()
+    return run

@@ -1,0 +1,101 @@
+"""Training health, watched while a run trains: a TRL/transformers callback.
+
+It stops the run, with a named reason kept in `HealthWatch.stopped`, when
+- the run sits in the ABSORBING state: reward_std 0 and grad-norm 0 for `patience` logged steps in
+  a row (every group scores alike and nothing moves; F39), or
+- entropy climbs away from its start (more than `entropy_rise` above the first logged value for
+  `patience` steps in a row: the sampler and the trainer disagree, or the policy is collapsing
+  into noise; F05).
+It also adds, to the metrics the trainer logs, ungraded rollouts by cause (white-box episodes
+finished since the last step, from the episode registry; None rewards are not zeros, F32) and
+keeps TRL's own `tools/failure_frequency` (malformed tool calls) and `completions/clipped_ratio`
+(rollouts cut by the completion budget). Step 0's importance ratio, when the trainer reports one,
+is checked to read about 1 (F05).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainerCallback
+
+from dagent.errors import DagentError
+
+
+class TrainingHealthError(DagentError):
+    """The run was stopped by the health watch; the message names why."""
+
+
+@dataclass
+class HealthWatch(TrainerCallback):
+    patience: int = 3
+    entropy_rise: float = 1.0  # nats above the first logged entropy
+    ratio_tolerance: float = 0.1
+    trainer: Any = None  # set after the trainer is built, to add metrics to its log
+    stopped: str | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
+    _flat: int = 0
+    _hot: int = 0
+    _entropy0: float | None = None
+    _seen: set = field(default_factory=set)
+
+    def ungraded_since_last(self) -> Counter:
+        from dagent.envs.episode import finished_episodes
+        from dagent.evaluation import cause_head
+
+        out: Counter = Counter()
+        for eid, summary in finished_episodes().items():
+            if eid in self._seen:
+                continue
+            self._seen.add(eid)
+            if summary.get("reward") is None:
+                out[cause_head(summary.get("cause")) or "unknown"] += 1
+        return out
+
+    def on_step_end(self, args, state, control, **kwargs):
+        metrics = getattr(self.trainer, "_metrics", None)
+        if metrics is not None:
+            ungraded = self.ungraded_since_last()
+            train = metrics["train"]
+            train["ungraded/total"].append(float(sum(ungraded.values())))
+            for cause, n in ungraded.items():
+                train[f"ungraded/{cause}"].append(float(n))
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if "reward_std" not in logs and "grad_norm" not in logs:
+            return control
+        self.history.append({k: float(v) for k, v in logs.items() if isinstance(v, (int, float))})
+        ratio = logs.get("sampling/importance_sampling_ratio/mean")
+        if len(self.history) == 1 and ratio is not None and abs(float(ratio) - 1.0) > self.ratio_tolerance:
+            self._stop(control, f"importance_ratio_off: step 0's importance ratio is {float(ratio):.3f}, not ~1: "
+                       "the engine samples under other settings than the trainer scores (F05)")
+        flat = float(logs.get("reward_std", 1.0)) == 0.0 and float(logs.get("grad_norm", 1.0)) == 0.0
+        self._flat = self._flat + 1 if flat else 0
+        if self._flat >= self.patience:
+            self._stop(control, f"absorbing_state: reward_std 0 and grad_norm 0 for {self._flat} steps in a row: "
+                       "every group scores alike and nothing learns; warm-start with SFT, change the tier or "
+                       "raise num_generations (F39)")
+        entropy = logs.get("entropy")
+        if entropy is not None:
+            if self._entropy0 is None:
+                self._entropy0 = float(entropy)
+            hot = float(entropy) > self._entropy0 + self.entropy_rise
+            self._hot = self._hot + 1 if hot else 0
+            if self._hot >= self.patience:
+                self._stop(control, f"entropy_climbing: entropy {float(entropy):.2f} vs {self._entropy0:.2f} at the "
+                           f"start for {self._hot} steps: check that sampling matches the trainer's (F05), "
+                           "lower the learning rate")
+        return control
+
+    def _stop(self, control, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+        control.should_training_stop = True
+
+    def raise_if_stopped(self) -> None:
+        if self.stopped is not None:
+            raise TrainingHealthError(self.stopped)

@@ -1,0 +1,115 @@
+"""Preflight refusals (each a planted fault) and the training-health watch."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import TrainerControl
+
+from dagent.harness.tools import tool_schemas
+from dagent.tools import select
+from dagent.train.grpo import Recipe, preflight
+from dagent.train.health import HealthWatch, TrainingHealthError
+from dagent.train.preflight import (
+    PreflightError, StepCapError, alike_probability, check_completion_length, check_group_size, check_logits_memory,
+    check_split, check_step_cap, check_template, check_venv_on_path, round_trip_tokens,
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from dagent.engine.models import tiny_qwen3
+
+    return AutoTokenizer.from_pretrained(tiny_qwen3())
+
+
+@pytest.mark.failure_mode("F35")
+def test_an_agent_cap_above_the_environments_budget_is_refused_and_b_is_not_a_cap():
+    assert check_step_cap(17, 30).ok  # the reference run's hard cap; the reward's B = 15 caps nothing
+    with pytest.raises(StepCapError, match=r"step_cap_above_budget.*\(31\).*\(30 tool calls"):
+        check_step_cap(31, 30)
+    with pytest.raises(StepCapError):
+        preflight(Recipe.cpu(max_tool_calling_iterations=40), None, 10)
+
+
+@pytest.mark.failure_mode("F38")
+def test_a_completion_budget_that_cannot_hold_one_round_trip_is_refused():
+    need = round_trip_tokens(1200)
+    assert check_completion_length(3072, 1200).ok
+    with pytest.raises(PreflightError, match=f"completion_too_short.*at least {need}"):
+        check_completion_length(need - 1, 1200)
+
+
+@pytest.mark.failure_mode("F39")
+def test_a_group_size_where_most_groups_score_alike_is_refused_unless_forced():
+    assert alike_probability(0.5, 4) == pytest.approx(0.125)
+    assert alike_probability(0.02, 8) == pytest.approx(0.98 ** 8 + 0.02 ** 8)
+    assert check_group_size(8, 0.3).ok  # 0.3^8 + 0.7^8 = 0.058
+    with pytest.raises(PreflightError, match=r"zero_variance_groups: G=8 at base pass@1 0\.020.*= 0\.851"):
+        check_group_size(8, 0.02)
+    assert "(forced)" in check_group_size(8, 0.02, force=True).detail
+    assert "unchecked" in check_group_size(8, None).detail
+
+
+def test_the_template_must_render_tools_and_round_trip(tokenizer):
+    tools = tool_schemas(select())
+    assert check_template(tokenizer, tools).ok  # Qwen3: TRL swaps in its prefix-preserving variant
+    plain = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    plain.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    with pytest.raises(PreflightError, match="template_ignores_tools"):
+        check_template(plain, tools)
+    dropping = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    dropping.chat_template = (  # renders tools, but only the LAST message: prefixes are not prefixes
+        "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>{% endif %}"
+        "{{ messages[-1].role }}: {{ messages[-1].content }}{% if add_generation_prompt %}\nassistant:{% endif %}")
+    with pytest.raises(PreflightError, match="template_not_prefix_preserving"):
+        check_template(dropping, tools)
+
+
+def test_an_empty_split_is_refused():
+    with pytest.raises(PreflightError, match="empty_split"):
+        check_split(0, "train:hard")
+
+
+def test_gpu_checks_name_the_fix():
+    with pytest.raises(PreflightError, match="venv_not_on_path.*export PATH="):
+        check_venv_on_path({"PATH": "/usr/bin"}, "/opt/venv/bin/python")
+    assert check_venv_on_path({"PATH": "/opt/venv/bin:/usr/bin"}, "/opt/venv/bin/python").ok
+    # 2 x 4096 x 151,936 fp32 logits = 4.6 GiB beside a 0.6B model's 9 GiB of weights + Adam state
+    with pytest.raises(PreflightError, match="logits_do_not_fit"):
+        check_logits_memory(2, 4096, 151_936, 600_000_000, 12 * 2**30)
+    assert check_logits_memory(2, 4096, 151_936, 600_000_000, 80 * 2**30).ok
+
+
+def feed(watch: HealthWatch, *logs: dict) -> TrainerControl:
+    control = TrainerControl()
+    for entry in logs:
+        watch.on_log(None, None, control, logs=entry)
+    return control
+
+
+@pytest.mark.failure_mode("F39")
+def test_the_absorbing_state_stops_the_run_with_a_named_reason():
+    watch = HealthWatch(patience=3)
+    flat = {"reward_std": 0.0, "grad_norm": 0.0, "entropy": 1.0}
+    control = feed(watch, flat, {"reward_std": 0.2, "grad_norm": 0.5, "entropy": 1.0}, flat, flat)
+    assert not control.should_training_stop  # a moving step resets the count
+    control = feed(watch, flat)
+    assert control.should_training_stop and watch.stopped.startswith("absorbing_state")
+    with pytest.raises(TrainingHealthError, match="absorbing_state"):
+        watch.raise_if_stopped()
+
+
+@pytest.mark.failure_mode("F05")
+def test_entropy_climbing_away_from_its_start_stops_the_run():
+    watch = HealthWatch(patience=2, entropy_rise=1.0)
+    control = feed(watch, *({"reward_std": 0.3, "grad_norm": 1.0, "entropy": e} for e in (2.0, 2.5, 3.2, 3.4)))
+    assert control.should_training_stop and watch.stopped.startswith("entropy_climbing")
+
+
+@pytest.mark.failure_mode("F05")
+def test_a_step0_importance_ratio_far_from_one_stops_the_run():
+    watch = HealthWatch()
+    control = feed(watch, {"reward_std": 0.3, "grad_norm": 1.0, "sampling/importance_sampling_ratio/mean": 1.4})
+    assert control.should_training_stop and watch.stopped.startswith("importance_ratio_off")

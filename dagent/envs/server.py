@@ -61,6 +61,12 @@ from dagent.tools import select
 _LOG = logging.getLogger(__name__)
 DEFAULT_MAX_EPISODES = 64
 
+#: uvicorn settings every deployment of the server uses (the Space's `main`, the load tests). Idle
+#: connections are kept well past a client's own keep-alive (httpx: 5 s): with uvicorn's default of
+#: 5 s both sides expire together and a request sent on a connection the server is closing dies as
+#: a bare ReadError / connection reset (F24: 4 of 64 long rollouts excluded that way under load).
+SERVE_SETTINGS = {"timeout_keep_alive": 75, "backlog": 4096}
+
 
 def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None,
                max_episodes: int = DEFAULT_MAX_EPISODES, config: EpisodeConfig | None = None,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagent.errors import DagentError
+from dagent.errors import ConfigError, DagentError
 
 CHARS_PER_TOKEN = 3.0  # conservative for tables and shell output (digits and symbols tokenise short)
 CALL_TOKENS = 48  # a tool call with its JSON arguments and the template's scaffolding
@@ -37,7 +37,7 @@ class PreflightError(DagentError):
     """A training setting that would fail silently; the message names the check and the fix."""
 
 
-class StepCapError(PreflightError):
+class StepCapError(PreflightError, ConfigError):
     """The agent's step cap is above the environment's step budget (F35)."""
 
 

@@ -149,8 +149,8 @@ def test_shutdown_stops_the_tunnel_before_the_proxy(suite):
 
 @pytest.mark.failure_mode("F35")
 def test_a_step_cap_above_the_budget_refuses_the_runtime(suite):
-    with pytest.raises(ConfigError, match="step_cap_above_budget"):
-        BlackBoxRuntime(suite, "http://127.0.0.1:1", opencode=OpencodeConfig(steps=30))
+    with pytest.raises(ConfigError, match="step_cap_above_budget"):  # the environment serves 30 tool calls
+        BlackBoxRuntime(suite, "http://127.0.0.1:1", opencode=OpencodeConfig(steps=31))
 
 
 # -- real rollouts -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dagent.envs.client import white_box_client
-from dagent.envs.server import create_app
+from dagent.envs.server import SERVE_SETTINGS, create_app
 from dagent.evaluation import EvalRecord, outcome_of, summarize
 from tests.factories import LiveServer
 
@@ -25,7 +25,7 @@ EPISODES, CALLS = 64, 16
 @pytest.mark.slow
 @pytest.mark.failure_mode("F24")
 def test_64_concurrent_16_call_rollouts_through_the_server_end_with_no_transport_exclusion(suite, backend):
-    live = LiveServer(create_app(suite, max_episodes=EPISODES, backend=backend))
+    live = LiveServer(create_app(suite, max_episodes=EPISODES, backend=backend), **SERVE_SETTINGS)  # as deployed
     Env = white_box_client(live.url, timeout_s=300)
 
     def episode(i: int) -> EvalRecord:
@@ -33,8 +33,9 @@ def test_64_concurrent_16_call_rollouts_through_the_server_end_with_no_transport
         try:
             env.reset(split="train", index=i % 4)
             outputs = [env.bash(command="tail -n +2 input/t.csv | wc -l") for _ in range(CALLS)]
-            env.submit_solution(answer=outputs[-1].strip())
+            submitted = env.submit_solution(answer=outputs[-1].strip())
             reward, cause = env.get_reward(), None
+            outputs.append(f"{submitted} | infra: {env._infra_error}")
         except Exception as e:  # noqa: BLE001 - a transport failure is exactly what is measured
             reward, cause = None, "sandbox_error"
             outputs = [f"{type(e).__name__}: {e}"]

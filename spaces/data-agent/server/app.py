@@ -38,11 +38,10 @@ app = create_app(
 def main() -> None:
     import uvicorn
 
-    # Keep idle connections well past a client's own keep-alive (httpx: 5 s). With uvicorn's default
-    # of 5 s both sides expire together and a request sent on a connection the server is closing
-    # dies as a bare ReadError (seen at 128 concurrent episodes).
+    from dagent.envs.server import SERVE_SETTINGS
+
     uvicorn.run(app, host=os.environ.get("HOST", "0.0.0.0"), port=int(os.environ.get("PORT", "8000")),
-                log_level=os.environ.get("LOG_LEVEL", "info"), timeout_keep_alive=75)
+                log_level=os.environ.get("LOG_LEVEL", "info"), **SERVE_SETTINGS)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="raw: log-softmax of the logits (vLLM's default); processed: after "
                              "temperature and top-k/top-p")
     parser.add_argument("--max-model-len", type=int, default=None)
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="auto: the config's, or float32 where this CPU has no native bfloat16/float16")
+    parser.add_argument("--max-num-seqs", type=int, default=16,
+                        help="concurrent requests batched into each forward pass (vLLM's name)")
+    parser.add_argument("--prefix-cache-gib", type=float, default=1.0,
+                        help="memory for reusing finished requests' prompt prefixes (0: off)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's choice; 1 is best on a busy small machine)")
     args = parser.parse_args(argv)
@@ -35,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(args.model, args.host, args.port, served_model_name=args.served_model_name,
               logprobs_mode=args.logprobs_mode, max_model_len=args.max_model_len, dtype=args.dtype,
-              threads=args.threads)
+              threads=args.threads, max_num_seqs=args.max_num_seqs, prefix_cache_gib=args.prefix_cache_gib)
     except KeyboardInterrupt:
         return 130
     except DagentError as e:

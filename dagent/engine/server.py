@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dagent.engine.generation import Generation, GenerationRequest, LocalEngine
+from dagent.engine.generation import DEFAULT_PREFIX_CACHE_BYTES, Generation, GenerationRequest, LocalEngine
 from dagent.engine.openai_wire import (
     TOOL_CALL_START, ChatRequest, CompletionRequest, RequestError, TokenizeRequest, chat_logprobs,
     completion_logprobs, dump_tools, error_body, model_card, parse_messages, parse_tool_calls,
@@ -32,14 +32,22 @@ from dagent.sampling import DEFAULT_SAMPLING, Sampling
 
 
 def build_engine(model: str | Path, *, logprobs_mode: str = "raw_logprobs",
-                 max_model_len: int | None = None, dtype: str = "auto") -> LocalEngine:
-    """Load a named model ("tiny-qwen3", "smollm2-135m", ...) or a local directory."""
+                 max_model_len: int | None = None, dtype: str = "auto", max_num_seqs: int = 16,
+                 prefix_cache_gib: float = DEFAULT_PREFIX_CACHE_BYTES / 2**30) -> LocalEngine:
+    """Load a named model ("tiny-qwen3", "smollm2-135m", ...) or a local directory.
+
+    max_num_seqs: sequences batched together; prefix_cache_gib: keys/values kept for prefix
+    reuse (0 turns it off). See `LocalEngine`.
+    """
     from dagent.engine.models import load_model
 
+    if prefix_cache_gib < 0:
+        raise ConfigError("prefix_cache_gib must be 0 (off) or more")
     loaded = load_model(model, dtype=dtype)
     return LocalEngine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                        max_model_len=max_model_len or loaded.max_model_len,
-                       logprobs_mode=logprobs_mode, dtype=loaded.dtype, name=str(loaded.path))
+                       logprobs_mode=logprobs_mode, dtype=loaded.dtype, name=str(loaded.path),
+                       max_num_seqs=max_num_seqs, prefix_cache_bytes=int(prefix_cache_gib * 2**30))
 
 
 class ChatService:
@@ -254,8 +262,9 @@ class _ToolCallStream:
 
 def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_name: str | None = None,
                sampling: Sampling = DEFAULT_SAMPLING, logprobs_mode: str = "raw_logprobs",
-               max_model_len: int | None = None, dtype: str = "auto") -> Any:
-    """The FastAPI app serving one model (a name, a local directory, or a ready LocalEngine)."""
+               max_model_len: int | None = None, dtype: str = "auto", **engine_options: Any) -> Any:
+    """The FastAPI app serving one model (a name, a local directory, or a ready LocalEngine);
+    engine_options go to `build_engine` (max_num_seqs, prefix_cache_gib)."""
     try:
         from fastapi import Body, FastAPI, Response
         from fastapi.exceptions import RequestValidationError
@@ -264,7 +273,7 @@ def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_n
     except ImportError as e:
         raise MissingDependencyError("fastapi", purpose="the local engine server") from e
     engine = model if isinstance(model, LocalEngine) else build_engine(
-        model, logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype)
+        model, logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype, **engine_options)
     served = served_model_name or (Path(engine.name).name if isinstance(model, LocalEngine) else str(model))
     service = ChatService(engine, served, sampling)
     app = FastAPI(title="dagent local engine")
@@ -327,10 +336,12 @@ def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_n
 def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int = 8000, *,
           served_model_name: str | None = None, sampling: Sampling = DEFAULT_SAMPLING,
           logprobs_mode: str = "raw_logprobs", max_model_len: int | None = None,
-          dtype: str = "auto", threads: int | None = None, log_level: str = "info") -> None:
+          dtype: str = "auto", threads: int | None = None, log_level: str = "info",
+          **engine_options: Any) -> None:
     """Run the server in the foreground (uvicorn) until interrupted.
 
-    threads sets torch's CPU thread count for this process (None keeps torch's default).
+    threads sets torch's CPU thread count for this process (None keeps torch's default);
+    engine_options go to `build_engine` (max_num_seqs, prefix_cache_gib).
     """
     try:
         import uvicorn
@@ -341,5 +352,6 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
 
         torch.set_num_threads(threads)
     app = create_app(model, served_model_name=served_model_name, sampling=sampling,
-                     logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype)
+                     logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype,
+                     **engine_options)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -16,7 +16,10 @@ Sources (no hub access needed):
   `<tool_response>`, the FIM and repo tokens are not special, so they survive decoding just as
   they do in vLLM's output text; the audio/TTS tokens are treated as special (our choice).
 - Chat templates: `trl/chat_templates/<name>.jinja` (`qwen3`, `qwen3_training`,
-  `qwen3_5_think`, ...).
+  `qwen3_5_think`, ...). SmolLM2's own (GGUF) template renders only `content`, so SmolLM2 gets
+  `smollm2_tools.jinja` from this package: TRL's ChatML/Hermes tool-calling training template
+  with SmolLM2's default system prompt. `chat_template_for(model)` is the one place both the
+  engine's model directory and a trainer read a model's template from.
 
 A built tokenizer is a plain Hugging Face tokenizer directory cached under
 `$DAGENT_CACHE/tokenizers/` (default `~/.cache/dagent`): 4-7 s to build once per variant,
@@ -140,6 +143,53 @@ def chat_template_text(name: str) -> str:
         known = sorted(p.stem for p in directory.glob("qwen*.jinja"))
         raise ConfigError(f"unknown chat_template {name!r}: use one of {', '.join(known)}")
     return path.read_text(encoding="utf-8")
+
+
+SMOLLM2_NAMES = ("smollm2-135m", "smollm2-135m-instruct")
+SMOLLM2_TEMPLATE_FILE = "smollm2_tools.jinja"
+
+#: How TRL parses an assistant turn of a ChatML/Hermes template (TRL 1.16's `qwen3_template`,
+#: which `add_response_schema` pairs with its qwen2_5 template): stored as the `response_template`
+#: of SmolLM2's tokenizer so `GRPOTrainer(tools=...)` parses its tool calls without a lookup by
+#: template text (which would not recognise SmolLM2's).
+CHATML_RESPONSE_TEMPLATE = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "reasoning_content": {"open": "<think>", "close_pattern": r"</think>\s*", "content": "text"},
+        "tool_calls": {"open": "<tool_call>", "close_pattern": r"</tool_call>\s*", "repeats": True,
+                       "content": "json", "transform": {"type": "function", "function": "{content}"}},
+        "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
+    },
+}
+
+
+def smollm2_chat_template() -> str:
+    """SmolLM2's tool-calling chat template (`dagent/engine/smollm2_tools.jinja`)."""
+    from importlib.resources import files
+
+    return files("dagent.engine").joinpath(SMOLLM2_TEMPLATE_FILE).read_text(encoding="utf-8")
+
+
+def chat_template_for(model: str | Path) -> str:
+    """The chat template the local engine renders for a model name or model directory, for a
+    trainer to render with the same one: "smollm2-135m" -> `smollm2_chat_template()`,
+    "tiny-qwen3" -> TRL's qwen3, "tiny-qwen3.5" -> TRL's qwen3_5_think, a directory -> its
+    tokenizer's (chat_template.jinja, else tokenizer_config.json). Builds nothing."""
+    name = str(model)
+    if name in SMOLLM2_NAMES:
+        return smollm2_chat_template()
+    if name in ("tiny-qwen3", "tiny-qwen3.5"):
+        return chat_template_text(VARIANTS["qwen3" if name == "tiny-qwen3" else "qwen3_5"].default_template)
+    path = Path(name).expanduser()
+    if (path / "chat_template.jinja").is_file():
+        return (path / "chat_template.jinja").read_text(encoding="utf-8")
+    config = path / "tokenizer_config.json"
+    template = json.loads(config.read_text(encoding="utf-8")).get("chat_template") if config.is_file() else None
+    if isinstance(template, str):
+        return template
+    raise ConfigError(f"no chat template for {name!r}: use smollm2-135m, tiny-qwen3, tiny-qwen3.5 or a "
+                      "model directory with chat_template.jinja (or a chat_template in tokenizer_config.json)")
 
 
 def _variant(variant: str) -> QwenVariant:

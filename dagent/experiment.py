@@ -161,12 +161,18 @@ def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], 
 
 # ------------------------------------------------------------------ checkpoints (watch)
 
+def is_hub_repo(source: str | Path) -> bool:
+    """`OWNER/NAME` that is not a local path (relative, absolute or home-anchored, or existing)."""
+    s = str(source)
+    return (s.count("/") == 1 and not s.startswith((".", "/", "~")) and not s.endswith("/")
+            and not Path(s).expanduser().exists())
+
+
 def checkpoints(source: str | Path, *, api: Any = None) -> dict[int, str]:
     """`checkpoint-N` -> where it is: the sub-directories of a local directory, or the folders of a
     Hub model repo (`OWNER/NAME`). A local path that does not exist is an error (F42)."""
     path = Path(source).expanduser()
-    if path.exists() or str(source).startswith((".", "/", "~")) or "/" not in str(source).strip("/") \
-            or str(source).count("/") > 1:
+    if not is_hub_repo(source):
         if not path.is_dir():
             raise WatchError(f"checkpoint directory {path} does not exist: point --watch at the trainer's "
                              "output_dir (where checkpoint-N/ folders appear) or a Hub repo id (F42)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,10 @@ from dagent.envs.episode import (
     get_episode,
     open_episode,
 )
+from dagent.clock import PhaseClock
 from dagent.errors import ConfigError, SplitError, TaskError
 from dagent.sandbox.base import SandboxBackend
+from dagent.sandbox.timed import TimedBackend
 from dagent.suite import TaskSuite
 from dagent.tools import ToolResult, select, tool_function
 
@@ -54,10 +57,12 @@ class Runtime:
     """The suite, the sandbox backend and the episode settings one server (or trainer) uses."""
 
     def __init__(self, suite: TaskSuite, *, backend: SandboxBackend | None = None,
-                 config: EpisodeConfig | None = None, max_episodes: int | None = None) -> None:
+                 config: EpisodeConfig | None = None, max_episodes: int | None = None,
+                 clock: PhaseClock | None = None) -> None:
         self.suite, self.config, self.max_episodes = suite, config or EpisodeConfig(), max_episodes
         self._backend = backend
         self._backend_lock = threading.Lock()
+        self.clock = clock  # when set: env methods and sandbox calls report their seconds to it
 
     @property
     def backend(self) -> SandboxBackend:
@@ -66,7 +71,12 @@ class Runtime:
                 from dagent.sandbox.local import LocalBackend
 
                 self._backend = LocalBackend()
+            if self.clock is not None and not isinstance(self._backend, TimedBackend):
+                self._backend = TimedBackend(self._backend, self.clock)
             return self._backend
+
+    def phase(self, name: str) -> AbstractContextManager[None]:
+        return self.clock.phase(name) if self.clock is not None else nullcontext()
 
     def start(self, split: Any, index: Any, *, task_id: str | None = None,
               episode_id: str | None = None) -> Episode:
@@ -221,19 +231,22 @@ class _InProcessEnv:
 
     def reset(self, split: Any = None, index: Any = None, task_id: str | None = None, **row: Any) -> str:
         """Start the episode the dataset row names by `split` and `index`; returns its instruction."""
-        self._release()
-        episode = self._runtime.start(split, index, task_id=task_id)
-        self._episode_id = episode.episode_id
-        return episode.instruction
+        with self._runtime.phase("env"):
+            self._release()
+            episode = self._runtime.start(split, index, task_id=task_id)
+            self._episode_id = episode.episode_id
+            return episode.instruction
 
     def get_reward(self) -> float | None:
         """The episode's reward; None when it could not be graded (dropped from the baseline, F32)."""
         if self._episode_id is None:
             return None
-        return close_episode(self._episode_id)["reward"]
+        with self._runtime.phase("env"):
+            return close_episode(self._episode_id)["reward"]
 
     def _call(self, name: str, arguments: Any) -> str:
-        return self._runtime.call(self._episode_id, name, arguments).render()
+        with self._runtime.phase("env"):
+            return self._runtime.call(self._episode_id, name, arguments).render()
 
     def _release(self) -> None:
         if self._episode_id is not None:
@@ -245,7 +258,8 @@ class _InProcessEnv:
 
 
 def white_box_env(suite: TaskSuite | str | Path | Runtime | None = None, tools: Any = None, *,
-                  backend: SandboxBackend | None = None, config: EpisodeConfig | None = None) -> type:
+                  backend: SandboxBackend | None = None, config: EpisodeConfig | None = None,
+                  clock: PhaseClock | None = None) -> type:
     """The environment class for `GRPOTrainer(environment_factory=white_box_env(...))`, in process.
 
     Its public methods are exactly the tools of `tools` (default bash + seta, plus
@@ -262,7 +276,8 @@ def white_box_env(suite: TaskSuite | str | Path | Runtime | None = None, tools: 
         base = config or EpisodeConfig()
         runtime = Runtime(suite, backend=backend, config=EpisodeConfig(
             tools=names, max_steps=base.max_steps, output_chars=base.output_chars,
-            command_timeout_s=base.command_timeout_s, reward=base.reward, idle_timeout_s=base.idle_timeout_s))
+            command_timeout_s=base.command_timeout_s, reward=base.reward, idle_timeout_s=base.idle_timeout_s),
+            clock=clock)
     if set(runtime.config.tools) != set(names):
         raise ConfigError(f"the runtime serves {runtime.config.tools} but the class was asked for {names}")
     namespace: dict[str, Any] = {"_runtime": runtime, "_tools": names, "__module__": __name__}

@@ -127,12 +127,14 @@ def preflight(recipe: Recipe, tokenizer: Any, n_tasks: int, *, base_pass1: float
 
 @dataclass
 class TrainRun:
-    """What `build_trainer` made: the trainer, the health watch and the preflight's verdicts."""
+    """What `build_trainer` made: the trainer, the health watch, the preflight's verdicts and the
+    step timer (each step's seconds by phase)."""
 
     trainer: Any
     health: Any
     checks: list[Check] = field(default_factory=list)
     rows: int = 0
+    timer: Any = None
 
 
 def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir: str | Path, *,
@@ -149,27 +151,31 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
     from dagent.envs.contract import trainer_rows
     from dagent.envs.whitebox import white_box_env
     from dagent.train.health import HealthWatch
+    from dagent.train.timing import StepTimer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     rows = trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
                         else suite.prompt_rows(recipe.split))
     checks = preflight(recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force,
                        gpu=torch.cuda.is_available())
+    timer = StepTimer()
     if env_url:
         from dagent.envs.client import white_box_client
 
         env = white_box_client(env_url)
     else:
-        env = white_box_env(suite, backend=backend, config=recipe.episode)
+        env = white_box_env(suite, backend=backend, config=recipe.episode, clock=timer.clock)
     dtype = torch.bfloat16 if recipe.bf16 and not recipe.use_cpu else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub,
                        **config)
     health = HealthWatch()
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
-                          train_dataset=Dataset.from_list(rows), environment_factory=env, callbacks=[health])
+                          train_dataset=Dataset.from_list(rows), environment_factory=env,
+                          callbacks=[health, timer])
     health.trainer = trainer
-    return TrainRun(trainer, health, checks, len(rows))
+    timer.attach(trainer)
+    return TrainRun(trainer, health, checks, len(rows), timer)
 
 
 def recipe_summary(recipe: Recipe) -> dict[str, Any]:

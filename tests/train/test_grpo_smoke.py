@@ -56,3 +56,11 @@ def test_two_grpo_steps_checkpoint_the_optimizer_and_change_the_weights(suite, b
     assert len(logs) == 2 and all("frac_reward_zero_std" in h and "ungraded/total" in h for h in logs)
     assert max(h["reward_std"] for h in logs) > 0
     run.health.raise_if_stopped()
+    # the step timer split every step, and the exclusive phases add up to the step
+    from dagent.train.timing import EXCLUSIVE
+
+    assert run.timer.split and len(run.timer.steps) == 2
+    for step in run.timer.steps:
+        assert step["generation"] > 0 and step["optimizer"] > 0 and step["sandbox_setup"] > 0
+        assert sum(step[k] for k in EXCLUSIVE) == pytest.approx(step["step"], rel=0.02)
+    assert all("time/generation" in h and "time/env_overhead" in h for h in logs)

@@ -1,0 +1,93 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["dagent[all]"]
+# ///
+"""Benchmark: where a white-box GRPO step's seconds go, on this machine.
+
+Runs `--steps` GRPO steps of the cpu preset (TRL's GRPOTrainer, the in-process white-box
+environment, real local sandboxes) and prints, per step and summed, the split the trainer's step
+timer records (`dagent.train.timing`): generation (the model decoding every turn), tools in the
+sandbox (exec / read / write), sandbox set-up (create, stage, close), environment overhead
+(dagent's env code around them: registry, clipping, grading), trainer scoring (old/ref logprobs,
+reward bookkeeping) and the optimizer step (forward, backward, step). The target: the
+environment's share (overhead + set-up) under 10% of a step.
+
+    python benchmarks/train.py --model runs/sft/final --steps 3
+    python benchmarks/train.py --model tiny-qwen3 --steps 2 --max-completion-length 384
+    python benchmarks/train.py --from runs/grpo          # the split a finished run logged
+
+A random model (tiny-qwen3) never calls a tool, so its split has no tool time; use a model that
+calls tools (an SFT warm start) for a representative one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+PHASES = ("generation", "sandbox_tools", "sandbox_setup", "env_overhead", "scoring", "optimizer")
+
+
+def table(steps: list[dict[str, float]]) -> str:
+    head = f"{'step':>4} {'total s':>8} " + " ".join(f"{p:>13}" for p in PHASES)
+    rows = [head]
+    for i, s in enumerate(steps, 1):
+        rows.append(f"{i:>4} {s['step']:>8.1f} " + " ".join(f"{s[p]:>13.2f}" for p in PHASES))
+    total = sum(s["step"] for s in steps)
+    sums = {p: sum(s[p] for s in steps) for p in PHASES}
+    rows.append(f"{'all':>4} {total:>8.1f} " + " ".join(f"{sums[p]:>13.2f}" for p in PHASES))
+    rows.append(f"{'%':>4} {100.0:>8.1f} " + " ".join(f"{100 * sums[p] / total:>13.1f}" for p in PHASES))
+    env = sums["env_overhead"] + sums["sandbox_setup"]
+    rows.append(f"environment share (overhead + sandbox set-up): {100 * env / total:.1f}% of a step "
+                f"(target < 10%); tools in the sandbox {100 * sums['sandbox_tools'] / total:.1f}%")
+    return "\n".join(rows)
+
+
+def from_run(path: Path) -> list[dict[str, float]]:
+    """The per-step split a finished run logged (trainer_state.json of its last checkpoint)."""
+    states = sorted(path.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    if not states:
+        raise SystemExit(f"no checkpoint-*/trainer_state.json under {path}")
+    history = json.loads(states[-1].read_text())["log_history"]
+    steps = [{p: h[f"time/{p}"] for p in (*PHASES, "step")} for h in history if "time/step" in h]
+    if not steps:
+        raise SystemExit(f"{states[-1]} holds no time/* metrics (a run from before the step timer)")
+    return steps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny-qwen3")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--split", default="train:easy")
+    p.add_argument("--num-generations", type=int, default=None)
+    p.add_argument("--max-completion-length", type=int, default=None)
+    p.add_argument("--from", dest="from_run", default=None, help="Print the split a finished run logged.")
+    args = p.parse_args()
+    if args.from_run:
+        print(table(from_run(Path(args.from_run))))
+        return
+
+    from dagent.engine.models import model_dir
+    from dagent.envs.episode import close_all
+    from dagent.hub import load_tasks
+    from dagent.train.grpo import Recipe, build_trainer
+
+    given = {k: v for k, v in dict(num_generations=args.num_generations,
+                                   max_completion_length=args.max_completion_length).items() if v is not None}
+    recipe = Recipe.cpu(split=args.split, max_steps=args.steps, save_steps=10_000, **given)
+    with tempfile.TemporaryDirectory() as out:
+        run = build_trainer(model_dir(args.model), load_tasks(None), recipe, out, force=True)
+        try:
+            run.trainer.train()
+        finally:
+            close_all()
+    print(f"{args.model}: {args.steps} steps, G={recipe.num_generations}, "
+          f"{recipe.max_completion_length} completion tokens, split {args.split}")
+    print(table(run.timer.steps))
+
+
+if __name__ == "__main__":
+    main()

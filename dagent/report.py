@@ -104,26 +104,29 @@ def results_markdown(scores: Sequence[Scores], comparisons: Sequence[Paired], *,
 
 def write_results(out_dir: Path | str, arms: Mapping[str, Sequence[EvalRecord]], *,
                   k_values: Sequence[int] = (1,), baseline: str | None = None,
-                  title: str = "Evaluation results", step_cap: int | None = None) -> list[Path]:
+                  title: str = "Evaluation results", step_cap: int | Mapping[str, int] | None = None) -> list[Path]:
     """Write results.md and the PLOTS into `out_dir` for `arms` (label -> that arm's records);
-    with `baseline`, every other arm is compared with it task by task. Returns the paths written."""
+    with `baseline`, every other arm is compared with it task by task. `step_cap` is one cap for
+    every arm or each arm's own (agents differ: opencode's step limit is not the tool loop's).
+    Returns the paths written."""
     if not arms:
         raise ConfigError("write_results needs at least one arm: pass {label: records}")
     if baseline is not None and baseline not in arms:
         raise ConfigError(f"baseline {baseline!r} is not one of the arms {list(arms)}: pass one of those labels")
     k_values = tuple(sorted(set(k_values) | {1}))
-    scores = [task_scores(rs, k_values, step_cap=step_cap, arm=name) for name, rs in arms.items()]
+    caps = dict(step_cap) if isinstance(step_cap, Mapping) else {name: step_cap for name in arms}
+    scores = [task_scores(rs, k_values, step_cap=caps.get(name), arm=name) for name, rs in arms.items()]
     comparisons = [] if baseline is None else [
         paired(arms[baseline], rs, a_arm=baseline, b_arm=name) for name, rs in arms.items() if name != baseline]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     md = out / "results.md"
     md.write_text(results_markdown(scores, comparisons, k_values=k_values, title=title))
-    return [md, *_plots(out, scores, arms, title, step_cap)]
+    return [md, *_plots(out, scores, arms, title, sorted({c for c in caps.values() if c is not None}))]
 
 
 def _plots(out: Path, scores: Sequence[Scores], arms: Mapping[str, Sequence[EvalRecord]], title: str,
-           step_cap: int | None) -> list[Path]:
+           step_caps: Sequence[int]) -> list[Path]:
     try:
         import numpy as np
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -185,7 +188,7 @@ def _plots(out: Path, scores: Sequence[Scores], arms: Mapping[str, Sequence[Eval
     paths.append(save(fig, PLOTS[1]))
 
     def histogram(values: list[list[float]], bins, xlabel: str, name: str, what: str, none: str,
-                  xlim: tuple[float, float] | None = None, mark: int | None = None) -> Path:
+                  xlim: tuple[float, float] | None = None, marks: Sequence[int] = ()) -> Path:
         fig, ax = figure()
         present = [(n, c, v) for n, c, v in zip(names, colors, values) if v]
         missing = [n for n, v in zip(names, values) if not v]
@@ -197,14 +200,14 @@ def _plots(out: Path, scores: Sequence[Scores], arms: Mapping[str, Sequence[Eval
             ax.text(0.5, 0.5 if not present else 0.97, f"{none}: " + ", ".join(missing),
                     ha="center", va="center" if not present else "top", transform=ax.transAxes,
                     fontsize=9, style="italic")
-        if mark is not None:
-            ax.axvline(mark, color="black", linestyle="--", linewidth=1, label=f"step cap {mark}")
+        for mark, style in zip(marks, ("--", ":", "-.")):
+            ax.axvline(mark, color="black", linestyle=style, linewidth=1, label=f"step cap {mark}")
         if xlim is not None:
             ax.set_xlim(*xlim)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(xlabel=xlabel, ylabel="fraction of the arm's samples", title=f"{title}: {what}")
         ax.grid(axis="y", alpha=0.3)
-        if present and (len(names) > 1 or mark is not None):
+        if present and (len(names) > 1 or marks):
             ax.legend(fontsize=8, loc="best")
         return save(fig, name)
 
@@ -213,9 +216,9 @@ def _plots(out: Path, scores: Sequence[Scores], arms: Mapping[str, Sequence[Eval
     paths.append(histogram(rewards, np.linspace(0.0, top + 1e-9, 14), "reward per sample (graded samples only)",
                            PLOTS[2], "reward per graded sample", "no graded sample"))
     turns = [[r.tool_calls for r in arms[n] if r.tool_calls is not None] for n in names]
-    most = max([10, step_cap or 0] + [max(v) for v in turns if v])
+    most = max([10, *step_caps] + [max(v) for v in turns if v])
     step = max(1, int(np.ceil((most + 1) / 30)))
     paths.append(histogram(turns, np.arange(0, most + step + 1, step) - 0.5, "tool calls per sample (all samples)",
                            PLOTS[3], "tool calls per sample", "no tool count recorded",
-                           xlim=(-0.5, most + step), mark=step_cap))
+                           xlim=(-0.5, most + step), marks=step_caps))
     return paths

@@ -109,7 +109,7 @@ def _arm_label(model: str) -> str:
 def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: list[int], limit: Optional[int],
               workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
               expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
-              push_to: Optional[str], step_of=lambda _a: None) -> int:
+              push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu") -> int:
     from dagent.experiment import run_experiment
 
     s = load_suite(suite)
@@ -127,7 +127,8 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
         outcome = run_experiment(s, split, arms, out_dir, baseline=baseline, samples=samples, k_values=k,
                                  limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
                                  expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                                 step_of=step_of, push_to=push_to, on_done=done, echo=console.print)
+                                 step_of=step_of, push_to=push_to, on_done=done, preset=preset,
+                                 echo=console.print)
     for line in outcome.lines():
         out.print(line, markup=False, highlight=False)
     out.print(f"results: {out_dir / 'results.md'}  (plots, records and summary per arm beside it)")
@@ -156,6 +157,7 @@ def eval_cmd(
     trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (offline store unless a Space is set).")] = None,
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
+    preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under: gpu (the published recipe) or cpu (dagent train whitebox --preset cpu).")] = "gpu",
 ) -> None:
     """Evaluate an agent on a split: per-sample records, pass@k per tier, results.md and plots."""
     if ctx.invoked_subcommand is not None:
@@ -169,7 +171,7 @@ def eval_cmd(
     excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
                          out_dir=target, baseline="baseline" if baseline else None, backend=backend,
                          expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                         push_to=push_to)
+                         push_to=push_to, preset=preset)
     if agent == "oracle":
         from dagent.report import load_records
 
@@ -213,6 +215,7 @@ def eval_watch(
     max_checkpoints: Annotated[Optional[int], typer.Option(help="Stop after this many checkpoints.")] = None,
     trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path("runs/watch"),
+    preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under (gpu or cpu).")] = "gpu",
 ) -> None:
     """Evaluate each new checkpoint-N as it appears; fails loudly on a missing source or none in time."""
     from dagent.experiment import Arm, fetch_checkpoint, watch, write_arms
@@ -221,7 +224,7 @@ def eval_watch(
     def one(arm) -> None:  # each arm in its own directory; results.md over all so far
         _run_arms([arm], split, suite, samples=samples, k=[1], limit=limit, workers=workers, timeout_s=300.0,
                   out_dir=out_dir / arm.name, baseline=None, backend="local", expect_base=None, tolerance=0.05,
-                  trackio_project=trackio_project, push_to=None, step_of=lambda a: steps.get(a))
+                  trackio_project=trackio_project, push_to=None, step_of=lambda a: steps.get(a), preset=preset)
         done[arm.name] = load_records(out_dir / arm.name / arm.name)
         write_arms(out_dir, split, done, baseline="baseline" if "baseline" in done else None)
 

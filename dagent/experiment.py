@@ -109,7 +109,7 @@ def jobs(n_tasks: int, samples: int, arms: Sequence[str]) -> list[tuple[int, int
 
 def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
-                  backend: str = "local", reward_config: RewardConfig = RewardConfig(),
+                  backend: str = "local", reward_config: RewardConfig = RewardConfig(), preset: str = "gpu",
                   on_done: Callable[[str, EvalRecord], None] | None = None,
                   echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
     """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
@@ -128,7 +128,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
         for arm in arms:
             stacks[arm.name] = stack.enter_context(agent_stack(
                 arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
-                timeout_s=timeout_s, echo=echo))
+                timeout_s=timeout_s, preset=preset, echo=echo))
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
         todo = jobs(n, max(1, samples), names)
         out: dict[tuple[int, int, str], EvalRecord] = {}
@@ -267,12 +267,12 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                    expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
                    step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
                    api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
-                   echo: Callable[[str], None] = lambda _l: None) -> Outcome:
+                   preset: str = "gpu", echo: Callable[[str], None] = lambda _l: None) -> Outcome:
     """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
     from dagent.scoring import paired, task_scores
 
     records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
-                            timeout_s=timeout_s, backend=backend, on_done=on_done, echo=echo)
+                            timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset, echo=echo)
     caps = {arm.name: step_cap(arm.agent) for arm in arms}
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
                        suite=str(suite.source))

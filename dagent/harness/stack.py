@@ -41,8 +41,11 @@ class Stack:
 def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
                 engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
                 timeout_s: float = 600.0, steps: int | None = None, max_output_tokens: int = 512,
-                echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
-    """Start what `agent` needs; stop all of it on exit, whatever happened."""
+                preset: str = "gpu", echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
+    """Start what `agent` needs; stop all of it on exit, whatever happened. `preset` names the
+    training recipe whose episode conditions the tools loop runs under (tool-output clip,
+    completion budget, tool iterations: `dagent.train.grpo.PRESETS`), so a checkpoint is measured
+    under the conditions it trained in."""
     if agent not in AGENTS:
         raise ConfigError(f"unknown agent {agent!r}; available: {', '.join(AGENTS)}")
     from dagent.sandbox import get_backend
@@ -66,7 +69,9 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
         if agent == "tools":
             from dagent.harness.tools import ToolLoopAgent
 
-            yield Stack(ToolLoopAgent(engine_url, served), get_backend(backend), engine_url)
+            recipe = recipe_for(preset)
+            yield Stack(ToolLoopAgent(engine_url, served, config=recipe.episode, limits=recipe.limits),
+                        get_backend(backend), engine_url)
             return
         from dagent.envs.blackbox import BlackBoxRuntime
         from dagent.harness.opencode import DEFAULT_STEPS, OpencodeConfig
@@ -78,6 +83,15 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
                                   timeout_s=timeout_s)
         stack.enter_context(runtime)
         yield Stack(runtime.agent(), runtime.backend, engine_url, runtime)
+
+
+def recipe_for(preset: str) -> Any:
+    """The training recipe `preset` names (gpu: the published one; cpu: this machine's)."""
+    from dagent.train.grpo import PRESETS
+
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}: use {' or '.join(PRESETS)} (the recipe the checkpoint trained under)")
+    return PRESETS[preset]()
 
 
 def run_rollout(task_id: str, suite: TaskSuite, *, echo: Callable[[str], None] = print, **options: Any) -> Any:

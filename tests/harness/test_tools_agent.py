@@ -135,3 +135,26 @@ def test_an_engine_lost_mid_episode_voids_the_episode(suite, backend):
     agent = ToolLoopAgent("http://engine", "m", client=httpx.Client(transport=httpx.MockTransport(flaky)))
     rec = play(suite, "train", 0, agent, backend).record
     assert (rec.outcome, rec.reward, rec.cause) == ("ungraded", None, "engine_unreachable")
+
+
+@pytest.mark.parametrize("preset", ["gpu", "cpu"])
+def test_the_evaluated_loop_runs_under_the_presets_training_conditions(suite, monkeypatch, preset):
+    """`dagent eval --preset P` measures a checkpoint under the limits `dagent train whitebox --preset P`
+    trained it with: the same Recipe object supplies both (clip, completion budget, tool iterations)."""
+    import dagent.engine.process as process
+    from dagent.harness.stack import agent_stack
+    from dagent.train.grpo import PRESETS
+
+    monkeypatch.setattr(process, "served_model", lambda url: "m")
+    recipe = PRESETS[preset]()
+    with agent_stack("tools", suite, engine_url="http://engine", preset=preset) as stack:
+        agent = stack.agent
+    assert agent.limits == recipe.limits and agent.config == recipe.episode
+    assert (agent.config.output_chars, agent.limits.max_completion_length,
+            agent.limits.max_tool_calling_iterations) == (recipe.output_chars, recipe.max_completion_length,
+                                                          recipe.max_tool_calling_iterations)
+    from dagent.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown preset 'fast'"):
+        with agent_stack("tools", suite, engine_url="http://engine", preset="fast"):
+            pass

@@ -109,11 +109,18 @@ def _arm_label(model: str) -> str:
 def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: list[int], limit: Optional[int],
               workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
               expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
-              push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu") -> int:
+              push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu",
+              env_url: Optional[str] = None) -> int:
     from dagent.experiment import run_experiment
 
     s = load_suite(suite)
-    n = len(s.tasks(split)) if limit is None else min(limit, len(s.tasks(split)))
+    if env_url is None:
+        total = len(s.tasks(split))
+    else:
+        from dagent.envs.client import WhiteBoxHTTP
+
+        total = WhiteBoxHTTP(env_url).num_tasks(split)
+    n = total if limit is None else min(limit, total)
     from dagent.experiment import Progress
 
     running = Progress()
@@ -128,7 +135,7 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
                                  limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
                                  expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
                                  step_of=step_of, push_to=push_to, on_done=done, preset=preset,
-                                 echo=console.print)
+                                 env_url=env_url, echo=console.print)
     for line in outcome.lines():
         out.print(line, markup=False, highlight=False)
     out.print(f"results: {out_dir / 'results.md'}  (plots, records and summary per arm beside it)")
@@ -158,6 +165,7 @@ def eval_cmd(
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
     preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under: gpu (the published recipe) or cpu (dagent train whitebox --preset cpu).")] = "gpu",
+    env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
 ) -> None:
     """Evaluate an agent on a split: per-sample records, pass@k per tier, results.md and plots."""
     if ctx.invoked_subcommand is not None:
@@ -171,7 +179,7 @@ def eval_cmd(
     excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
                          out_dir=target, baseline="baseline" if baseline else None, backend=backend,
                          expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                         push_to=push_to, preset=preset)
+                         push_to=push_to, preset=preset, env_url=env_url)
     if agent == "oracle":
         from dagent.report import load_records
 

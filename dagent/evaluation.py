@@ -25,6 +25,7 @@ UngradedCause = Literal[
     "sandbox_timeout",  # the wall clock ran out without an answer (F18)
     "zero_model_calls",  # an LLM agent whose engine never answered (F07)
     "engine_unreachable",  # the agent's loop ended on an engine failure (F07)
+    "env_unreachable",  # the environment server was lost in the middle of an episode (F32)
     "harness_crash",  # the agent harness died without an answer
     "internal_error",  # a bug in dagent itself while the episode ran
 ]

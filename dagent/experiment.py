@@ -110,16 +110,26 @@ def jobs(n_tasks: int, samples: int, arms: Sequence[str]) -> list[tuple[int, int
 def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
                   backend: str = "local", reward_config: RewardConfig = RewardConfig(), preset: str = "gpu",
-                  on_done: Callable[[str, EvalRecord], None] | None = None,
+                  env_url: str | None = None, on_done: Callable[[str, EvalRecord], None] | None = None,
                   echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
     """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
-    at once (module docstring). Returns each arm's records in (task, sample) order."""
+    at once (module docstring). Returns each arm's records in (task, sample) order. With `env_url`
+    the episodes run on that white-box server (its tasks, sandboxes and grader; tools agents only:
+    dagent.harness.remote)."""
     from dagent.harness.stack import agent_stack
 
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"arm names must be distinct, got {names}: name each arm (e.g. base, checkpoint-20)")
-    n = len(suite.tasks(split))
+    http = None
+    if env_url is not None:
+        from dagent.envs.client import WhiteBoxHTTP
+
+        if any(a.agent != "tools" for a in arms):
+            raise ConfigError("--env-url evaluates the white-box tools loop through a running server: use "
+                              "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)")
+        http = WhiteBoxHTTP(env_url, timeout_s=timeout_s)
+    n = len(suite.tasks(split)) if http is None else http.num_tasks(split)
     n = n if limit is None else min(limit, n)
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
@@ -130,12 +140,23 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
                 arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
                 timeout_s=timeout_s, preset=preset, echo=echo))
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
+        if http is not None:
+            from dagent.harness.remote import check_surface, play_remote
+
+            for arm in arms:
+                check_surface(http, stacks[arm.name].agent.tools)
+            echo(f"episodes run on the white-box server at {env_url}")
+
+            def episode(i: int, s: int, a: str) -> EvalRecord:
+                return play_remote(http, split, i, stacks[a].agent, sample=s)
+        else:
+            def episode(i: int, s: int, a: str) -> EvalRecord:
+                return run_episode(suite, split, i, stacks[a].agent, stacks[a].backend, timeout_s=timeout_s,
+                                   sample=s, reward_config=reward_config)
         todo = jobs(n, max(1, samples), names)
         out: dict[tuple[int, int, str], EvalRecord] = {}
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {pool.submit(run_episode, suite, split, i, stacks[a].agent, stacks[a].backend,
-                                   timeout_s=timeout_s, sample=s, reward_config=reward_config): (i, s, a)
-                       for i, s, a in todo}
+            futures = {pool.submit(episode, i, s, a): (i, s, a) for i, s, a in todo}
             for fut in as_completed(futures):
                 key = futures[fut]
                 out[key] = fut.result()
@@ -267,12 +288,14 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                    expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
                    step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
                    api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
-                   preset: str = "gpu", echo: Callable[[str], None] = lambda _l: None) -> Outcome:
+                   preset: str = "gpu", env_url: str | None = None,
+                   echo: Callable[[str], None] = lambda _l: None) -> Outcome:
     """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
     from dagent.scoring import paired, task_scores
 
     records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
-                            timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset, echo=echo)
+                            timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
+                            env_url=env_url, echo=echo)
     caps = {arm.name: step_cap(arm.agent) for arm in arms}
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
                        suite=str(suite.source))

@@ -40,6 +40,7 @@ _LOG = logging.getLogger(__name__)
 
 SUBMIT_SENTENCE = ("Submit only that value by calling the `submit_solution` tool; "
                    "there is no answer file to write.")
+SUBMITTED = "Answer submitted. The episode is over; no more tool calls are needed."  # the terminator's result
 _ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf", "approx")
 
 
@@ -191,7 +192,7 @@ class Episode:
             self.grade = settle(self.task, answer.encode("utf-8"))
         self.reward = reward(self.grade.correct, self.tool_calls, self.config.reward)
         self.release()
-        return ToolResult(True, "Answer submitted. The episode is over; no more tool calls are needed.")
+        return ToolResult(True, SUBMITTED)
 
     def finish(self) -> None:
         """Decide the grade of an episode that ended without a submission (idempotent)."""

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import httpx
 
-from dagent.envs.episode import EpisodeConfig
-from dagent.errors import EngineError
+from dagent.envs.episode import SUBMITTED, EpisodeConfig
+from dagent.errors import DagentError, EngineError
 from dagent.harness.base import AgentRun
 from dagent.sampling import RECIPE_SAMPLING, Sampling
 from dagent.sandbox.base import Sandbox
@@ -75,6 +76,10 @@ def parse_arguments(raw: Any) -> dict[str, Any] | ToolResult:
     if not isinstance(value, dict):
         return ToolResult(False, "the tool call's arguments must be a JSON object of the tool's parameters")
     return value
+
+
+class LoopAborted(DagentError):
+    """Raised by a tool executor whose episode is lost (its server went away): the loop stops."""
 
 
 @dataclass
@@ -122,14 +127,13 @@ class ToolLoopAgent:
             raise EngineError(f"engine_error: HTTP {r.status_code}: {r.text[:300]}")
         return r.json()
 
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
-            seed: int | None = None) -> AgentRun:
-        from dagent.envs.episode import Episode
-
-        episode = Episode(uuid.uuid4().hex, task, split="", index=-1, config=self.config, sandbox=sandbox)
-        t = _Transcript(self.conversation(task))
+    def loop(self, messages: list[dict[str, Any]], seed: int | None,
+             call: Callable[[str, dict[str, Any]], ToolResult]) -> tuple[_Transcript, str | None, str]:
+        """Generate, execute each tool call through `call` (the terminator too), append, repeat:
+        (transcript, the accepted answer or None, the engine failure or ""). `call` raising
+        `LoopAborted` ends the loop there (the episode is lost; nothing more is worth generating)."""
+        t = _Transcript(messages)
         answer: str | None = None
-        engine_note = ""
         iterations = 0
         try:
             while True:
@@ -154,22 +158,17 @@ class ToolLoopAgent:
                 if t.completion_tokens_used > self.limits.max_completion_length:
                     t.stop = "completion_budget"
                     break
-                for call in calls:
-                    function = call.get("function") or {}
+                for tool_call in calls:
+                    function = tool_call.get("function") or {}
                     name = str(function.get("name") or "")
                     args = parse_arguments(function.get("arguments"))
                     if isinstance(args, ToolResult):
                         t.malformed_calls += 1
                         result = args
-                    elif name == TERMINATOR:
-                        checked = validate(TERMINATOR, args, self.tools)
-                        if isinstance(checked, ToolResult):
-                            result = checked
-                        else:
-                            answer = str(checked["answer"])
-                            result = ToolResult(True, "Answer submitted. The episode is over; no more tool calls are needed.")
                     else:
-                        result = episode.call(name, args)
+                        result = call(name, args)
+                        if name == TERMINATOR and result.ok:
+                            answer = str(args.get("answer"))
                     t.messages.append({"role": "tool", "name": name, "content": result.render()})
                     if answer is not None:
                         break
@@ -182,7 +181,28 @@ class ToolLoopAgent:
                     t.stop = "tool_iterations"
                     break
         except EngineError as e:
-            t.stop, engine_note = "engine_error", str(e)
+            t.stop = "engine_error"
+            return t, answer, str(e)
+        except LoopAborted:
+            t.stop = "aborted"
+        return t, answer, ""
+
+    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
+            seed: int | None = None) -> AgentRun:
+        from dagent.envs.episode import Episode
+
+        episode = Episode(uuid.uuid4().hex, task, split="", index=-1, config=self.config, sandbox=sandbox)
+
+        def call(name: str, args: dict[str, Any]) -> ToolResult:
+            if name != TERMINATOR:
+                return episode.call(name, args)
+            checked = validate(TERMINATOR, args, self.tools)
+            if isinstance(checked, ToolResult):
+                return checked
+            args["answer"] = checked["answer"]  # coerced once (F27)
+            return ToolResult(True, SUBMITTED)
+
+        t, answer, engine_note = self.loop(self.conversation(task), seed, call)
         if answer is not None:
             sandbox.write_file(ANSWER_PATH, answer)
         if t.model_calls == 0:

@@ -27,7 +27,9 @@ global state (one bounded thread for math-verify). Rules, in order; gold is norm
 5. list, `list`: brackets and quotes stripped, split on `;`/newlines (else commas), compared as
    multisets item by item, numerically or ignoring case; an extra or missing item is wrong.
    bool, `bool`: yes/no, true/false, y/n, t/f, 1/0.
-6. `ungraded`: an unknown answer type, or a gold empty or unparseable for its type (a task bug).
+6. record, `record`: several named values, each graded by these rules with its own type and
+   tolerance, correct only when all are (dagent.record).
+7. `ungraded`: an unknown answer type, or a gold empty or unparseable for its type (a task bug).
 
 Invariant: `grade_answer` never raises, whatever the agent wrote; `grade` raises GraderError only
 when handed something without gold, such as a `PublicTask` (F14).
@@ -39,6 +41,7 @@ import math
 import re
 import threading
 from dataclasses import dataclass
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -51,7 +54,7 @@ _MV_MAX_CHARS = 200
 _MV_MAX_DEPTH = 6
 _MV_COMMANDS = frozenset("frac dfrac tfrac boxed times cdot sqrt pi text textbf textrm mathrm "
                          "mathbf left right displaystyle".split())
-ANSWER_TYPES = ("number", "string", "list", "bool")
+ANSWER_TYPES = ("number", "string", "list", "bool", "record")
 
 
 @dataclass(frozen=True)
@@ -369,10 +372,20 @@ def _list_mismatch(answer: str, gold_items: list[tuple[Num | None, str]], atol: 
 
 
 def grade_answer(answer: str | bytes | None, gold: str, answer_type: str,
-                 atol: float = 0.0, rtol: float = 0.0) -> Grade:
-    """Grade one answer against one gold (the pure core; never raises for any answer)."""
+                 atol: float = 0.0, rtol: float = 0.0,
+                 field_tolerances: Mapping[str, tuple[float, float]] | None = None) -> Grade:
+    """Grade one answer against one gold (the pure core; never raises for any answer).
+    `field_tolerances` only matters for records (dagent.record: field by field)."""
     if answer_type not in ANSWER_TYPES:
         return _ungraded(f"unknown answer_type {answer_type!r} (expected one of {ANSWER_TYPES})")
+    if answer_type == "record":
+        from dagent.record import grade_record
+
+        raw, why = _decode(answer)
+        if raw is None:
+            return _wrong("reject", why)
+        text = _normalise(raw)
+        return grade_record(text, str(gold), atol, rtol, field_tolerances) if text else _wrong("reject", "empty answer")
     gold_text = _normalise(str(gold))
     if not gold_text:
         return _ungraded("gold is empty")
@@ -432,4 +445,4 @@ def grade(task: Task, answer: str | bytes | None) -> Grade:
             f"grading needs the full Task server-side, got {type(task).__name__} without gold "
             "(F14: the public view withholds gold, so grading through it could never succeed); "
             "grade on the server with the Task record, not task.public()")
-    return grade_answer(answer, gold, task.answer_type, task.atol, task.rtol)
+    return grade_answer(answer, gold, task.answer_type, task.atol, task.rtol, task.field_tolerances)

@@ -13,13 +13,14 @@ validated against each other so one cannot be typed as the other (F13).
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from dagent.errors import TaskError
 
-AnswerType = Literal["number", "string", "list", "bool"]
+AnswerType = Literal["number", "string", "list", "bool", "record"]
 Tier = Literal["easy", "medium", "hard"]
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
 TIER_OF_LEVEL: dict[int, Tier] = {1: "easy", 2: "medium", 3: "hard"}
@@ -51,7 +52,7 @@ class PublicTask(_Record):
     data_files: tuple[str, ...] = Field(
         description="Paths under the tables directory, staged as /workdir/input/<basename>."
     )
-    answer_type: AnswerType = Field(description="number, string, list or bool.")
+    answer_type: AnswerType = Field(description="number, string, list, bool or record (named values).")
     difficulty_level: int = Field(ge=1, le=3, description="1, 2 or 3 (an int, never the word).")
     difficulty_tier: Tier = Field(description="easy, medium or hard (the word for the level).")
     cpus: int = Field(ge=1, description="Recommended sandbox CPUs.")
@@ -75,7 +76,26 @@ class Task(PublicTask):
     atol: float = Field(ge=0.0, description="Absolute tolerance implied by the rounding asked for.")
     rtol: float = Field(ge=0.0, description="Relative tolerance for numeric answers.")
     solution: str = Field(description="Reference pandas program; prints the answer.")
+    field_tolerances: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="record answers: (atol, rtol) per field where it is not "
+        "the task's; stored as JSON text (one Parquet string column, whatever the keys).")
     template_id: str = Field(description="Question template; (table, template) never crosses splits.")
+
+    @field_validator("field_tolerances", mode="before")
+    @classmethod
+    def _tolerances_from_json(cls, value: object) -> object:
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as e:
+                raise TaskError(f"field_tolerances is not JSON: {e}") from e
+        return value
+
+    @field_serializer("field_tolerances", when_used="json")
+    def _tolerances_to_json(self, value: dict[str, tuple[float, float]]) -> str:
+        return json.dumps(value, sort_keys=True)
 
     def public(self) -> PublicTask:
         """The view that may travel to the agent: gold and solution withheld."""

@@ -129,6 +129,9 @@ CASES = [
     ("007", "7", N, 0, 0, True, "numeric"),
     ("0.1", "0.10000000000000001", N, 0, 0, True, "numeric"),
     ("0.30000000000000004", "0.3", N, 0, 0, True, "numeric"),
+    ("0.50000001", "0.5", N, 0, 0, False, "numeric"),  # 2e-8 relative: a different value, not float noise
+    ("0.5", "0.50000001", N, 0, 0, False, "numeric"),
+    ("1234567.8900000001", "1234567.89", N, 0, 0, True, "numeric"),  # below 1e-9 relative: binary noise
     ("3 to four", "3", N, 0, 0, False, "numeric"),
     ("3 and 4", "3", N, 0, 0, False, "numeric"),
     ("3 4", "3", N, 0, 0, False, "numeric"),

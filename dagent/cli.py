@@ -76,6 +76,23 @@ def suite_build(out_dir: Annotated[Optional[Path], typer.Option("--out", help="O
         out.print(f"  dedup: {report['dedup']}")
 
 
+@suite_app.command("validate")
+def suite_validate(
+    source: Annotated[Optional[str], typer.Argument(help="Suite directory, Hub dataset repo id or hf://datasets/... (default: the bundled build).")] = None,
+    oracle: Annotated[bool, typer.Option(help="Also run every reference program in a sandbox and compare with its gold.")] = False,
+) -> None:
+    """Check a suite: schema, files, disjoint splits, duplicates and conflicting golds, tolerances, oracle."""
+    from dagent.hub import suite_root
+    from dagent.suite_check import validate_suite
+
+    root, _ = suite_root(source)
+    report = validate_suite(root, oracle=oracle)
+    for line in report.lines():
+        out.print(line, markup=False, highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 @tasks_app.command("list")
 def tasks_list(split: str = "test", suite: SuiteOpt = None,
                limit: Annotated[int, typer.Option(help="Show at most this many.")] = 20) -> None:

@@ -53,14 +53,20 @@ def parse_source(source: str | Path | None) -> tuple[str, str, str | None, str |
 
 def load_tasks(source: str | Path | None = None) -> TaskSuite:
     """Load a suite from the local build (default), a Hub dataset repo id, or an hf:// path."""
+    root, label = suite_root(source)
+    if not (root / "data").is_dir():
+        raise TaskError(f"no task suite at {root}: run `dagent suite build --out {root}` first")
+    return read_suite(root, source=label)
+
+
+def suite_root(source: str | Path | None = None) -> tuple[Path, str]:
+    """(the suite's directory on this machine, its source label): a local path as is, a Hub
+    dataset downloaded (snapshot) first."""
     kind, where, revision, subdir = parse_source(source)
     if kind == "local":
-        root = Path(where)
-        if not (root / "data").is_dir():
-            raise TaskError(f"no task suite at {root}: run `dagent suite build --out {root}` first")
-        return read_suite(root, source=str(root))
+        return Path(where), str(Path(where))
     root = _download(where, revision)
-    return read_suite(root / subdir if subdir else root, source=f"hf://datasets/{where}")
+    return (root / subdir if subdir else root), f"hf://datasets/{where}"
 
 
 def _download(repo_id: str, revision: str | None) -> Path:

@@ -93,6 +93,26 @@ def suite_validate(
         raise typer.Exit(1)
 
 
+@suite_app.command("import")
+def suite_import(
+    questions: Annotated[Path, typer.Argument(help="JSONL: one question per line (question, files, gold; optional answer_type, atol, rtol, tier, solution, id, template, licence).")],
+    tables: Annotated[Path, typer.Option("--tables", help="Directory the questions' files are relative to.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="New suite directory (data/ + tables/).")],
+    test_fraction: Annotated[float, typer.Option(help="About this share of the questions (whole tables) to test.")] = 0.1,
+    eval_fraction: Annotated[float, typer.Option(help="About this share to eval.")] = 0.1,
+) -> None:
+    """Make a suite from your questions and tables (splits disjoint by table), then validate it."""
+    from dagent.suite_check import validate_suite
+    from dagent.suite_import import import_suite
+
+    result = import_suite(questions, tables, out_dir, test_fraction=test_fraction, eval_fraction=eval_fraction)
+    report = validate_suite(out_dir)
+    for line in [*result.lines(), *report.lines()]:
+        out.print(line, markup=False, highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 @tasks_app.command("list")
 def tasks_list(split: str = "test", suite: SuiteOpt = None,
                limit: Annotated[int, typer.Option(help="Show at most this many.")] = 20) -> None:
@@ -127,7 +147,7 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
               workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
               expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
               push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu",
-              env_url: Optional[str] = None) -> int:
+              env_url: Optional[str] = None, task_seed: Optional[int] = None) -> int:
     from dagent.experiment import run_experiment
 
     s = load_suite(suite)
@@ -152,7 +172,7 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
                                  limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
                                  expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
                                  step_of=step_of, push_to=push_to, on_done=done, preset=preset,
-                                 env_url=env_url, echo=console.print)
+                                 env_url=env_url, task_seed=task_seed, echo=console.print)
     for line in outcome.lines():
         out.print(line, markup=False, highlight=False)
     out.print(f"results: {out_dir / 'results.md'}  (plots, records and summary per arm beside it)")
@@ -183,6 +203,7 @@ def eval_cmd(
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
     preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under: gpu (the published recipe) or cpu (dagent train whitebox --preset cpu).")] = "gpu",
     env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
+    task_seed: Annotated[Optional[int], typer.Option("--task-seed", help="With --limit N: a seeded random sample of N tasks (spanning the split's tables) instead of the first N.")] = None,
 ) -> None:
     """Evaluate an agent on a split: per-sample records, pass@k per tier, results.md and plots."""
     if ctx.invoked_subcommand is not None:
@@ -196,7 +217,7 @@ def eval_cmd(
     excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
                          out_dir=target, baseline="baseline" if baseline else None, backend=backend,
                          expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                         push_to=push_to, preset=preset, env_url=env_url)
+                         push_to=push_to, preset=preset, env_url=env_url, task_seed=task_seed)
     if agent == "oracle":
         from dagent.report import load_records
 

@@ -102,15 +102,29 @@ def check_baseline(pass1: float | None, expect: float, tolerance: float, arm: st
             "(records are kept for diagnosis), or correct --expect-base (F41)")
 
 
-def jobs(n_tasks: int, samples: int, arms: Sequence[str]) -> list[tuple[int, int, str]]:
-    """(task index, sample, arm), arms interleaved within each (task, sample)."""
-    return [(i, s, a) for i in range(n_tasks) for s in range(samples) for a in arms]
+def jobs(n_tasks: int | Sequence[int], samples: int, arms: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(task index, sample, arm), arms interleaved within each (task, sample); `n_tasks` is a
+    count (the first N) or the task indices themselves."""
+    indices = range(n_tasks) if isinstance(n_tasks, int) else n_tasks
+    return [(i, s, a) for i in indices for s in range(samples) for a in arms]
+
+
+def task_indices(total: int, limit: int | None, seed: int | None) -> list[int]:
+    """Which tasks of a split to evaluate: the first `limit`, or with `seed` a seeded random
+    sample of `limit` (in split order), so a slice spans the split's tables instead of its first ones."""
+    n = total if limit is None else min(limit, total)
+    if seed is None or n == total:
+        return list(range(n))
+    import random
+
+    return sorted(random.Random(seed).sample(range(total), n))
 
 
 def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
                   backend: str = "local", reward_config: RewardConfig = RewardConfig(), preset: str = "gpu",
-                  env_url: str | None = None, on_done: Callable[[str, EvalRecord], None] | None = None,
+                  env_url: str | None = None, task_seed: int | None = None,
+                  on_done: Callable[[str, EvalRecord], None] | None = None,
                   echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
     """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
     at once (module docstring). Returns each arm's records in (task, sample) order. With `env_url`
@@ -130,7 +144,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
                               "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)")
         http = WhiteBoxHTTP(env_url, timeout_s=timeout_s)
     n = len(suite.tasks(split)) if http is None else http.num_tasks(split)
-    n = n if limit is None else min(limit, n)
+    indices = task_indices(n, limit, task_seed)
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
     with ExitStack() as stack:
@@ -153,7 +167,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
             def episode(i: int, s: int, a: str) -> EvalRecord:
                 return run_episode(suite, split, i, stacks[a].agent, stacks[a].backend, timeout_s=timeout_s,
                                    sample=s, reward_config=reward_config)
-        todo = jobs(n, max(1, samples), names)
+        todo = jobs(indices, max(1, samples), names)
         out: dict[tuple[int, int, str], EvalRecord] = {}
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = {pool.submit(episode, i, s, a): (i, s, a) for i, s, a in todo}
@@ -288,14 +302,14 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                    expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
                    step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
                    api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
-                   preset: str = "gpu", env_url: str | None = None,
+                   preset: str = "gpu", env_url: str | None = None, task_seed: int | None = None,
                    echo: Callable[[str], None] = lambda _l: None) -> Outcome:
     """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
     from dagent.scoring import paired, task_scores
 
     records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
                             timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
-                            env_url=env_url, echo=echo)
+                            env_url=env_url, task_seed=task_seed, echo=echo)
     caps = {arm.name: step_cap(arm.agent) for arm in arms}
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
                        suite=str(suite.source))

@@ -116,3 +116,15 @@ def test_compare_prints_the_paired_difference_with_its_ci(tmp_path):
     assert result.exit_code == 0, result.output
     assert "difference +50.0% [95% CI" in result.output and "paired 40" in result.output
     assert (tmp_path / "cmp" / "results.md").exists() and (tmp_path / "cmp" / "pass_at_1.png").exists()
+
+
+def test_a_seeded_task_sample_spans_the_split_and_is_reproducible():
+    from dagent.experiment import jobs, task_indices
+
+    assert task_indices(10, None, None) == list(range(10)) and task_indices(10, 3, None) == [0, 1, 2]
+    picked = task_indices(91, 64, 7)
+    assert picked == sorted(set(picked)) and len(picked) == 64 and max(picked) > 64
+    assert picked == task_indices(91, 64, 7) != task_indices(91, 64, 8)
+    assert task_indices(5, 9, 7) == list(range(5))
+    assert jobs([4, 9], 2, ["a", "b"]) == [(4, 0, "a"), (4, 0, "b"), (4, 1, "a"), (4, 1, "b"),
+                                          (9, 0, "a"), (9, 0, "b"), (9, 1, "a"), (9, 1, "b")]

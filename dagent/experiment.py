@@ -158,7 +158,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
             from dagent.harness.remote import check_surface, play_remote
 
             for arm in arms:
-                check_surface(http, stacks[arm.name].agent.tools)
+                check_surface(http, stacks[arm.name].agent.tools, stacks[arm.name].agent.config)
             echo(f"episodes run on the white-box server at {env_url}")
 
             def episode(i: int, s: int, a: str) -> EvalRecord:

@@ -99,7 +99,7 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     workers = tool_workers or min(max_episodes, 512)
     if mcp_handler == "lean":
         _install_mcp(app, names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
-    _install_episode_routes(app, names, max_episodes)
+    _install_episode_routes(app, names, max_episodes, config)
     _install_error_handlers(app)
     return app
 
@@ -158,10 +158,11 @@ def _install_mcp(app: FastAPI, names: tuple[str, ...], pool: ThreadPoolExecutor)
         return _rpc(rid, _tool_result(bool(out["ok"]), str(out["output"])))
 
 
-def _install_episode_routes(app: FastAPI, names: tuple[str, ...], max_episodes: int) -> None:
+def _install_episode_routes(app: FastAPI, names: tuple[str, ...], max_episodes: int, config: EpisodeConfig) -> None:
     @app.get(task_api("capacity"), tags=["Episodes"], summary="Running episodes and the configured maximum")
     async def capacity() -> dict[str, Any]:
-        return {"active": active_episodes(), "max": max_episodes, "tools": list(names)}
+        return {"active": active_episodes(), "max": max_episodes, "tools": list(names),
+                "episode": {"max_steps": config.max_steps, "output_chars": config.output_chars}}
 
     @app.get(task_api("episodes/{episode_id}"), tags=["Episodes"], summary="An episode's state and reward")
     async def episode(episode_id: str) -> dict[str, Any]:

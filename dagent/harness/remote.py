@@ -25,12 +25,24 @@ from dagent.harness.tools import LoopAborted, ToolLoopAgent
 from dagent.tools import ToolResult
 
 
-def check_surface(http: WhiteBoxHTTP, tools: tuple[str, ...]) -> None:
-    """The server must serve exactly the tools the loop offers the model (F25)."""
+def check_surface(http: WhiteBoxHTTP, tools: tuple[str, ...], config: Any = None) -> None:
+    """The server must serve exactly the tools the loop offers the model (F25) and, when `config`
+    (the preset's EpisodeConfig) is given, clip and budget episodes as it does: otherwise the
+    checkpoint is measured under other conditions than it trained under."""
     served = {t["name"] for t in http.list_tools()}
     if served != set(tools):
         raise ConfigError(f"the server at {http.base_url} serves {sorted(served)} but the loop offers "
                           f"{sorted(tools)}: start the server with DAGENT_TOOLS matching (F25)")
+    if config is None:
+        return
+    episode = http.capacity().get("episode")
+    want = {"max_steps": config.max_steps, "output_chars": config.output_chars}
+    if episode is None:
+        raise ConfigError(f"the server at {http.base_url} does not say how it clips and budgets episodes "
+                          "(an older dagent): upgrade it, or evaluate in process without --env-url")
+    if {k: episode.get(k) for k in want} != want:
+        raise ConfigError(f"the server at {http.base_url} runs episodes with {episode} but the preset trains "
+                          f"with {want}: start the server with the preset's settings or pick the matching --preset")
 
 
 def _record(public: dict[str, Any], split: str, index: int, agent: ToolLoopAgent, sample: int, started: float,
@@ -50,7 +62,11 @@ def play_remote(http: WhiteBoxHTTP, split: str, index: int, agent: ToolLoopAgent
     """One task of the server's `split`, end to end through the server. Never raises for the
     server's or the engine's failures: they are ungraded records with their cause."""
     started = time.monotonic()
-    public = http.task(split, index)
+    try:
+        public = http.task(split, index)
+    except EnvServerError as e:  # the task itself is unknown: a placeholder identity, ungraded
+        public = {"task_id": f"{split}[{index}]", "difficulty_tier": split.partition(":")[2] or "easy"}
+        return _record(public, split, index, agent, sample, started, **_ungraded("env_unreachable", str(e)))
     try:
         obs = http.reset(split, index, task_id=public["task_id"])
     except EnvServerError as e:

@@ -167,9 +167,9 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
     if env_url:
         from dagent.envs.client import white_box_client
 
-        env = white_box_client(env_url, recipe.episode.tools)
+        env = white_box_client(env_url, recipe.tools)
     else:
-        env = white_box_env(suite, recipe.episode.tools, backend=backend, config=recipe.episode, clock=timer.clock)
+        env = white_box_env(suite, recipe.tools, backend=backend, config=recipe.episode, clock=timer.clock)
     dtype = torch.bfloat16 if recipe.bf16 and not recipe.use_cpu else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub,

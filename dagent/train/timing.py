@@ -13,7 +13,8 @@ Against a server (`--env-url`) the environment runs elsewhere: its seconds land 
 Reported per step (`time/<phase>` in the trainer's metrics, so trackio gets them) as EXCLUSIVE
 shares: generation; tools in the sandbox; sandbox setup; environment overhead (env minus its
 sandbox time: registry, clipping, staging bookkeeping, grading); trainer scoring (rollout minus
-generation and env: reference/old logprobs, reward bookkeeping); optimizer (step minus rollout:
+generation and env: reference/old logprobs, TRL's tool-loop templating and tokenising, reward
+bookkeeping); optimizer (step minus rollout:
 forward, backward, optimizer step).
 
 The two TRL methods are private; on a TRL without them the step is reported unsplit
@@ -64,6 +65,7 @@ class StepTimer(TrainerCallback):
                 setattr(trainer, method, self.clock.timed(name, getattr(trainer, method)))
 
     def on_step_begin(self, args, state, control, **kwargs):
+        self.clock.take()  # what ran between steps (logging, saving) is no step's
         self._t0 = time.perf_counter()
         return control
 

@@ -21,6 +21,15 @@ SAME = ("task_id", "split", "index", "difficulty_tier", "sample", "outcome", "re
         "answer", "tool_calls", "model_calls", "cause")
 
 
+@pytest.fixture(autouse=True)
+def no_episode_left_open():
+    """Episodes live in a module-level registry: one left open here would fill another test's server."""
+    yield
+    from dagent.envs.episode import close_all
+
+    close_all()
+
+
 @pytest.fixture(scope="module")
 def server(suite, backend):
     live = LiveServer(create_app(suite, backend=backend))
@@ -37,8 +46,10 @@ def test_through_the_server_the_record_is_the_in_process_record(server, suite, b
     remote = play_remote(WhiteBoxHTTP(server.url), "train", 0, remote_engine.agent(), sample=1)
     assert remote.outcome == outcome
     assert {k: getattr(remote, k) for k in SAME} == {k: getattr(local, k) for k in SAME}
-    assert remote_engine.requests[0]["messages"][0]["content"] == WhiteBoxHTTP(server.url).reset(
-        "train", 0)["instruction"]  # the loop starts from the server's reset() text
+    http = WhiteBoxHTTP(server.url)
+    obs = http.reset("train", 0)
+    http.finish(obs["episode_id"])
+    assert remote_engine.requests[0]["messages"][0]["content"] == obs["instruction"]  # reset()'s text
 
 
 def test_the_servers_clipping_reaches_the_model(server):
@@ -69,9 +80,22 @@ def test_a_server_lost_mid_episode_voids_the_episode(suite, backend):
 
 @pytest.mark.failure_mode("F25")
 def test_a_loop_offering_other_tools_than_the_server_serves_is_refused(server):
-    check_surface(WhiteBoxHTTP(server.url), EpisodeConfig().tools)
+    check_surface(WhiteBoxHTTP(server.url), EpisodeConfig().tools, EpisodeConfig())
     with pytest.raises(ConfigError, match="serves .* but the loop offers"):
         check_surface(WhiteBoxHTTP(server.url), ("bash", "submit_solution"))
+
+
+def test_a_server_clipping_otherwise_than_the_preset_is_refused(server):
+    from dagent.train.grpo import Recipe
+
+    cpu = Recipe.cpu(tools="all").episode  # clips at 600 characters; the server at 1200
+    with pytest.raises(ConfigError, match="runs episodes with .*'output_chars': 1200.* the preset trains with"):
+        check_surface(WhiteBoxHTTP(server.url), cpu.tools, cpu)
+
+
+def test_an_unknown_task_is_an_ungraded_record_not_a_crash(server):
+    rec = play_remote(WhiteBoxHTTP(server.url), "train", 99, ScriptedEngine(*SCRIPT).agent())
+    assert (rec.outcome, rec.cause, rec.task_id) == ("ungraded", "env_unreachable", "train[99]")
 
 
 def test_only_the_tools_agent_evaluates_through_a_server(suite):

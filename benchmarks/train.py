@@ -51,6 +51,8 @@ def from_run(path: Path) -> list[dict[str, float]]:
     if not states:
         raise SystemExit(f"no checkpoint-*/trainer_state.json under {path}")
     history = json.loads(states[-1].read_text())["log_history"]
+    if any("time/unsplit" in h for h in history):
+        raise SystemExit(f"{states[-1]}: the run's TRL had no methods to split a step by (time/unsplit)")
     steps = [{p: h[f"time/{p}"] for p in (*PHASES, "step")} for h in history if "time/step" in h]
     if not steps:
         raise SystemExit(f"{states[-1]} holds no time/* metrics (a run from before the step timer)")

@@ -379,8 +379,10 @@ def grade_answer(answer: str | bytes | None, gold: str, answer_type: str,
     if answer_type not in ANSWER_TYPES:
         return _ungraded(f"unknown answer_type {answer_type!r} (expected one of {ANSWER_TYPES})")
     if answer_type == "record":
-        from dagent.record import grade_record
+        from dagent.record import grade_record, parse_gold
 
+        if parse_gold(str(gold)) is None:  # a task bug ungrades whatever the answer (as for other types)
+            return _ungraded("record gold is not a non-empty JSON object")
         raw, why = _decode(answer)
         if raw is None:
             return _wrong("reject", why)

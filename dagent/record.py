@@ -51,13 +51,18 @@ def parse_answer(text: str) -> dict[str, str] | None:
         text = text[1:-1]
     parts = re.split(r"\n|;", text) if ("\n" in text or ";" in text) else text.split(",")
     out: dict[str, str] = {}
+    last: str | None = None
     for part in parts:
         if not part.strip():
             continue
         m = _PAIR.match(part)
         if m is None:
-            return None
-        out[field_key(m.group("key"))] = m.group("value").strip().rstrip(",").strip()
+            if last is None:
+                return None
+            out[last] += "," + part  # `total: 1,234, mean: 2`: a thousands group, not a new field
+            continue
+        last = field_key(m.group("key"))
+        out[last] = m.group("value").strip().rstrip(",").strip()
     return out or None
 
 

@@ -9,7 +9,7 @@ that is not UTF-8 are each a problem with its place):
 - `file`: a data file missing under `tables/`, unreadable, empty, or two files of one task with
   the same base name (they would collide in /workdir/input);
 - `disjoint`: a (table, template) pair in two splits (a held-out score would be a memorised one);
-- `duplicate` / `conflict`: one instruction twice, and with different golds (F11);
+- `duplicate` / `conflict`: one instruction twice, and with different golds (F11); a task_id twice;
 - `gold`: a gold the grader cannot read for its answer type, or that does not grade correct
   against itself;
 - `tolerance`: atol inconsistent with the rounding the instruction asks for (N decimal places
@@ -100,17 +100,18 @@ def read_rows(root: Path, report: SuiteReport) -> None:
                 report.problems.append(Problem("layout", shard.name, f"cannot read: {type(e).__name__}: {e}"))
                 continue
             for i, row in enumerate(rows):
-                where = f"{split}[{len(report.tasks.get(split, []))}] {row.get('task_id', '?')}"
+                where = f"{shard.name} row {i} {row.get('task_id', '?')}"
                 try:
                     report.tasks.setdefault(split, []).append(Task.model_validate(row))
                 except (ValidationError, ValueError) as e:
-                    report.problems.append(Problem("schema", where, _first_error(e)))
+                    report.problems.append(Problem("schema", where, first_error(e)))
     if not any((root / "data").glob("*.parquet")):
         report.problems.append(Problem("layout", str(root / "data"), "no <split>-*.parquet shards "
                                        f"(splits: {', '.join(BASE_SPLITS)})"))
 
 
-def _first_error(e: Exception) -> str:
+def first_error(e: Exception) -> str:
+    """A validation error in one line: the first fields and why (pydantic), else the first line."""
     errors = getattr(e, "errors", None)
     if callable(errors):
         parts = [f"{'.'.join(map(str, err.get('loc', ())))}: {err.get('msg')}" for err in errors()[:3]]
@@ -128,7 +129,9 @@ def check_files(root: Path, tasks: dict[str, list[Task]]) -> list[Problem]:
                 out.append(Problem("file", f"{split}[{i}] {t.task_id}", f"two data files share a base name: {names}"))
             for f in t.data_files:
                 if f not in seen:
-                    seen[f] = _unreadable(root / "tables" / f)
+                    p = Path(f)
+                    seen[f] = (f"path must stay under tables/ (no '..', not absolute)" if p.is_absolute()
+                               or ".." in p.parts else _unreadable(root / "tables" / f))
                 if seen[f]:
                     out.append(Problem("file", f"{split}[{i}] {t.task_id}", f"tables/{f}: {seen[f]}"))
     return out
@@ -182,6 +185,15 @@ def check_duplicates(tasks: dict[str, list[Task]]) -> list[Problem]:
     return out
 
 
+def check_ids(tasks: dict[str, list[Task]]) -> list[Problem]:
+    where: dict[str, list[str]] = defaultdict(list)
+    for split, items in tasks.items():
+        for i, t in enumerate(items):
+            where[t.task_id].append(f"{split}[{i}]")
+    return [Problem("duplicate", tid, f"task_id used {len(w)} times: {', '.join(w)}")
+            for tid, w in where.items() if len(w) > 1]
+
+
 def check_golds(tasks: dict[str, list[Task]]) -> list[Problem]:
     out = []
     for split, items in tasks.items():
@@ -200,7 +212,7 @@ def check_golds(tasks: dict[str, list[Task]]) -> list[Problem]:
 
 
 def check_oracle(suite_root: Path, tasks: dict[str, list[Task]], report: SuiteReport, *,
-                 backend: object = None, workers: int = 2,
+                 backend: object = None,
                  on_done: Callable[[object], None] | None = None) -> list[Problem]:
     """Run every reference program through the oracle agent (real sandboxes)."""
     from dagent.harness.oracle import OracleAgent
@@ -235,7 +247,7 @@ def validate_suite(root: Path | str, *, oracle: bool = False, backend: object = 
     read_rows(root, report)
     tasks = report.tasks
     checks: Iterable[Sequence[Problem]] = (check_files(root, tasks), check_disjoint(tasks),
-                                           check_duplicates(tasks), check_golds(tasks))
+                                           check_duplicates(tasks), check_ids(tasks), check_golds(tasks))
     for found in checks:
         report.problems.extend(found)
     if oracle and tasks:

@@ -38,7 +38,7 @@ from typing import Any
 
 from dagent.errors import TaskError
 from dagent.record import field_type
-from dagent.suite_check import expected_atol
+from dagent.suite_check import expected_atol, first_error
 from dagent.task import TIER_OF_LEVEL, TIERS, TableSource, Task
 
 REQUIRED = ("question", "files", "gold")
@@ -57,6 +57,7 @@ class Imported:
     out: Path
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     without_solution: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"imported suite at {self.out}"]
@@ -64,7 +65,7 @@ class Imported:
             out.append(f"  {split:<6} " + "  ".join(f"{t} {n}" for t, n in tiers.items()))
         if self.without_solution:
             out.append(f"  {self.without_solution} tasks have no reference program: the oracle skips them")
-        return out
+        return out + [f"  note: {n}" for n in self.notes]
 
 
 def read_questions(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -146,12 +147,31 @@ def sizing(paths: list[Path]) -> tuple[int, int]:
     return (2 if mb > 50 else 1), memory
 
 
+def unsafe_path(path: str) -> str | None:
+    """Why a data file path may not be used (it must stay under the tables directory), or None."""
+    p = Path(path)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        return f"{path!r} must be a relative path under the tables directory (no '..', not absolute)"
+    return None
+
+
 def to_task(row: dict[str, Any], tables: Path) -> tuple[Task | None, list[str]]:
+    n = row["_line"]
+    try:
+        return _to_task(row, tables)
+    except (TypeError, ValueError) as e:  # a field of the wrong type: pydantic, int(), float(), ...
+        return None, [f"line {n}: {first_error(e)}"]
+
+
+def _to_task(row: dict[str, Any], tables: Path) -> tuple[Task | None, list[str]]:
     n = row["_line"]
     problems: list[str] = []
     files = row["files"]
     if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
         return None, [f"line {n}: files must be a non-empty list of paths under the tables directory"]
+    bad = [why for f in files if (why := unsafe_path(f))]
+    if bad:
+        return None, [f"line {n}: {b}" for b in bad]
     paths = [tables / f for f in files]
     for f, p in zip(files, paths):
         if not p.is_file():
@@ -159,6 +179,8 @@ def to_task(row: dict[str, Any], tables: Path) -> tuple[Task | None, list[str]]:
     if problems:
         return None, problems
     answer_type = str(row.get("answer_type") or answer_type_of(row["gold"]))
+    if answer_type == "record" and not (isinstance(row["gold"], dict) and row["gold"]):
+        return None, [f"line {n}: a record's gold must be a non-empty JSON object of named values"]
     tier = tier_of(row, answer_type)
     if tier not in TIERS:
         return None, [f"line {n}: tier {tier!r} is not one of {TIERS}"]
@@ -169,26 +191,16 @@ def to_task(row: dict[str, Any], tables: Path) -> tuple[Task | None, list[str]]:
     digest = hashlib.sha256(instruction.encode()).hexdigest()[:8]
     cpus, memory = sizing(paths)
     level = {t: lvl for lvl, t in TIER_OF_LEVEL.items()}[tier]
-    try:
-        task = Task(
-            task_id=str(row.get("id") or f"{stem}.{digest}"), instruction=instruction, data_files=tuple(files),
-            answer_type=answer_type, difficulty_level=level, difficulty_tier=tier, cpus=cpus, memory_mb=memory,
-            sources=tuple(TableSource(table_id=f"user/{Path(f).with_suffix('')}", path=f, package="user",
-                                      origin=str(row.get("origin") or "imported"),
-                                      licence=str(row.get("licence") or "unknown")) for f in files),
-            gold=gold_text(row["gold"], answer_type), atol=atol, rtol=float(row.get("rtol") or 0.0),
-            solution=str(row.get("solution") or ""), template_id=str(row.get("template") or f"q{digest}"),
-            field_tolerances=row.get("field_tolerances") or {})
-    except ValueError as e:  # pydantic's ValidationError and TaskError are ValueErrors
-        return None, [f"line {n}: {_pydantic(e)}"]
+    task = Task(
+        task_id=str(row.get("id") or f"{stem}.{digest}"), instruction=instruction, data_files=tuple(files),
+        answer_type=answer_type, difficulty_level=level, difficulty_tier=tier, cpus=cpus, memory_mb=memory,
+        sources=tuple(TableSource(table_id=f"user/{Path(f).with_suffix('')}", path=f, package="user",
+                                  origin=str(row.get("origin") or "imported"),
+                                  licence=str(row.get("licence") or "unknown")) for f in files),
+        gold=gold_text(row["gold"], answer_type), atol=atol, rtol=float(row.get("rtol") or 0.0),
+        solution=str(row.get("solution") or ""), template_id=str(row.get("template") or f"q{digest}"),
+        field_tolerances=row.get("field_tolerances") or {})
     return task, []
-
-
-def _pydantic(e: Exception) -> str:
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        return "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errors()[:3])
-    return str(e).splitlines()[0]
 
 
 def assign_splits(tasks: list[Task], *, test_fraction: float = 0.1, eval_fraction: float = 0.1) -> dict[str, list[Task]]:
@@ -238,18 +250,27 @@ def import_suite(questions: Path | str, tables: Path | str, out: Path | str, *, 
     if not problems and not tasks:
         problems.append(f"{questions}: no questions")
     kept, dedup = dedupe(tasks)
-    if dedup.conflicting_golds:
-        problems += [f"one question with golds {list(g)} (F11): {text[:80]!r}" for text, g in dedup.conflicts]
+    golds: dict[str, set[str]] = defaultdict(set)
+    for t in tasks:
+        golds[t.instruction].add(t.gold)
+    problems += [f"one question with golds {sorted(g)} (F11): {text[:80]!r}" for text, g in golds.items() if len(g) > 1]
+    ids: dict[str, int] = defaultdict(int)
+    for t in kept:
+        ids[t.task_id] += 1
+    problems += [f"id {tid!r} is given to {k} questions" for tid, k in ids.items() if k > 1]
     if problems:
         raise SuiteImportError(f"{len(problems)} problems in {questions}, nothing written:\n  " + "\n  ".join(problems))
     if out.exists() and any(out.iterdir()):
         raise SuiteImportError(f"{out} exists and is not empty: pick a new --out")
     splits = assign_splits(kept, test_fraction=test_fraction, eval_fraction=eval_fraction)
+    result_notes = [f"{dedup.dropped_tasks} repeated questions dropped (same question, same gold)"] if dedup.dropped_tasks else []
+    result_notes += [f"no {s} tasks: every question shares a table with the train ones (splits are disjoint by table)"
+                     for s, frac in (("test", test_fraction), ("eval", eval_fraction)) if frac > 0 and not splits[s]]
     (out / "data").mkdir(parents=True, exist_ok=True)
     for f in sorted({f for t in kept for f in t.data_files}):
         (out / "tables" / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(tables / f, out / "tables" / f)
-    result = Imported(out, without_solution=sum(not t.solution for t in kept))
+    result = Imported(out, without_solution=sum(not t.solution for t in kept), notes=result_notes)
     for split, items in splits.items():
         if items:
             pq.write_table(pa.Table.from_pylist([t.to_row() for t in items]),

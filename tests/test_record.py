@@ -27,12 +27,21 @@ ALL = "mean_fare, median_age, survived_more, top_class"
      "mean_fare: placeholder"),
     ('{"mean_fare": "34.65 or 34.7", "median_age": 28, "survived_more": true, "top_class": "First"}', False,
      "mean_fare: hedge"),
+    ("mean_fare: 34.65, median_age: 28, survived_more: yes, top_class: First", True, "all 4"),
     ("34.65, 28, true, First", False, f"not a record: expected a JSON object with the keys {ALL}"),
     ("[34.65, 28]", False, "not a record"),
 ])
 def test_record_cases(answer, correct, note):
     g = grade_answer(answer, GOLD, "record", 0.0, 0.0)
     assert g.correct is correct and g.method == "record" and note in g.note, g
+
+
+def test_thousands_separators_survive_the_comma_form():
+    assert grade_answer("total: 1,234, mean: 2.5", '{"total": 1234, "mean": 2.5}', "record").correct
+
+
+def test_a_broken_record_gold_ungrades_even_an_empty_answer():
+    assert grade_answer("", "{}", "record").method == "ungraded"
 
 
 def test_each_field_takes_its_own_tolerance_or_the_tasks():

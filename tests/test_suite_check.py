@@ -62,6 +62,8 @@ def test_a_clean_suite_has_no_problems_and_its_oracle_passes(tmp_path, backend):
                                  "value to /workdir/answer.txt.", gold="3.00", atol=0.0)),
      "tolerance", "atol 0 does not fit the rounding asked for (between 0.005 and 0.01)"),
     (lambda s: s["train"].append({**row(13), "answer_type": "table"}), "schema", "answer_type"),
+    (lambda s: s["train"].append(row(15, data_files=["../t.csv"])), "file", "path must stay under tables/"),
+    (lambda s: s["test"].append({**row(16), "task_id": "demo.t0"}), "duplicate", "task_id used 2 times"),
     (lambda s: s["train"].append({k: v for k, v in row(14).items() if k != "gold"}), "schema", "gold"),
 ])
 def test_each_planted_problem_is_caught_by_its_check(tmp_path, plant, check, words):

@@ -121,7 +121,9 @@ def test_bad_input_is_listed_by_line_and_nothing_is_written(tables, tmp_path):
     good = questions(tables)[0]
     rows = [good, "{not json", {"question": "q"}, {**good, "id": "x", "files": ["nope.csv"]},
             {**good, "id": "y", "tier": "extreme"}, {**good, "color": "red"},
-            {**good, "id": "z", "answer_type": "table"}, {**good, "gold": 999, "id": "w"}]
+            {**good, "id": "z", "answer_type": "table"}, {**good, "gold": 999, "id": "w"},
+            {**good, "id": "v", "level": "hard"}, {**good, "id": "u", "answer_type": "record"},
+            {**good, "id": "t", "files": ["../penguins.csv"]}, {**good, "id": "s", "files": ["/etc/passwd"]}]
     path = write_jsonl(tmp_path / "q.jsonl", rows)
     with path.open("ab") as fh:
         fh.write(b'{"question": "\xff"}\n')
@@ -130,7 +132,8 @@ def test_bad_input_is_listed_by_line_and_nothing_is_written(tables, tmp_path):
     text = str(e.value)
     for words in ("line 2: not JSON", "line 3: missing files, gold", "line 4: file nope.csv not found",
                   "line 5: tier 'extreme'", "line 6: unknown fields ['color']", "line 7: answer_type",
-                  "line 9: not UTF-8", "(F11)"):
+                  "line 13: not UTF-8", "(F11)", "line 9: invalid literal", "line 10: a record's gold",
+                  "line 11: '../penguins.csv' must be a relative path", "line 12: '/etc/passwd' must be"):
         assert words in text, (words, text)
     assert not (tmp_path / "out").exists()
 

@@ -47,6 +47,9 @@ if has grpo; then
   stage "grpo: $GRPO_STEPS steps on train:easy from the warm start (base pass@1 on train $P)"
   $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" \
     --save-steps "$SAVE_STEPS" --out "$OUT/grpo" --run-name grpo ${FORCE:+--force}
+  LAST=$(ls -d "$OUT"/grpo/checkpoint-* | sort -t- -k2 -n | tail -1)
+  $PY -m dagent.train.curves "$LAST" --out "$OUT/grpo_curves.png"
+  $PY benchmarks/train.py --from "$OUT/grpo"
 fi
 if has control; then
   P=$(base_pass1)

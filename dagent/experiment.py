@@ -56,18 +56,21 @@ class Arm:
     engine: str = "local"  # what serves `model` when no engine_url: local, vllm-cpu, vllm
 
 
-def step_cap(agent: str) -> int | None:
+def step_cap(agent: str, preset: str = "gpu") -> int | None:
     """The tool calls an agent's episode can reach: opencode's own step limit (as `agent_stack`
-    configures it), the environment's step budget for the tool loop; None for the oracle."""
+    configures it); for the tool loop the preset's tool-iteration cap where it has one (the cpu
+    preset's 4: an episode that used that many calls was cut there, a call per iteration being the
+    trained shape), else the environment's step budget; None for the oracle."""
     if agent == "opencode":
         from dagent.harness.opencode import DEFAULT_STEPS
 
         return DEFAULT_STEPS
     if agent == "oracle":
         return None
-    from dagent.envs.episode import EpisodeConfig
+    from dagent.harness.stack import recipe_for
 
-    return EpisodeConfig().max_steps
+    recipe = recipe_for(preset)
+    return recipe.max_tool_calling_iterations or recipe.episode.max_steps
 
 
 @dataclass
@@ -310,7 +313,7 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
     records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
                             timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
                             env_url=env_url, task_seed=task_seed, echo=echo)
-    caps = {arm.name: step_cap(arm.agent) for arm in arms}
+    caps = {arm.name: step_cap(arm.agent, preset) for arm in arms}
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
                        suite=str(suite.source))
     ks = tuple(sorted(set(k_values) | {1}))

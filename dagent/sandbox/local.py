@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import IO, Literal
 
 from dagent.errors import ConfigError, SandboxError, StagingError
 from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, Sandbox, SandboxBackend
+from dagent.sandbox.cgroups import _cgroup_parents, _Cgroups
 from dagent.sandbox.staging import check_inputs
 
 __all__ = ["OUTPUT_CAP", "LocalBackend", "LocalSandbox"]
@@ -61,99 +61,27 @@ _ETC = ("alternatives", "ca-certificates", "ssl", "passwd", "group", "hosts", "h
 _OOM_TEXT = re.compile(r"MemoryError|cannot allocate|bad_alloc|out of memory|memory exhausted",
                        re.IGNORECASE)  # what a program prints when RLIMIT_AS refuses it memory
 _SETUP_FAILED = "dagent-sandbox: setup failed"
-_LEFTOVER_CGROUPS: list[Path] = []
-_LEFTOVER_LOCK = threading.Lock()
 
 
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
-def _prefixes() -> list[str]:
-    """The running interpreter's trees (venv, then base) that the sandbox sees read-only."""
+def _prefixes(python: str | Path | None = None) -> list[str]:
+    """An interpreter's trees (venv, then base) that the sandbox sees read-only: this one's, or
+    those of `python` (another venv's interpreter, such as the one a Harbor image stands for)."""
+    trees = (sys.prefix, sys.base_prefix)
+    if python is not None:
+        r = subprocess.run([str(python), "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ConfigError(f"cannot run the sandbox interpreter {python}: {r.stderr.strip()[:200]}")
+        trees = tuple(r.stdout.split("\n")[:2])
     out: list[str] = []
-    for p in map(os.path.realpath, (sys.prefix, sys.base_prefix)):
+    for p in map(os.path.realpath, trees):
         if p not in out and not _under(p, "/usr"):
             out.append(p)
     return out
-
-
-def _cgroup_parents() -> dict[str, Path]:
-    """This process's own cgroup v1 dirs (memory, pids, cpu) in which it may create children."""
-    found: dict[str, Path] = {}
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        _, controllers, rel = line.split(":", 2)
-        for ctl in set(controllers.split(",")) & {"memory", "pids", "cpu"}:
-            for mount in (controllers, ctl):
-                probe = Path("/sys/fs/cgroup", mount, rel.lstrip("/"), f"dagent-{os.getpid()}")
-                try:
-                    probe.mkdir()
-                    probe.rmdir()
-                except OSError:
-                    continue
-                found[ctl] = probe.parent
-                break
-    return found if "memory" in found else {}
-
-
-class _Cgroups:
-    """One sandbox's cgroups: memory (kills are counted in memory.oom_control), pids, cpu."""
-
-    def __init__(self, parents: Mapping[str, Path], name: str, res: Resources) -> None:
-        self.memory = parents["memory"] / name
-        self.dirs: list[Path] = []
-        settings = {"memory": [("memory.limit_in_bytes", res.memory_mb << 20),
-                               ("memory.memsw.limit_in_bytes", res.memory_mb << 20)],
-                    "pids": [("pids.max", res.max_processes)],
-                    "cpu": [("cpu.cfs_period_us", 100_000),
-                            ("cpu.cfs_quota_us", max(res.cpus, 1) * 100_000)]}
-        try:
-            for ctl, parent in parents.items():
-                self.dirs.append(parent / name)
-                self.dirs[-1].mkdir()
-                for fname, value in settings[ctl]:  # memsw exists only with swap accounting
-                    if (parent / name / fname).exists():
-                        (parent / name / fname).write_text(str(value))
-        except OSError:
-            self.remove()
-            raise
-
-    def oom_kills(self) -> int | None:
-        for line in (self.memory / "memory.oom_control").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-        return None
-
-    def kill_all(self) -> None:
-        procs = self.memory / "cgroup.procs"
-        for _ in range(200):
-            pids = procs.read_text().split() if procs.exists() else []
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            time.sleep(0.005)
-
-    def remove(self) -> None:
-        """Remove the cgroups; one still busy (a zombie reparented to an init that is slow to
-        reap it counts in pids/cpu) is retried at the next removal instead of blocking close()."""
-        self.kill_all()
-        with _LEFTOVER_LOCK:
-            _LEFTOVER_CGROUPS.extend(self.dirs)
-            for _ in range(10):
-                for d in list(_LEFTOVER_CGROUPS):
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
-                    if not d.exists():
-                        _LEFTOVER_CGROUPS.remove(d)
-                if not any(d in _LEFTOVER_CGROUPS for d in self.dirs):
-                    return
-                time.sleep(0.005)
 
 
 class LocalBackend(SandboxBackend):
@@ -165,10 +93,12 @@ class LocalBackend(SandboxBackend):
 
     def __init__(self, base_dir: str | Path | None = None,
                  isolation: Literal["auto", "bwrap", "rlimits"] = "auto", *,
-                 ro_binds: Sequence[tuple[str | Path, str | Path]] = ()) -> None:
+                 ro_binds: Sequence[tuple[str | Path, str | Path]] = (),
+                 python: str | Path | None = None) -> None:
         """`ro_binds`: (host path, sandbox path) pairs every bubblewrap sandbox also sees,
         read-only (a tool install, the capture bridge's socket directory). On the other tiers the
-        host filesystem is visible anyway, so they add nothing there."""
+        host filesystem is visible anyway, so they add nothing there. `python`: the interpreter
+        commands get (its trees read-only, its bin first on PATH); default: this one."""
         self.ro_binds = tuple((str(src), str(dst)) for src, dst in ro_binds)
         for src, dst in self.ro_binds:
             if not os.path.exists(src):
@@ -181,7 +111,8 @@ class LocalBackend(SandboxBackend):
         self.cache_dir.mkdir(exist_ok=True)
         self.bash = shutil.which("bash") or "/bin/bash"
         self.cgroups = _cgroup_parents()
-        self.path = ":".join([str(Path(p, "bin")) for p in _prefixes()] + [_SYSTEM_PATH])
+        self.prefixes = _prefixes(python)
+        self.path = ":".join([str(Path(p, "bin")) for p in self.prefixes] + [_SYSTEM_PATH])
         self.bwrap = shutil.which("bwrap")
         why = "forced by isolation='rlimits'" if isolation == "rlimits" else self._probe_bwrap()
         if why and isolation == "bwrap":
@@ -251,11 +182,14 @@ class LocalSandbox(Sandbox):
         self.host_workdir.mkdir()
         self.host_home.mkdir(mode=0o700)
         self.home = str(self.host_home) if backend.tier == "cwd" else _HOME
+        # sandbox path -> host directory, bound writable in every exec (bubblewrap only): the
+        # further top-level directories a Harbor environment uses (/logs, /tests, /solution, /tmp)
+        self.binds: dict[str, Path] = {}
         self._closed, self._cg = False, None
         try:
             if backend.cgroups:
                 self._cg = _Cgroups(backend.cgroups, f"dagent-{self.root.name}", resources)
-            for p in _prefixes():  # mount points for the interpreter under the new /root
+            for p in backend.prefixes:  # mount points for the interpreter under the new /root
                 if backend.tier == "mountns" and _under(p, _HOME):
                     (self.host_home / p[len(_HOME) + 1:]).mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -264,7 +198,8 @@ class LocalSandbox(Sandbox):
 
     # -- running commands ---------------------------------------------------------------------
 
-    def _argv(self, command: str, cwd: str, timeout_s: float, status_fd: int) -> list[str]:
+    def _argv(self, command: str, cwd: str, timeout_s: float, status_fd: int,
+              uid: int | None = None) -> list[str]:
         res, steps = self.resources, []
         if self._cg:  # join the cgroups, then set the rlimits, for everything exec'd after
             steps += [f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self._cg.dirs]
@@ -280,14 +215,19 @@ class LocalSandbox(Sandbox):
         run = [self.backend.bash, "-c", command]
         wd, has_input = str(self.host_workdir), (self.host_workdir / "input").is_dir()
         if self.backend.tier == "bwrap":
-            a = [*self.backend.bwrap_base, "--bind", str(self.host_home), _HOME]
-            for p in _prefixes():
+            a = list(self.backend.bwrap_base)
+            for dst, host in sorted(self.binds.items()):  # first: what follows mounts on top of them
+                a += ["--bind", str(host), dst]  # (a /tmp bind must not hide a venv under /tmp)
+            a += ["--bind", str(self.host_home), _HOME]
+            for p in self.backend.prefixes:
                 a += ["--ro-bind", p, p]
             a += ["--bind", wd, WORKDIR]
             if has_input:  # staged files are hardlinks into the backend's cache: never writable
                 a += ["--ro-bind", f"{wd}/input", INPUT_DIR]
             for src, dst in self.backend.ro_binds:
                 a += ["--ro-bind", src, dst]
+            if uid is not None:  # the user namespace maps this process to `uid` (no capabilities)
+                a += ["--uid", str(uid), "--gid", str(uid)]
             a += ["--remount-ro", "/", "--chdir", cwd, "--json-status-fd", str(status_fd)]
             return ["/bin/sh", "-c", f'{setup}; exec "$@"', "sh", *a, *run]
         if self.backend.tier == "cwd":
@@ -299,15 +239,20 @@ class LocalSandbox(Sandbox):
             mounts += [f"mount --bind {q(wd + '/input')} {INPUT_DIR}",
                        f"mount -o remount,bind,ro {INPUT_DIR}"]
         mounts += [f"mount --bind {q(p)} {q(home + p[len(_HOME):])}"
-                   for p in _prefixes() if _under(p, _HOME)]
+                   for p in self.backend.prefixes if _under(p, _HOME)]
         mounts.append(f"mount --rbind {q(home)} {_HOME}")
         script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec "$@"'
         return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", cwd, *run]
 
     def exec(self, command: str, *, timeout_s: float | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+             env: Mapping[str, str] | None = None, cwd: str | None = None,
+             uid: int | None = None) -> ExecResult:
+        """`uid`: run as that user id inside (bubblewrap only; default: root, capabilities dropped)."""
         if self._closed:
             raise SandboxError("exec on a closed sandbox: create a new one with backend.create()")
+        if (uid is not None or self.binds) and self.backend.tier != "bwrap":
+            raise SandboxError(f"running as uid {uid} or with extra binds needs bubblewrap; this "
+                               f"backend is {self.backend.tier!r}: install bubblewrap")
         timeout = self.resources.timeout_s if timeout_s is None else timeout_s
         full_env = {"PATH": self.backend.path, "HOME": self.home, "LANG": "C.UTF-8"}
         full_env.update(env or {})  # through the environment, never an argv (F22)
@@ -319,7 +264,7 @@ class LocalSandbox(Sandbox):
         with tempfile.TemporaryFile(dir=self.root) as out, \
                 tempfile.TemporaryFile(dir=self.root) as err, \
                 tempfile.TemporaryFile(dir=self.root) as status:  # bwrap: did the command run?
-            argv = self._argv(command, cwd, timeout, status.fileno())
+            argv = self._argv(command, cwd, timeout, status.fileno(), uid)
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                         env=full_env, start_new_session=True,

@@ -358,3 +358,23 @@ def test_forced_bwrap_without_bwrap_raises(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(local.shutil, "which", lambda n: None if n == "bwrap" else real_which(n))
     with pytest.raises(SandboxError, match="bubblewrap"):
         LocalBackend(base_dir=tmp_path, isolation="bwrap")
+
+
+def test_an_extra_tmp_bind_does_not_hide_a_tool_bound_under_tmp(tmp_path):
+    """A Harbor environment binds its own /tmp; a tool (or a venv) living under the host's /tmp
+    must stay visible on top of it (a fresh clone under /tmp lost its venv and opencode)."""
+    from dagent.sandbox.local import LocalBackend
+
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    (tool / "x").write_text("here")
+    backend = LocalBackend(tmp_path / "sb", ro_binds=[(tool, tool)])
+    if backend.tier != "bwrap":
+        pytest.skip("extra binds need bubblewrap")
+    own_tmp = tmp_path / "own-tmp"
+    own_tmp.mkdir()
+    with backend.create() as sb:
+        sb.binds["/tmp"] = own_tmp
+        r = sb.exec(f"cat {tool}/x && touch /tmp/made && python -c 'import sys'")
+        assert r.exit_code == 0, r.stderr
+    assert (own_tmp / "made").exists()

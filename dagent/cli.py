@@ -26,6 +26,8 @@ app.add_typer(train_app, name="train")
 app.add_typer(suite_app, name="suite")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(engine_app, name="engine")
+export_app = typer.Typer(no_args_is_help=True, help="Export the suite in other formats.")
+app.add_typer(export_app, name="export")
 console = Console(stderr=True)
 out = Console()
 
@@ -111,6 +113,32 @@ def suite_import(
         out.print(line, markup=False, highlight=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+@export_app.command("harbor")
+def export_harbor(
+    split: Annotated[str, typer.Option("--split", help="train, test, eval (optionally with a tier, test:hard).")] = "test",
+    out_dir: Annotated[Path, typer.Option("--out", help="Catalog directory: one task directory per task, plus dataset.toml.")] = Path("harbor_catalog"),
+    suite: SuiteOpt = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N tasks of the split.")] = None,
+    allow_host: Annotated[Optional[list[str]], typer.Option("--allow-host", help="Host the agent may reach (its engine or capture proxy, as the harness sees it); repeatable; default 127.0.0.1.")] = None,
+    base_image: Annotated[Optional[str], typer.Option("--base-image", help="Image both Dockerfiles start FROM (default: a version tag of the Python the golds were measured with; give one @sha256: to pin by digest).")] = None,
+    org: Annotated[str, typer.Option("--org", help="Organisation in each task name (org/task_id).")] = "dagent",
+    push_to: Annotated[Optional[str], typer.Option("--push-to", help="Also publish as this Hub dataset repo (OWNER/NAME), in the tasks/<id>/ layout `harbor run --repo` reads.")] = None,
+) -> None:
+    """Write a split as a Harbor catalog (schema 1.4; deterministic); `harbor lint` passes on it."""
+    from datasets_build.harbor import DEFAULT_ALLOWED_HOSTS, export_harbor as export, push_catalog
+
+    tasks = load_suite(suite)
+    total = len(tasks.tasks(split)[:limit])
+    with _progress() as bar:
+        job = bar.add_task(f"export {split}", total=total)
+        report = export(tasks, split, out_dir, org=org, limit=limit, base=base_image,
+                        allowed_hosts=tuple(allow_host or DEFAULT_ALLOWED_HOSTS),
+                        progress=lambda: bar.advance(job))
+    out.print(report.summary())
+    if push_to:
+        out.print(f"pushed: {push_catalog(out_dir, push_to)}")
 
 
 @tasks_app.command("list")
@@ -289,13 +317,14 @@ def rollout_cmd(
     model: Annotated[str, typer.Option(help="Local engine model when no --engine-url.")] = "tiny-qwen3",
     engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
     suite: SuiteOpt = None,
+    harbor: Annotated[Optional[str], typer.Option("--harbor", help="A catalog from `dagent export harbor`: run the rollout as `harbor run` of the task's directory there (docs/harbor.md).")] = None,
 ) -> None:
     """One black-box rollout: outcome, turns, drift summary, findings."""
     from dagent.harness.stack import run_rollout
 
     if harness != "opencode":
         raise DagentError(f"unknown harness {harness!r}; available: opencode")
-    run_rollout(task, load_suite(suite), model=model, engine_url=engine_url,
+    run_rollout(task, load_suite(suite), model=model, engine_url=engine_url, harbor_catalog=harbor,
                 echo=lambda line: out.print(line, markup=False, highlight=False))
 
 

@@ -82,7 +82,8 @@ _MODES = (
     # evaluation and operations
     ("F41", "a baseline far from its known value published as a result", None),
     ("F42", "a checkpoint watcher looking in the wrong directory", None),
-    ("F43", "generated output committed to git; generated files hand-edited and stale", None),
+    ("F43", "generated output committed to git; generated files hand-edited and stale",
+     "datasets_build.harbor.verify_catalog"),
     ("F44", "an installed package or container start command that misses a module", "tests/envs/test_space.py"),
 )
 

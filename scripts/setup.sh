@@ -52,5 +52,26 @@ if [ "${1:-}" = "--tests" ]; then
   .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1 \
     || { log "ERROR: vLLM in .venv-vllm does not import; remove .venv-vllm and re-run"; exit 1; }
 fi
+# --tests: also Harbor (the task-catalog runner; needs Python 3.12) in .venv-harbor, with dagent
+# itself (--no-deps) so `harbor run -e dagent.harbor.provider:SandboxEnvironment` imports it.
+HARBOR=harbor==0.26.0
+if [ "${1:-}" = "--tests" ]; then
+  if [ "$(.venv-harbor/bin/python -c 'import importlib.metadata as m; print(m.version("harbor"))' 2>/dev/null)" != "${HARBOR#*==}" ]; then
+    PY312=""
+    for c in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12; do
+      if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1; then PY312=$c; break; fi
+    done
+    if [ -n "$PY312" ]; then
+      log "installing $HARBOR into .venv-harbor with $PY312 (first run: ~3 min)"
+      [ -x .venv-harbor/bin/python ] || "$PY312" -m venv .venv-harbor
+      .venv-harbor/bin/python -m pip install -q --disable-pip-version-check "$HARBOR" 2> >(grep -v '^WARNING: Location' >&2)
+    else
+      log "WARNING: no Python 3.12 found: Harbor (pytest -m harbor) is unavailable"
+    fi
+  fi
+  if [ -x .venv-harbor/bin/python ]; then
+    .venv-harbor/bin/python -m pip install -q --disable-pip-version-check --no-deps -e . 2> >(grep -v '^WARNING: Location' >&2)
+  fi
+fi
 .venv/bin/python -c "import dagent, pandas, torch, transformers" >/dev/null
 log "ready: .venv/bin/dagent --help"

@@ -11,7 +11,8 @@ GOLD = '{"mean_fare": 34.65, "median_age": 28, "survived_more": true, "top_class
 ALL = "mean_fare, median_age, survived_more, top_class"
 
 
-@pytest.mark.parametrize("answer,correct,note", [
+# (answer, correct, a phrase of the note), all against GOLD
+RECORD_CASES = [
     ('{"mean_fare": 34.65, "median_age": 28, "survived_more": true, "top_class": "First"}', True, "all 4"),
     ('```json\n{"Mean Fare": "34.65", "MEDIAN-AGE": 28.0, "survived_more": "yes", "top_class": "first"}\n```',
      True, "all 4"),
@@ -30,7 +31,10 @@ ALL = "mean_fare, median_age, survived_more, top_class"
     ("mean_fare: 34.65, median_age: 28, survived_more: yes, top_class: First", True, "all 4"),
     ("34.65, 28, true, First", False, f"not a record: expected a JSON object with the keys {ALL}"),
     ("[34.65, 28]", False, "not a record"),
-])
+]
+
+
+@pytest.mark.parametrize("answer,correct,note", RECORD_CASES)
 def test_record_cases(answer, correct, note):
     g = grade_answer(answer, GOLD, "record", 0.0, 0.0)
     assert g.correct is correct and g.method == "record" and note in g.note, g

@@ -28,6 +28,7 @@ tool `run_rollout`, and `POST /data_agent_blackbox/rollout` (what `dagent.envs.t
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -128,7 +129,11 @@ class BlackBoxRuntime:
                  reward_config: RewardConfig = RewardConfig(), sampling: Sampling = DEFAULT_SAMPLING,
                  publish: str = "direct", public_url: str | None = None, tunnel: Tunnel | None = None,
                  tunnel_timeout_s: float = 30.0, timeout_s: float = 600.0,
-                 fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None) -> None:
+                 fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None,
+                 harbor_catalog: str | Path | None = None) -> None:
+        """`harbor_catalog`: run each rollout as `harbor run` of the task's exported directory there
+        (`dagent export harbor`), opencode as a Harbor agent against this runtime's capture, the
+        verifier's verdict the grade (see `run_harbor_rollout`)."""
         self.suite, self.engine_url, self.model = suite, engine_url, model
         self.opencode = opencode or OpencodeConfig(model=model)
         self.harness = OpencodeHarness(self.opencode)  # F35, before anything starts
@@ -142,6 +147,7 @@ class BlackBoxRuntime:
         self.publisher: Publisher | None = None
         self.reach: Reach | None = None
         self._bridge_dir: str | None = None
+        self.harbor_catalog = Path(harbor_catalog) if harbor_catalog else None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _make_backend(self, bridge_dir: str) -> SandboxBackend:
@@ -220,6 +226,8 @@ class BlackBoxRuntime:
         if task_id is not None and task_id != task.task_id:
             raise ConfigError(f"the row names task {task_id!r} but {split}[{index}] is {task.task_id!r}: "
                               "rebuild the rows from the served suite")
+        if self.harbor_catalog is not None:
+            return self.run_harbor_rollout(split, index, timeout_s=timeout_s)
         played = play(self.suite, split, index, agent, self.backend,
                       timeout_s=self.timeout_s if timeout_s is None else timeout_s, memory_mb=memory_mb,
                       reward_config=self.reward_config)
@@ -231,6 +239,86 @@ class BlackBoxRuntime:
                        budget_stops=captured.budget_stops if captured is not None else 0,
                        session_id=captured.session_id if captured is not None else "",
                        metadata={} if played.run is None else played.run.metadata)
+
+    def run_harbor_rollout(self, split: str, index: int, *, timeout_s: float | None = None) -> Rollout:
+        """One rollout as a Harbor run of the task's exported directory: opencode
+        (`dagent.harbor.agent`) in dagent's Harbor provider, pointed at a capture session of this
+        runtime through the provider's socket bridge; Harbor's separate verifier (dagent's grader)
+        decides. The same receipts as `run_rollout`: the captured turns, findings, gate, and a
+        record whose reward is `dagent.reward` of the verifier's verdict and the captured tool
+        calls (F34). An infrastructure cause (no model call answered, F07; a timeout) voids the
+        grade as in `settle`; a verifier that wrote no reward leaves the rollout ungraded (F32)."""
+        import time
+
+        from dagent.capture.reach import SANDBOX_PORT
+        from dagent.evaluation import cause_head, outcome_of, settle
+        from dagent.grading import Grade
+        from dagent.harbor.job import run_harbor
+        from dagent.harness.base import AgentRun
+        from dagent.harness.opencode import (EXTRA_CALLS, PROXY_CODES, count_tool_calls, infra_cause,
+                                             opencode_role_hints)
+        from dagent.reward import reward
+        from dagent.runner import clip_answer
+        from dagent.sandbox.base import ExecResult
+
+        assert self.harbor_catalog is not None
+        task = self.suite.task_at(split, index)
+        task_dir = self.harbor_catalog / task.task_id
+        if not (task_dir / "task.toml").is_file():
+            raise ConfigError(f"no exported Harbor task at {task_dir}: run `dagent export harbor --split "
+                              f"{split.split(':')[0]} --out {self.harbor_catalog}`")
+        binary = Path(self.harness.binary)
+        started = time.monotonic()
+        session = self.capture.open_session(self.opencode.steps + EXTRA_CALLS, metadata={"task_id": task.task_id})
+        try:
+            with tempfile.TemporaryDirectory(prefix="dagent-harbor-jobs-") as jobs:
+                (trial,) = run_harbor(task_dir, jobs, agent="dagent.harbor.agent:OpencodeAgent", concurrency=1,
+                                      agent_kwargs={"capture_url": f"http://127.0.0.1:{SANDBOX_PORT}/v1",
+                                                    "api_key": session.api_key, "model": self.opencode.model,
+                                                    "opencode_bin": str(binary), "steps": str(self.opencode.steps),
+                                                    "max_output_tokens": str(self.opencode.max_output_tokens),
+                                                    "context_tokens": str(self.opencode.context_tokens),
+                                                    "timeout_s": str(timeout_s or self.timeout_s)},
+                                      env_kwargs={"capture_host": self.capture.host,
+                                                  "capture_port": str(self.capture.port),
+                                                  "ro_binds": str(binary.parent),
+                                                  **({"sandboxes_dir": str(self._sandbox_dir)} if self._sandbox_dir else {})})
+                answer = trial.file("artifacts/workdir/answer.txt")
+                ran = json.loads(trial.file("agent/dagent-run.json") or b"null")
+                verdict = json.loads(trial.file("verifier/grade.json") or b"null")
+        finally:  # no session left open, whatever happened
+            proxy = [f for f in self.capture.findings(session.session_id) if f.code in PROXY_CODES]
+            stats = self.capture.stats(session.session_id)
+            turns = opencode_role_hints(self.capture.close_session(session.session_id))
+        trajectory = analyse(turns, self.fork_threshold_tokens)
+        findings = (*proxy, *trajectory.findings)
+        timed_out = bool(trial.error and "Timeout" in trial.error)
+        result = ExecResult(exit_code=None if ran is None else ran["exit_code"], stdout="",
+                            stderr="" if ran is None else ran["stderr"], timed_out=timed_out)
+        run = AgentRun(exec_result=result if ran is not None or timed_out else None, model_calls=stats.model_calls,
+                       tool_calls=count_tool_calls(trajectory))
+        cause = infra_cause(run, turns, list(findings), answer) if ran is not None or timed_out else "harness_crash"
+        grade = settle(task, answer, infra_cause=cause, model_calls=stats.model_calls)  # F07 / F18 voids first
+        ours = grade.correct
+        if grade.correct is not None:  # graded: Harbor's verifier decides
+            if trial.correct is None or verdict is None:
+                grade = Grade(reward=None, correct=None, method="ungraded",
+                              note=f"sandbox_error: Harbor's verifier wrote no reward ({trial.error})")
+            else:
+                grade = Grade(reward=trial.reward, correct=bool(trial.correct), method=verdict["method"],
+                              note=verdict["note"])
+        record = EvalRecord(
+            task_id=task.task_id, split=split, index=index, difficulty_tier=task.difficulty_tier,
+            agent="harbor:opencode", model=self.model, outcome=outcome_of(grade),
+            reward=reward(grade.correct, run.tool_calls or 0, self.reward_config), correct=grade.correct,
+            method=grade.method, note=grade.note, cause=cause_head(grade.note) if grade.correct is None else None,
+            answer=clip_answer(answer), exit_code=result.exit_code, model_calls=stats.model_calls,
+            tool_calls=run.tool_calls, duration_s=round(time.monotonic() - started, 4))
+        return Rollout(record=record, turns=trajectory.turns, findings=findings, gate=gate(trajectory),
+                       trajectory=trajectory, budget_stops=stats.budget_stops, session_id=session.session_id,
+                       metadata={"harbor": {"trial": trial.trial, "error": trial.error, "verifier": verdict,
+                                            "grader_agrees": ours is None or ours == grade.correct},
+                                 **({} if ran is None else {"opencode": ran["opencode"]})})
 
 
 # ------------------------------------------------------------------ the openenv face

@@ -41,7 +41,8 @@ class Stack:
 def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
                 engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
                 timeout_s: float = 600.0, steps: int | None = None, max_output_tokens: int = 512,
-                preset: str = "gpu", echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
+                preset: str = "gpu", harbor_catalog: str | None = None,
+                echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
     """Start what `agent` needs; stop all of it on exit, whatever happened. `preset` names the
     training recipe whose episode conditions the tools loop runs under (tool-output clip,
     completion budget, tool iterations: `dagent.train.grpo.PRESETS`), so a checkpoint is measured
@@ -80,7 +81,7 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
         runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, opencode=config,
                                   publish=publish,
                                   public_url=public_url or os.environ.get("DAGENT_CAPTURE_PUBLIC_URL"),
-                                  timeout_s=timeout_s)
+                                  timeout_s=timeout_s, harbor_catalog=harbor_catalog)
         stack.enter_context(runtime)
         yield Stack(runtime.agent(), runtime.backend, engine_url, runtime)
 

@@ -51,6 +51,7 @@ from dagent.trajectory import DEFAULT_FORK_THRESHOLD, FORK, CapturedTurn, Findin
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
 SESSION_FIELDS = {"session_id", "max_model_calls", "metadata"}
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
@@ -85,19 +86,22 @@ class CaptureServer:
     def __init__(self, upstream_url: str, *, sampling: Sampling = DEFAULT_SAMPLING,
                  admin_token: str | None = None, host: str = "127.0.0.1", port: int = 0,
                  model: str | None = None, max_output_tokens: int | None = 8192,
-                 max_connections: int = 1024, timeout_s: float = 900.0) -> None:
+                 max_connections: int = 1024, timeout_s: float = 900.0,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         """upstream_url: the engine's OpenAI root (`http://h:p` gets `/v1`). sampling: pinned on
         every call (the trainer's, F05). admin_token: what the session routes require (None: a random
         one, read it as `.admin_token`). port 0: a free one. model: the served model name sent in
         place of the agent's (None keeps the agent's). max_output_tokens: a larger max_tokens from
         the agent is lowered to it (OpenEnv's 8192; None keeps it). max_connections: the engine
         connection pool (at least the calls in flight). timeout_s: the longest the engine may stay
-        silent."""
+        silent. max_body_bytes: a chat request over it is answered 413 and never forwarded (default
+        16 MiB; an agent's largest real request, a full 128k-token context, is under 1 MB)."""
         base = upstream_url.rstrip("/")
         self.upstream = base if urlsplit(base).path else base + "/v1"
         self.sampling, self.model = sampling, model
         self.admin_token = admin_token or secrets.token_urlsafe(24)
         self.host, self.port = host, port
+        self.max_body_bytes = max_body_bytes
         self.instance = uuid.uuid4().hex
         self.forwarder = Forwarder(self.upstream, sampling, model=model,
                                    max_output_tokens=max_output_tokens,
@@ -257,14 +261,20 @@ class CaptureServer:
         if method == "POST" and path in CHAT_PATHS:
             key = wire.api_key(scope["headers"])
             state = self._sessions.get(key) if key else None
-            raw = await wire.read_body(receive)
             if state is None:
                 await wire.respond(send, 401, wire.error_body(
                     "unknown API key: give the agent a live capture session id as its API key "
                     "(CaptureServer.open_session or POST /sessions)", "invalid_request_error", 401,
                     "invalid_api_key"))
-            else:
-                await self.forwarder.chat(state, scope["headers"], raw, send)
+                return
+            try:
+                raw = await wire.read_body(receive, self.max_body_bytes, scope["headers"],
+                                           "CaptureServer(max_body_bytes=...)")
+            except wire.WireError as e:  # 413: nothing forwarded, nothing recorded
+                state.rejected_bodies += 1
+                await wire.respond(send, e.status, wire.error_body(str(e), e.err_type, e.status))
+                return
+            await self.forwarder.chat(state, scope["headers"], raw, send)
         elif method == "GET" and path in MODELS_PATHS:
             await self.forwarder.models(send)
         elif path == "/health":

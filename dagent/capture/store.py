@@ -111,6 +111,7 @@ class SessionState:
         self.model_calls = 0  # of those, forwarded to the engine (the budget counts these)
         self.budget_stops = 0  # answered by the proxy itself, the engine never called (F10)
         self.context_stops = 0  # the engine refused a context overflow; the proxy answered a stop
+        self.rejected_bodies = 0  # requests over max_body_bytes: answered 413, never forwarded
         self.engine_errors: list[dict[str, Any]] = []  # {"seq", "type", "status", "message"}
         self.overridden: dict[str, Any] = {}  # sampling values agents sent that were replaced (F05)
         self.records: list[TurnRecord] = []  # completion order; `turns` sorts by seq
@@ -194,6 +195,10 @@ def session_findings(state: SessionState, sampling: Sampling) -> list[Finding]:
                            "engine's context window (prompt + max_tokens); the proxy answered a terminal "
                            "stop so the agent ends and is graded on what it has. If it happens on early "
                            "calls, lower CaptureServer(max_output_tokens=...) to fit the engine"))
+    if state.rejected_bodies:
+        out.append(Finding("warn", "request_too_large", f"{state.rejected_bodies} request(s) were over the "
+                           "proxy's body limit and answered 413; the engine was not called. A real agent "
+                           "never sends that much: raise CaptureServer(max_body_bytes=...) only if it does"))
     if state.engine_errors:
         last_ok = max((r.seq for r in state.records), default=-1)
         last_bad = max(e["seq"] for e in state.engine_errors)

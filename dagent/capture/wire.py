@@ -74,12 +74,27 @@ def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-async def read_body(receive: Any) -> bytes:
-    """An ASGI request's whole body."""
-    chunks = []
+async def read_body(receive: Any, limit: int | None = None, headers: list | None = None,
+                    setting: str = "max_body_bytes") -> bytes:
+    """An ASGI request's whole body. Over `limit` bytes (a declared content-length, or what has
+    arrived so far) it raises a 413 `WireError` naming `setting` and stops reading: nothing of it
+    is kept or passed on."""
+    def too_large(size: str) -> WireError:
+        return WireError(f"request body of {size} bytes is over the capture proxy's limit of {limit} bytes: "
+                         f"send less, or raise {setting}", "invalid_request_error", 413)
+
+    if limit is not None and headers is not None:
+        declared = header(headers, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise too_large(declared)
+    chunks, size = [], 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise too_large(f"more than {limit}")
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
 

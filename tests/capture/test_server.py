@@ -295,6 +295,37 @@ def test_unknown_or_closed_api_key_is_refused(capture: Any, engine: Any) -> None
         capture.turns(session.session_id)
 
 
+@local_only
+def test_a_body_over_the_limit_is_answered_413_and_never_forwarded(capture: Any, engine: Any) -> None:
+    """A 60 MB request (over the 16 MiB default) is refused before it reaches the engine, with a
+    message naming the setting; so is a chunked body with no length over a lowered limit, while a
+    real request under that limit goes through."""
+    assert capture.max_body_bytes == 16 * 1024 * 1024
+    session = capture.open_session()
+    hits = engine.hits()
+    huge = json.dumps({"messages": [SYSTEM, {"role": "user", "content": "x" * 60_000_000}]}).encode()
+    with agent(session) as client:
+        response = client.post("/chat/completions", content=huge, headers={"content-type": "application/json"})
+        assert response.status_code == 413
+        error = response.json()["error"]
+        assert error["code"] == 413 and "max_body_bytes" in error["message"] and "60000" in error["message"]
+        assert engine.hits() == hits
+        capture.max_body_bytes = 64 * 1024
+        def chunks():  # no content-length: the limit is counted as the body arrives
+            yield b'{"messages": [{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"y" * 10_000
+            yield b'"}]}'
+        response = client.post("/chat/completions", content=chunks(), headers={"content-type": "application/json"})
+        assert response.status_code == 413 and "more than 65536" in response.json()["error"]["message"]
+        assert engine.hits() == hits
+        assert call(client, [SYSTEM, TASK], tools=TOOLS, max_tokens=4)["choices"]  # under the limit
+    assert engine.hits() == hits + 1
+    stats = capture.stats(session.session_id)
+    assert (stats.model_calls, stats.turns) == (1, 1)
+    assert "request_too_large" in {f.code for f in capture.findings(session.session_id)}
+
+
 def test_admin_routes_refuse_without_the_token_and_match_openenv_with_it(capture: Any, steer: Any) -> None:
     root = capture.base_url.removesuffix("/v1")
     for method, path in (("POST", "/sessions"), ("GET", "/sessions"), ("GET", "/sessions/x"),

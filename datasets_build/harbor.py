@@ -29,11 +29,9 @@ two exports of one suite are byte-identical.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +40,7 @@ import tomli_w
 
 import dagent
 from dagent.errors import ConfigError
+from dagent.sandbox.image import TABLE_PACKAGES, pins, python_version
 from dagent.suite import TaskSuite
 from dagent.task import ANSWER_PATH, INPUT_DIR, WORKDIR, Task
 
@@ -53,7 +52,7 @@ VERIFIER_TIMEOUT_S = 120.0
 BUILD_TIMEOUT_S = 900.0
 # the engine (or capture proxy) host the agent may reach, as the harness sees it; nothing else
 DEFAULT_ALLOWED_HOSTS = ("127.0.0.1",)
-AGENT_PACKAGES = ("pandas", "numpy", "pyarrow")  # what the flat suite's sandbox offers for tables
+AGENT_PACKAGES = TABLE_PACKAGES  # what the flat suite's sandbox offers for tables
 VERIFIER_PACKAGES = ("pydantic", "math-verify", "latex2sympy2_extended", "sympy")
 GRADER_MODULES = ("errors.py", "task.py", "grading.py", "record.py", "reward.py")
 _IGNORED = {"__pycache__", ".DS_Store", ".git"}  # never part of a task's digest (Harbor's rule)
@@ -75,17 +74,7 @@ class ExportReport:
 
 def base_image() -> str:
     """The Python the golds were measured with, as a pinned slim image tag."""
-    v = sys.version_info
-    return f"python:{v.major}.{v.minor}.{v.micro}-slim-bookworm"
-
-
-def pins(packages: Sequence[str]) -> list[str]:
-    """`name==version` for each package, read from this environment (the one that built the golds)."""
-    try:
-        return [f"{name}=={importlib.metadata.version(name)}" for name in packages]
-    except importlib.metadata.PackageNotFoundError as e:
-        raise ConfigError(f"cannot pin {e.name}: install dagent with its dependencies "
-                          "(bash scripts/setup.sh) before exporting") from e
+    return f"python:{python_version()}-slim-bookworm"
 
 
 def storage_mb(task: Task, suite: TaskSuite) -> int:

@@ -28,6 +28,10 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(engine_app, name="engine")
 export_app = typer.Typer(no_args_is_help=True, help="Export the suite in other formats.")
 app.add_typer(export_app, name="export")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Sandbox images and checks.")
+template_app = typer.Typer(no_args_is_help=True, help="Build the sandbox template a cloud backend starts from.")
+sandbox_app.add_typer(template_app, name="template")
+app.add_typer(sandbox_app, name="sandbox")
 console = Console(stderr=True)
 out = Console()
 
@@ -139,6 +143,51 @@ def export_harbor(
     out.print(report.summary())
     if push_to:
         out.print(f"pushed: {push_catalog(out_dir, push_to)}")
+
+
+@sandbox_app.command("check")
+def sandbox_check(
+    isolation: Annotated[str, typer.Option("--isolation", help="auto (bubblewrap where usable) or rlimits (the no-user-namespace path).")] = "auto",
+    suite: SuiteOpt = None,
+) -> None:
+    """The isolation self-check the servers run at start-up: from inside a local sandbox, try to read
+    the suite's gold, list the suite, read this process's environment, reach a host port and the
+    outside. Exit 1 if any of them works."""
+    from dagent.hub import suite_root
+    from dagent.sandbox.isolation import check_isolation
+    from dagent.sandbox.local import LocalBackend
+
+    tasks = load_suite(suite)
+    root = tasks.tables_root.parent if suite is None else suite_root(suite)[0]
+    backend = LocalBackend(isolation=isolation, hidden=(root,))  # type: ignore[arg-type]
+    report = check_isolation(backend, suite_dir=root)
+    out.print(report.backend, markup=False, highlight=False)
+    for probe in report.probes:
+        out.print(f"  {probe.name:<12} {'ESCAPED: ' + probe.detail if probe.escaped else 'refused'}",
+                  markup=False, highlight=False)
+    out.print(report.summary(), markup=False, highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@template_app.command("e2b")
+def template_e2b(
+    alias: Annotated[str, typer.Option("--alias", help="Template name E2BBackend(template=...) starts sandboxes from.")] = "dagent-data-agent",
+    cpu: Annotated[Optional[int], typer.Option("--cpu", help="vCPUs (default: the suite's largest task, at least 2).")] = None,
+    memory_mb: Annotated[Optional[int], typer.Option("--memory-mb", help="Memory in MB (default: the suite's largest task, at least 2048).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the template (as a Dockerfile) instead of building it; needs no key.")] = False,
+    suite: SuiteOpt = None,
+) -> None:
+    """The E2B template the tasks need (pinned table packages, huggingface_hub, opencode, /workdir owned by `user`)."""
+    from dagent.sandbox.e2b_template import build_template, render_template, template_spec
+
+    spec = template_spec(load_suite(suite), alias=alias, cpus=cpu, memory_mb=memory_mb)
+    if dry_run:
+        typer.echo(render_template(spec), nl=False)  # verbatim: no console wrapping inside a Dockerfile
+        return
+    info = build_template(spec, on_log=lambda line: console.print(line, markup=False, highlight=False))
+    out.print(f"built E2B template {alias!r} ({spec.cpus} cpu / {spec.memory_mb} MB): "
+              f"{getattr(info, 'template_id', info)}")
 
 
 @tasks_app.command("list")

@@ -31,6 +31,10 @@ class SandboxError(DagentError):
     """A sandbox could not be created, reached or used."""
 
 
+class IsolationError(SandboxError):
+    """A sandbox can reach what an agent must never see (gold, the suite, the server, the outside)."""
+
+
 class StagingError(SandboxError):
     """A task's tables could not be put into the sandbox's input directory."""
 

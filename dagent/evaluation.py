@@ -27,6 +27,7 @@ UngradedCause = Literal[
     "engine_unreachable",  # the agent's loop ended on an engine failure (F07)
     "env_unreachable",  # the environment server was lost in the middle of an episode (F32)
     "harness_crash",  # the agent harness died without an answer
+    "harness_install_failed",  # the agent harness could not be installed in the sandbox (decided by exit code)
     "internal_error",  # a bug in dagent itself while the episode ran
 ]
 UNGRADED_CAUSES: tuple[str, ...] = get_args(UngradedCause)

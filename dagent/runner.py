@@ -28,7 +28,7 @@ from dagent.harness.base import Agent, AgentRun, sample_seed
 from dagent.reward import RewardConfig, reward
 from dagent.sandbox.base import Resources, SandboxBackend
 from dagent.suite import TaskSuite
-from dagent.task import ANSWER_PATH, Task
+from dagent.task import ANSWER_PATH, INPUT_DIR, Task
 
 ANSWER_CLIP = 500
 
@@ -44,6 +44,20 @@ class Played:
 
 def clip_answer(answer: bytes | None) -> str | None:
     return None if answer is None else answer[: ANSWER_CLIP * 4].decode("utf-8", "replace")[:ANSWER_CLIP]
+
+
+INPUT_PROBE = f"find {INPUT_DIR} -type f -size +0c -print -quit"
+
+
+def probe_input(sandbox) -> None:
+    """From inside the sandbox, before the agent and so before any model call: a staged input
+    directory with no non-empty file stops the episode UNGRADED (`staging_failed`), never a 0.0
+    the agent did not earn (F21)."""
+    r = sandbox.exec(INPUT_PROBE, timeout_s=60)
+    if r.exit_code != 0 or not r.stdout.strip():
+        raise StagingError(f"directory empty: no non-empty file under {INPUT_DIR} inside the sandbox "
+                           f"(probe exit {r.exit_code}{', timed out' if r.timed_out else ''}), checked before "
+                           "the agent started")
 
 
 def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend, *,
@@ -66,6 +80,7 @@ def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: Sandbo
         with sandbox:
             try:
                 sandbox.stage(suite.files_for(task))
+                probe_input(sandbox)
                 run = agent.run(task, sandbox, timeout_s=timeout_s, seed=sample_seed(task.task_id, sample))
                 answer = sandbox.read_file(ANSWER_PATH)
             except StagingError as e:

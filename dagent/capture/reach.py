@@ -21,7 +21,8 @@ is handed is resolved ONCE, at start-up, by `Publisher.start()`, in this order:
      connects to the socket. The sandbox keeps `--unshare-all` (no host loopback, no outside
      address, no DNS, no abstract sockets); its one way out is this socket, which leads to the
      proxy and nothing else. The proxy's admin routes stay behind its admin token.
-   - local rlimits tiers share the host network: the proxy's loopback URL is used as it is.
+   - the local `cwd` tier shares the host network: the proxy's loopback URL is used as it is
+     (bubblewrap and `mountns` sandboxes have loopback only and take the bridge).
 """
 
 from __future__ import annotations
@@ -121,8 +122,11 @@ class SocketBridge:
     `host:port` (the capture proxy). One bridge serves every sandbox; the session key in each
     request keeps rollouts apart."""
 
-    def __init__(self, host: str, port: int, directory: str | Path | None = None) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, directory: str | Path | None = None, *,
+                 other_uids: bool = False) -> None:
+        """`other_uids`: sandboxes connect as uids other than this process's (the local backend's
+        `mountns` tier): the directory becomes 0711 (enter, not list) and the socket 0666."""
+        self.host, self.port, self.other_uids = host, port, other_uids
         self._own_dir = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="dagent-bridge-"))
         self.socket_path = self.directory / SOCKET_NAME
@@ -146,7 +150,9 @@ class SocketBridge:
 
         async def serve() -> None:
             self._server = await asyncio.start_unix_server(self._handle, path=str(self.socket_path))
-            os.chmod(self.socket_path, 0o600)
+            os.chmod(self.socket_path, 0o666 if self.other_uids else 0o600)
+            if self.other_uids:
+                os.chmod(self.directory, 0o711)
             ready.set()
 
         def run() -> None:
@@ -317,7 +323,7 @@ class Publisher:
 
     def needs_bridge(self) -> bool:
         return (self.public_url is None and self.mode == "direct" and not self.backend.remote
-                and getattr(self.backend, "tier", None) == "bwrap")
+                and getattr(self.backend, "loopback_only", False))
 
     def start(self) -> Reach:
         if self.public_url:
@@ -331,12 +337,13 @@ class Publisher:
             check_reachable(f"http://{self.host}:{self.port}", self.backend)  # raises (F08)
             self.reach = Reach(self._v1(f"http://{self.host}:{self.port}"), "loopback")
         elif self.needs_bridge():
-            self.bridge = SocketBridge(self.host, self.port, self._bridge_dir).start()
+            self.bridge = SocketBridge(self.host, self.port, self._bridge_dir,
+                                       other_uids=getattr(self.backend, "agent_uid_isolation", False)).start()
             self.reach = Reach(f"http://127.0.0.1:{SANDBOX_PORT}/v1", "bridge",
                                f"{SANDBOX_SOCKET_DIR}/{SOCKET_NAME}", SANDBOX_PORT)
         else:
             self.reach = Reach(self._v1(f"http://{self.host}:{self.port}"), "loopback")
-        if getattr(self.backend, "tier", None) == "bwrap" and not self.backend.remote and self.reach.how != "bridge":
+        if getattr(self.backend, "loopback_only", False) and not self.backend.remote and self.reach.how != "bridge":
             url, self.reach = self.reach.base_url, None
             self.stop()
             raise ConfigError(f"local bubblewrap sandboxes have loopback only: they cannot reach {url}, and every "

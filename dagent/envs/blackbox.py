@@ -130,16 +130,17 @@ class BlackBoxRuntime:
                  publish: str = "direct", public_url: str | None = None, tunnel: Tunnel | None = None,
                  tunnel_timeout_s: float = 30.0, timeout_s: float = 600.0,
                  fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None,
-                 harbor_catalog: str | Path | None = None) -> None:
+                 harbor_catalog: str | Path | None = None, isolation: str = "auto") -> None:
         """`harbor_catalog`: run each rollout as `harbor run` of the task's exported directory there
         (`dagent export harbor`), opencode as a Harbor agent against this runtime's capture, the
-        verifier's verdict the grade (see `run_harbor_rollout`)."""
+        verifier's verdict the grade (see `run_harbor_rollout`). `isolation`: the local backend's
+        (`auto`: bubblewrap where usable; `rlimits` forces the no-user-namespace path)."""
         self.suite, self.engine_url, self.model = suite, engine_url, model
         self.opencode = opencode or OpencodeConfig(model=model)
         self.harness = OpencodeHarness(self.opencode)  # F35, before anything starts
         self.reward_config, self.sampling, self.timeout_s = reward_config, sampling, timeout_s
         self.fork_threshold_tokens = fork_threshold_tokens
-        self._backend_spec, self._sandbox_dir = backend, sandbox_dir
+        self._backend_spec, self._sandbox_dir, self._isolation = backend, sandbox_dir, isolation
         self._publish = dict(mode=publish, public_url=public_url, tunnel=tunnel, tunnel_timeout_s=tunnel_timeout_s)
         self.capture = CaptureServer(engine_url, sampling=sampling, model=model,
                                      max_output_tokens=self.opencode.max_output_tokens)
@@ -155,9 +156,15 @@ class BlackBoxRuntime:
         if (isinstance(spec, SandboxBackend) and spec.remote) or spec in ("e2b", "hf"):
             if isinstance(spec, SandboxBackend):
                 return spec
+            from urllib.parse import urlsplit
+
             from dagent.sandbox import get_backend
 
-            return get_backend(spec)  # remote: opencode comes with the sandbox image, on PATH
+            # remote: opencode comes with the image (E2B) or is installed at run time (HF). E2B
+            # sandboxes start with no internet: the agent may reach only the capture URL's host.
+            url = self._publish["public_url"]
+            kwargs = {"allow_out": [urlsplit(url).hostname]} if spec == "e2b" and url else {}
+            return get_backend(spec, **kwargs)
         binary = find_opencode()
         check_version(binary)
         # F31: what opencode RESOLVES from our config, not what we wrote, decides the tools
@@ -166,7 +173,7 @@ class BlackBoxRuntime:
         self.harness.binary = str(binary)  # local sandboxes run the host's binary, bound read-only
         if isinstance(spec, SandboxBackend):
             targets = {dst for _, dst in getattr(spec, "ro_binds", ())}
-            if getattr(spec, "tier", None) == "bwrap" and SANDBOX_SOCKET_DIR not in targets:
+            if getattr(spec, "loopback_only", False) and SANDBOX_SOCKET_DIR not in targets:
                 raise ConfigError("this LocalBackend's sandboxes cannot see opencode or the capture bridge: "
                                   "pass backend='local' (dagent binds both), or build it with "
                                   f"ro_binds=[(opencode's directory, same), (bridge dir, {SANDBOX_SOCKET_DIR!r})]")
@@ -174,13 +181,18 @@ class BlackBoxRuntime:
         if spec != "local":
             raise ConfigError(f"unknown sandbox backend {spec!r}: use local, e2b or hf")
         binds = [(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)]
-        return LocalBackend(self._sandbox_dir, ro_binds=binds)
+        return LocalBackend(self._sandbox_dir, self._isolation, ro_binds=binds,  # type: ignore[arg-type]
+                            hidden=(self.suite.tables_root.parent,))
 
     def start(self) -> BlackBoxRuntime:
         """Start the proxy and publish it; refuse what would fail every rollout (F08, F09, F31)."""
         self._bridge_dir = tempfile.mkdtemp(prefix="dagent-bridge-")
         try:
             self.backend = self._make_backend(self._bridge_dir)
+            if not self.backend.remote:  # from inside a sandbox: no gold within reach
+                from dagent.sandbox.isolation import require_isolation
+
+                require_isolation(self.backend, suite_dir=self.suite.tables_root.parent)
             self.capture.start()
             self.publisher = Publisher(self.backend, self.capture.host, self.capture.port,
                                        bridge_dir=self._bridge_dir, **self._publish)

@@ -71,8 +71,13 @@ SERVE_SETTINGS = {"timeout_keep_alive": 75, "backlog": 4096}
 def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None,
                max_episodes: int = DEFAULT_MAX_EPISODES, config: EpisodeConfig | None = None,
                backend: SandboxBackend | None = None, tool_workers: int | None = None,
-               mcp_handler: str = "lean") -> FastAPI:
+               mcp_handler: str = "lean", isolation_check: bool = True) -> FastAPI:
     """Build the server for `suite` serving the `tools` selection, with at most `max_episodes` at once.
+
+    Before serving, a local backend's sandboxes are probed from inside (`dagent.sandbox.isolation`):
+    if an agent could read the suite or gold, reach the server's network or the outside, start-up
+    fails with `IsolationError` naming the check and the fix (`isolation_check=False` skips it:
+    for a backend whose sandboxes never run a policy).
 
     `mcp_handler="openenv"` keeps openenv's own `POST /mcp` (for measuring it; see the docstring).
     """
@@ -91,6 +96,10 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
         suite = load_tasks(suite)
     runtime = configure(Runtime(suite, backend=backend, config=config, max_episodes=max_episodes))
     _ = runtime.backend  # probe the sandbox backend now: a broken one fails at start-up, not mid-rollout
+    if isolation_check and not runtime.backend.remote:  # from inside a sandbox: no gold within reach
+        from dagent.sandbox.isolation import require_isolation
+
+        _LOG.info("sandbox %s", require_isolation(runtime.backend, suite_dir=suite.tables_root.parent).summary())
     env_cls = environment_class(names)
     app = openenv_create_app(env_cls, CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_episodes, reset_observation_cls=WhiteBoxObservation)

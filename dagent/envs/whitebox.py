@@ -70,7 +70,7 @@ class Runtime:
             if self._backend is None:
                 from dagent.sandbox.local import LocalBackend
 
-                self._backend = LocalBackend()
+                self._backend = LocalBackend(hidden=(self.suite.tables_root.parent,))  # the suite: never in reach
             if self.clock is not None and not isinstance(self._backend, TimedBackend):
                 self._backend = TimedBackend(self._backend, self.clock)
             return self._backend

@@ -64,7 +64,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AUX_PROMPTS = (("You are a title generator", "title"),
                ("Summarize what was done in this conversation", "summary"),
                ("You are a context summarization agent", "compaction"))
-PROXY_CODES = frozenset({"budget_exhausted", "engine_error", "sampling_pinned"})  # proxy findings kept
+PROXY_CODES = frozenset({"budget_exhausted", "engine_error", "sampling_pinned", "request_too_large"})  # proxy findings kept
 EXTRA_CALLS = 3  # beyond the step limit: the title call, a summary, the forced last step
 #: Exit codes of the launch script itself (opencode never uses them).
 EXIT_SETUP, EXIT_FORWARDER = 96, 97
@@ -94,6 +94,20 @@ rc=$?
 if [ -n "$fwd" ]; then kill "$fwd" 2>/dev/null; fi
 exit $rc
 """
+
+#: Installs opencode at run time where the image lacks it (Debian/Ubuntu images run as root: HF).
+INSTALL_SCRIPT = r"""set -e
+if ! command -v npm >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm ca-certificates >/dev/null
+  else
+    echo "dagent: no npm and no apt-get in this image: use an image with Node.js" >&2; exit 1
+  fi
+fi
+npm install -g --no-fund --no-audit "$DAGENT_OPENCODE" >/dev/null
+"""
+INSTALL_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -260,6 +274,27 @@ class OpencodeHarness:
             env.update(DAGENT_FORWARD_SOCKET=reach.socket_path, DAGENT_FORWARD_PORT=str(reach.port))
         return env
 
+    def ensure_installed(self, sandbox: Sandbox) -> str | None:
+        """Make the pinned opencode answer in a sandbox whose image may not have it: ask its version;
+        if that fails, install it from npm (Node from the distribution's packages first where npm is
+        missing) and ask again. Exit codes decide (0 is success, F17); once per sandbox. Returns
+        None, or the `harness_install_failed: ...` cause."""
+        if getattr(sandbox, "_opencode_ready", False):
+            return None
+        probe = f'"{self.binary}" --version'
+        if (r := sandbox.exec(probe, timeout_s=60)).exit_code == 0 and r.stdout.strip() == OPENCODE_VERSION:
+            sandbox._opencode_ready = True  # type: ignore[attr-defined]
+            return None
+        r = sandbox.exec(INSTALL_SCRIPT, timeout_s=INSTALL_TIMEOUT_S, env={"DAGENT_OPENCODE": OPENCODE_PACKAGE})
+        if r.exit_code != 0:
+            return (f"harness_install_failed: installing {OPENCODE_PACKAGE} exited "
+                    f"{'on a timeout' if r.timed_out else r.exit_code}: {(r.stderr or r.stdout).strip()[-300:]}")
+        if (r := sandbox.exec(probe, timeout_s=60)).exit_code != 0 or r.stdout.strip() != OPENCODE_VERSION:
+            return (f"harness_install_failed: after installing {OPENCODE_PACKAGE}, `{probe}` answered exit "
+                    f"{r.exit_code} {r.stdout.strip()[:80]!r}, not {OPENCODE_VERSION}")
+        sandbox._opencode_ready = True  # type: ignore[attr-defined]
+        return None
+
     def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
                timeout_s: float | None = None) -> AgentRun:
         """Write the control files, launch, wait. Command failures come back as data."""
@@ -337,6 +372,12 @@ class OpencodeAgent:
     def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
             seed: int | None = None) -> AgentRun:
         # seed: opencode sends none of its own; sampling is pinned by the proxy from dagent.sampling (F05)
+        from dagent.sandbox.remote import RemoteSandbox
+
+        if isinstance(sandbox, RemoteSandbox):  # the image may lack it (HF sandboxes): before any model call
+            failed = self.harness.ensure_installed(sandbox)
+            if failed is not None:
+                return AgentRun(model_calls=0, cause=failed, metadata={"install": failed})
         session = self.capture.open_session(self.harness.config.steps + EXTRA_CALLS,
                                             metadata={"task_id": task.task_id})
         try:

@@ -30,13 +30,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dagent.errors import ConfigError, MissingDependencyError, SandboxError
 from dagent.sandbox import OutputBuffer, describe_secrets
 from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, SandboxBackend
+from dagent.sandbox.e2b_template import DEFAULT_TEMPLATE
 from dagent.sandbox.remote import STAGE_TIMEOUT_S, RemoteSandbox
 
 __all__ = ["E2BBackend", "E2BSandbox"]
@@ -45,6 +46,7 @@ _LOG = logging.getLogger(__name__)
 _HOME = "/home/user"  # E2B runs commands as `user` (F20); read it through sandbox_home("e2b")
 _USER = "user"
 SETUP_TIMEOUT_S = 60.0
+ALL_TRAFFIC = "0.0.0.0/0"
 
 
 def _import_e2b() -> Any:
@@ -68,9 +70,18 @@ class E2BBackend(SandboxBackend):
     label = "E2B"
     ends_when = "with its lifetime"
 
-    def __init__(self, template: str = "base", *, lifetime_s: int = 900,
-                 env: Mapping[str, str] | None = None, api_key: str | None = None) -> None:
+    def __init__(self, template: str = DEFAULT_TEMPLATE, *, lifetime_s: int = 900,
+                 env: Mapping[str, str] | None = None, api_key: str | None = None,
+                 allow_out: Sequence[str] = (), allow_base_template: bool = False) -> None:
+        """`template`: dagent's (`dagent sandbox template e2b`); E2B's bare `base` is refused (no
+        huggingface_hub, /workdir not writable by `user`: every task would start with an empty input
+        and score as wrong) unless `allow_base_template`. `allow_out`: the only hosts a sandbox may
+        reach (the capture URL's host, the bucket host); empty: no internet access at all."""
         self.sdk = _import_e2b()
+        if template == "base" and not allow_base_template:
+            raise ConfigError("E2B's `base` template cannot run the tasks (no huggingface_hub for staging, "
+                              f"{WORKDIR} not writable by `{_USER}`): build dagent's with `dagent sandbox template "
+                              f"e2b --alias {DEFAULT_TEMPLATE}` and use it (the default)")
         self.api_key = api_key or os.environ.get("E2B_API_KEY")
         if not self.api_key:
             raise ConfigError("E2B_API_KEY is not set: export E2B_API_KEY=<your key from the E2B dashboard> "
@@ -78,10 +89,18 @@ class E2BBackend(SandboxBackend):
         self.template = template
         self.lifetime_s = int(lifetime_s)
         self.env = dict(env or {})
+        self.allow_out = tuple(allow_out)
+
+    def network_options(self) -> dict[str, Any]:
+        """`Sandbox.create` keywords for the egress policy: nothing, or only `allow_out`."""
+        if not self.allow_out:
+            return {"allow_internet_access": False}
+        return {"network": {"allow_out": list(self.allow_out), "deny_out": [ALL_TRAFFIC]}}
 
     def describe(self) -> str:
+        egress = f"egress only to {', '.join(self.allow_out)}" if self.allow_out else "no internet access"
         return (f"e2b: remote microVM from template {self.template!r} (cpu and memory fixed by the "
-                f"template), lifetime {self.lifetime_s} s, commands as `{_USER}` in {_HOME}")
+                f"template), lifetime {self.lifetime_s} s, commands as `{_USER}` in {_HOME}, {egress}")
 
     def create(self, resources: Resources | None = None) -> E2BSandbox:
         try:
@@ -91,6 +110,7 @@ class E2BBackend(SandboxBackend):
                 envs=self.env or None,
                 metadata={"app": "dagent"},
                 api_key=self.api_key,
+                **self.network_options(),
             )
         except Exception as e:
             raise SandboxError(f"could not create an E2B sandbox from template {self.template!r}: {e}") from e

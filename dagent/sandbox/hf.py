@@ -20,6 +20,11 @@ What an HF sandbox is, as the installed SDK defines it:
   `forward_hf_token` stays False: HF_TOKEN authenticates the SDK and enters the sandbox only if
   the caller puts it in `env` (F22). Logs say presence only.
 - Staging uploads each file with `files.upload` and checks the input dir, retried once.
+- Egress is NOT limited: `Sandbox.create` in huggingface_hub 2.4 has no network setting (the job
+  must reach its own control plane anyway), so an agent in an HF sandbox reaches the internet.
+  The suite and golds are never in these sandboxes (only the task's tables are uploaded).
+- opencode is not in the default image: the black-box harness installs it once per sandbox at
+  run time (`dagent.harness.opencode.OpencodeHarness.ensure_installed`, exit codes decide).
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ class HFBackend(SandboxBackend):
 
     def describe(self) -> str:
         return (f"hf: remote HF Job sandbox, image {self.image!r}, flavor {self.flavor}, "
-                f"idle timeout {self.idle_timeout_s} s, commands as root in {_HOME}")
+                f"idle timeout {self.idle_timeout_s} s, commands as root in {_HOME}, egress not limited "
+                "(huggingface_hub's Sandbox has no network setting)")
 
     def create(self, resources: Resources | None = None) -> HFSandbox:
         res = resources or Resources()

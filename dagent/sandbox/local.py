@@ -3,9 +3,16 @@
 Isolation tiers, chosen once per backend and named by `describe()`:
 - `bwrap`: bubblewrap with every namespace unshared (user, pid, net, ipc, uts, cgroup), caps
   dropped, a read-only system and interpreter, private `/tmp`, loopback-only network.
-- `rlimits` (no usable bubblewrap, or forced): resource limits only, with a loud warning. As root
-  a private mount namespace still shows the sandbox at `/workdir` and its home at `/root`;
-  otherwise commands run with cwd = the host directory (`/workdir` does not resolve).
+- `mountns` (no usable bubblewrap, e.g. a host without user namespaces, and this process is root):
+  private mount, network (loopback only) and pid namespaces, the sandbox at `/workdir` and its home
+  at `/root` (the host's `/root` hidden by it), `hidden` paths covered by an empty tmpfs, and every
+  command run as an UNPRIVILEGED uid of its own (one per sandbox, no capabilities, no new
+  privileges): it cannot read what the server's uid owns with mode 0700 (the suite, other
+  sandboxes under the 0700 base directory, the server's /proc entries). `check_isolation` proves it
+  from inside a sandbox; the servers refuse to start when it fails.
+- `cwd` (no bubblewrap and not root): resource limits only, with a loud warning; commands run with
+  cwd = the host directory (`/workdir` does not resolve) and the server's view of the filesystem
+  and network. `check_isolation` fails there, so no server serves an agent from it.
 
 Limits, every tier: a per-sandbox cgroup v1 (memory, pids, cpu) when this process may create
 one, else RLIMIT_AS for memory; RLIMIT_CPU (from the timeout), RLIMIT_FSIZE, RLIMIT_NOFILE.
@@ -36,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -61,6 +69,27 @@ _ETC = ("alternatives", "ca-certificates", "ssl", "passwd", "group", "hosts", "h
 _OOM_TEXT = re.compile(r"MemoryError|cannot allocate|bad_alloc|out of memory|memory exhausted",
                        re.IGNORECASE)  # what a program prints when RLIMIT_AS refuses it memory
 _SETUP_FAILED = "dagent-sandbox: setup failed"
+# mountns tier: private mount, network and pid namespaces (root needs no user namespace for these)
+_UNSHARE = ("unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private")
+_LOOPBACK_UP = ("import fcntl, socket, struct\n"  # SIOCGIFFLAGS / SIOCSIFFLAGS | IFF_UP, no iproute2 needed
+                "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                "flags = struct.unpack('16sH', fcntl.ioctl(s, 0x8913, struct.pack('16sH', b'lo', 0)))[1]\n"
+                "fcntl.ioctl(s, 0x8914, struct.pack('16sH', b'lo', flags | 1))\n")
+_AGENT_UIDS = range(200_000, 300_000)  # no account on the host; one per live sandbox of this process
+_UIDS_IN_USE: set[int] = set()
+_UID_LOCK = threading.Lock()
+
+
+def _take_uid() -> int:
+    """A uid no live sandbox of this process runs as (starting at a per-process offset)."""
+    with _UID_LOCK:
+        start = (os.getpid() * 7919) % len(_AGENT_UIDS)
+        for k in range(len(_AGENT_UIDS)):
+            uid = _AGENT_UIDS[(start + k) % len(_AGENT_UIDS)]
+            if uid not in _UIDS_IN_USE:
+                _UIDS_IN_USE.add(uid)
+                return uid
+    raise SandboxError("every agent uid is in use: close sandboxes")
 
 
 def _under(path: str, root: str) -> bool:
@@ -94,11 +123,12 @@ class LocalBackend(SandboxBackend):
     def __init__(self, base_dir: str | Path | None = None,
                  isolation: Literal["auto", "bwrap", "rlimits"] = "auto", *,
                  ro_binds: Sequence[tuple[str | Path, str | Path]] = (),
-                 python: str | Path | None = None) -> None:
-        """`ro_binds`: (host path, sandbox path) pairs every bubblewrap sandbox also sees,
-        read-only (a tool install, the capture bridge's socket directory). On the other tiers the
-        host filesystem is visible anyway, so they add nothing there. `python`: the interpreter
-        commands get (its trees read-only, its bin first on PATH); default: this one."""
+                 python: str | Path | None = None, hidden: Sequence[str | Path] = ()) -> None:
+        """`ro_binds`: (host path, sandbox path) pairs every sandbox also sees, read-only (a tool
+        install, the capture bridge's socket directory); on the `cwd` tier the host filesystem is
+        visible anyway, so they add nothing there. `python`: the interpreter commands get (its trees
+        read-only, its bin first on PATH); default: this one. `hidden`: host directories covered by
+        an empty tmpfs in `mountns` sandboxes (the suite; bubblewrap never shows them)."""
         self.ro_binds = tuple((str(src), str(dst)) for src, dst in ro_binds)
         for src, dst in self.ro_binds:
             if not os.path.exists(src):
@@ -120,6 +150,10 @@ class LocalBackend(SandboxBackend):
                                "package and allow user namespaces, or pass isolation='rlimits'")
         self.tier = "bwrap" if not why else ("mountns" if self._probe_mountns() else "cwd")
         self.bwrap_base = self._bwrap_base() if self.tier == "bwrap" else []
+        self.hidden = tuple(os.path.realpath(h) for h in hidden if os.path.isdir(h))
+        if self.tier == "mountns":
+            for _, dst in self.ro_binds:  # mount points (on the host; they stay empty there)
+                os.makedirs(dst, exist_ok=True)
         if self.tier != "bwrap":
             _LOG.warning("%s (bubblewrap: %s)", self.describe(), why)
         elif not self.cgroups:
@@ -132,16 +166,26 @@ class LocalBackend(SandboxBackend):
                             "true"], capture_output=True, text=True)
         return "" if r.returncode == 0 else f"bwrap exited {r.returncode}: {r.stderr.strip()[:200]}"
 
+    @property
+    def loopback_only(self) -> bool:
+        """Sandboxes have a network of their own with loopback only (reach a host service through
+        the capture bridge); False on `cwd`, which shares the host's network."""
+        return self.tier in ("bwrap", "mountns")
+
+    @property
+    def agent_uid_isolation(self) -> bool:
+        """Commands run as a per-sandbox unprivileged uid (the `mountns` tier)."""
+        return self.tier == "mountns"
+
     def _probe_mountns(self) -> bool:
-        if os.geteuid() != 0 or not shutil.which("unshare"):
+        if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"):
             return False
         try:
             os.makedirs(WORKDIR, exist_ok=True)  # the mount point; stays empty on the host
             with tempfile.TemporaryDirectory(dir=self.base_dir) as d:
                 Path(d, "probe").touch()
                 script = f'mount --bind "$1" {WORKDIR} && test -e {WORKDIR}/probe'
-                r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
-                                    "sh", d], capture_output=True)
+                r = subprocess.run([*_UNSHARE, "sh", "-c", script, "sh", d], capture_output=True)
             return r.returncode == 0
         except OSError:
             return False
@@ -163,10 +207,12 @@ class LocalBackend(SandboxBackend):
         if self.tier == "bwrap":
             return (f"local: bubblewrap (user/pid/net/ipc/uts namespaces, read-only system, "
                     f"loopback-only network), {mem}, rlimits cpu/fsize/nofile")
-        where = ("/workdir via a private mount namespace" if self.tier == "mountns"
-                 else "NO /workdir: commands run in the host directory")
+        if self.tier == "mountns":
+            return (f"local: no user namespaces; private mount/network (loopback only)/pid namespaces as root, "
+                    f"commands as an unprivileged uid per sandbox (no capabilities, no new privileges), "
+                    f"{len(self.hidden)} host path(s) hidden; {mem}, rlimits cpu/fsize/nofile")
         return (f"local: rlimits only, MISSING filesystem isolation, network isolation and pid "
-                f"namespace; {where}; {mem}")
+                f"namespace; NO /workdir: commands run in the host directory; {mem}")
 
     def create(self, resources: Resources | None = None) -> LocalSandbox:
         return LocalSandbox(self, resources or Resources())
@@ -182,6 +228,10 @@ class LocalSandbox(Sandbox):
         self.host_workdir.mkdir()
         self.host_home.mkdir(mode=0o700)
         self.home = str(self.host_home) if backend.tier == "cwd" else _HOME
+        self.uid = _take_uid() if backend.agent_uid_isolation else None  # who commands run as
+        if self.uid is not None:
+            for d in (self.host_workdir, self.host_home):
+                os.chown(d, self.uid, self.uid)
         # sandbox path -> host directory, bound writable in every exec (bubblewrap only): the
         # further top-level directories a Harbor environment uses (/logs, /tests, /solution, /tmp)
         self.binds: dict[str, Path] = {}
@@ -234,15 +284,21 @@ class LocalSandbox(Sandbox):
             cwd = wd + cwd[len(WORKDIR):] if _under(cwd, WORKDIR) else cwd
             return ["/bin/sh", "-c", f'{setup}; cd "$1" && shift && exec "$@"', "sh", cwd, *run]
         q, home = shlex.quote, str(self.host_home)
-        mounts = [f"mount --bind {q(wd)} {WORKDIR}"]
+        mounts = [f"mount -t tmpfs -o size=4k,mode=000 dagent-hidden {q(h)}" for h in self.backend.hidden]
+        mounts.append(f"mount --bind {q(wd)} {WORKDIR}")
         if has_input:
             mounts += [f"mount --bind {q(wd + '/input')} {INPUT_DIR}",
                        f"mount -o remount,bind,ro {INPUT_DIR}"]
+        for src, dst in self.backend.ro_binds:
+            mounts += [f"mount --bind {q(src)} {q(dst)}", f"mount -o remount,bind,ro {q(dst)}"]
         mounts += [f"mount --bind {q(p)} {q(home + p[len(_HOME):])}"
                    for p in self.backend.prefixes if _under(p, _HOME)]
         mounts.append(f"mount --rbind {q(home)} {_HOME}")
-        script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec "$@"'
-        return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", cwd, *run]
+        mounts.append(f"{q(sys.executable)} -c {q(_LOOPBACK_UP)}")  # the new network's lo starts down
+        drop = (f"setpriv --reuid={self.uid} --regid={self.uid} --clear-groups --no-new-privs "
+                "--inh-caps=-all --bounding-set=-all -- ") if self.uid is not None else ""
+        script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec {drop}"$@"'
+        return [*_UNSHARE, "sh", "-c", script, "sh", cwd, *run]
 
     def exec(self, command: str, *, timeout_s: float | None = None,
              env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -325,6 +381,13 @@ class LocalSandbox(Sandbox):
         self._host_path(path)  # a parent may be a symlink planted inside
         tmp = host.parent / f".{host.name}.dagent-tmp"
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        if self.uid is not None:  # the agent's own file, as if it had written it
+            os.chown(tmp, self.uid, self.uid)
+            for d in (host.parent, *host.parent.parents):
+                if not _under(str(d), str(self.host_workdir)) or d == self.host_workdir:
+                    break
+                if d.stat().st_uid != self.uid:
+                    os.chown(d, self.uid, self.uid)
         os.replace(tmp, host)  # never writes through a hardlink into the staging cache
 
     def read_file(self, path: str) -> bytes | None:
@@ -372,6 +435,8 @@ class LocalSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        if self.uid is not None:
+            _UIDS_IN_USE.discard(self.uid)
         if self._cg:
             self._cg.remove()
         try:

@@ -237,6 +237,22 @@ def test_a_rollout_on_a_bundled_task_end_to_end(built, steered, tmp_path_factory
 
 @pytest.mark.harness
 @pytest.mark.slow
+def test_a_rollout_on_the_no_user_namespace_path(suite, steered, tmp_path_factory):
+    """No bubblewrap (forced): opencode runs as the sandbox's unprivileged uid in private mount,
+    network and pid namespaces, reaches capture only through the bridge, and still solves."""
+    with BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
+                         sandbox_dir=tmp_path_factory.mktemp("bb-mountns"), isolation="rlimits") as rt:
+        if rt.backend.tier != "mountns":
+            pytest.skip(f"the no-user-namespace path needs root here: {rt.backend.describe()}")
+        r = rt.run_rollout("train", 0)
+        assert rt.reach.how == "bridge"
+    assert r.outcome == "correct" and r.cause is None and r.tool_calls == 2, r.summary()
+    assert_exact_chain(r)
+    assert r.gate.tier == "train"
+
+
+@pytest.mark.harness
+@pytest.mark.slow
 def test_a_wrong_answer_is_graded_zero_not_none(runtime):
     r = runtime.run_rollout("train", 1)  # a sum is asked; the script writes the row count
     assert (r.outcome, r.reward, r.correct, r.cause) == ("wrong", 0.0, False, None), r.summary()

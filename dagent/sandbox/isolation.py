@@ -1,0 +1,155 @@
+"""The isolation self-check: from INSIDE a sandbox, try what an agent must never manage.
+
+A server that hands sandboxes to a policy under training must not let it read the answers: RL
+rewards whatever works, and reading the gold works. Isolation depends on the host (bubblewrap
+needs user namespaces; without them the local backend falls back to namespaces as root plus an
+unprivileged uid, or, not root, to nothing), so it is checked where it runs, at start-up, by
+running the probes an agent could run, as the agent:
+
+    read_gold      read a file of the suite that holds gold answers
+    list_suite     list the suite's directory
+    server_env     read the server process's environment (its secrets)
+    server_port    connect to a port the server's host listens on (a listener opened for the
+                   check on the host's loopback; and the server's own port when given)
+    outside        connect to an address outside the machine (default 1.1.1.1:443)
+
+`check_isolation(...)` returns the report; `require_isolation(...)` raises `IsolationError` naming
+every probe that succeeded and the fix. Cloud backends are not probed here (the suite is not in
+their sandboxes; their egress is their provider's setting).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagent.errors import IsolationError, SandboxError
+from dagent.sandbox.base import Resources, SandboxBackend
+
+__all__ = ["OUTSIDE", "IsolationReport", "Probe", "check_isolation", "require_isolation"]
+
+OUTSIDE = ("1.1.1.1", 443)
+_TIMEOUT_S = 3.0
+# One program runs every probe and prints {name: detail-or-null}; null means the probe FAILED (good).
+_PROBES = r'''
+import json, os, socket, sys
+spec = json.loads(sys.argv[1])
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = str(fn())[:120]
+    except Exception as e:
+        out[name] = None
+def read(path):
+    with open(path, "rb") as f:
+        return "read %d bytes of %s" % (len(f.read(64)), path)
+def connect(host, port):
+    with socket.create_connection((host, port), timeout=spec["timeout"]):
+        return "connected to %s:%d" % (host, port)
+if spec["gold"]:
+    attempt("read_gold", lambda: read(spec["gold"]))
+if spec["suite"]:
+    attempt("list_suite", lambda: "listed %d entries of %s" % (len(os.listdir(spec["suite"])), spec["suite"]))
+attempt("server_env", lambda: read("/proc/%d/environ" % spec["pid"]))
+for port in spec["ports"]:
+    if out.get("server_port") is None:
+        attempt("server_port", lambda: connect("127.0.0.1", port))
+attempt("outside", lambda: connect(*spec["outside"]))
+print(json.dumps(out))
+'''
+_FIXES = {
+    "read_gold": "the suite's files are readable from a sandbox",
+    "list_suite": "the suite's directory is readable from a sandbox",
+    "server_env": "the server's process environment is readable from a sandbox",
+    "server_port": "sandboxes share the server's network",
+    "outside": "sandboxes reach the outside",
+}
+FIX = ("install bubblewrap on a host that allows user namespaces (dagent's default isolation), or run "
+       "the server as root (without user namespaces dagent then runs commands as an unprivileged uid in "
+       "private mount, network and pid namespaces), or use a cloud sandbox backend (e2b, hf)")
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    escaped: bool  # the probe SUCCEEDED inside the sandbox: isolation failed
+    detail: str
+
+
+@dataclass(frozen=True)
+class IsolationReport:
+    backend: str  # backend.describe()
+    probes: tuple[Probe, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.escaped for p in self.probes)
+
+    def escapes(self) -> list[Probe]:
+        return [p for p in self.probes if p.escaped]
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"isolation holds ({', '.join(p.name for p in self.probes)} all failed inside a sandbox)"
+        return "; ".join(f"{p.name}: {_FIXES[p.name]} ({p.detail})" for p in self.escapes())
+
+
+def _gold_file(suite_dir: Path | None) -> Path | None:
+    if suite_dir is None:
+        return None
+    files = sorted((suite_dir / "data").glob("*.parquet")) if (suite_dir / "data").is_dir() else []
+    return files[0] if files else None
+
+
+def check_isolation(backend: SandboxBackend, *, suite_dir: str | Path | None = None,
+                    server_port: int | None = None, outside: tuple[str, int] = OUTSIDE,
+                    server_pid: int | None = None) -> IsolationReport:
+    """Run the probes in a fresh sandbox of `backend` (module docstring) and report each."""
+    suite = Path(suite_dir).resolve() if suite_dir else None
+    gold = _gold_file(suite)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def accept() -> None:  # answer connections until the check ends
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+                conn.close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    spec = {"gold": str(gold) if gold else None, "suite": str(suite) if suite else None,
+            "pid": server_pid or os.getpid(), "ports": [listener.getsockname()[1], *([server_port] if server_port else [])],
+            "outside": list(outside), "timeout": _TIMEOUT_S}
+    try:
+        with backend.create(Resources(timeout_s=60)) as sandbox:
+            r = sandbox.exec(f"python3 -c {shlex.quote(_PROBES)} {shlex.quote(json.dumps(spec))}", timeout_s=60)
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        listener.close()
+    if r.exit_code != 0:
+        raise SandboxError(f"the isolation self-check could not run in a sandbox (exit {r.exit_code}): "
+                           f"{r.stderr.strip()[-300:]}")
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    probes = tuple(Probe(name, seen[name] is not None, seen[name] or "refused")
+                   for name in ("read_gold", "list_suite", "server_env", "server_port", "outside") if name in seen)
+    return IsolationReport(backend.describe(), probes)
+
+
+def require_isolation(backend: SandboxBackend, **kwargs) -> IsolationReport:
+    """`check_isolation`, raising `IsolationError` (each failed check, then the fix) unless it holds."""
+    report = check_isolation(backend, **kwargs)
+    if not report.ok:
+        raise IsolationError(f"refusing to serve: {report.summary()}. The backend is {report.backend}. Fix: {FIX}")
+    return report

@@ -1,0 +1,158 @@
+"""No gold within reach: the isolation self-check (`dagent.sandbox.isolation`) on every local tier,
+and the no-user-namespace path (`mountns`: namespaces as root, an unprivileged uid per sandbox)
+forced here with `isolation="rlimits"`, end to end through the white-box server.
+
+A planted suite directory is world-readable (mode 0755 under a 0755 parent), the layout of a Space
+image that builds its suite under /opt: only the sandbox itself can keep an agent out of it.
+Not covered: a host that really lacks user namespaces (the bwrap probe is forced to fail instead),
+and "outside" beyond this machine (offline; a listener on this host's non-loopback address stands in).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+
+import pytest
+
+from dagent.errors import IsolationError
+from dagent.sandbox.base import Resources
+from dagent.sandbox.isolation import check_isolation, require_isolation
+from dagent.sandbox.local import LocalBackend
+from tests.factories import write_suite
+from tests.sandbox.test_local import _host_ip
+
+PROBES = ["read_gold", "list_suite", "server_env", "server_port", "outside"]
+
+
+@pytest.fixture()
+def open_suite(tmp_path_factory):
+    """A suite every local user can read (0755 all the way down from a 0755 directory)."""
+    root = tmp_path_factory.getbasetemp().parent.parent / f"dagent-open-suite-{id(object())}"
+    write_suite(root)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture()
+def outside():
+    """An address off loopback that answers (what 'the outside' looks like from a shared network)."""
+    ip = _host_ip()
+    if ip is None:
+        yield None
+        return
+    listener = socket.create_server(("0.0.0.0", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield (ip, listener.getsockname()[1])
+    stop.set()
+    listener.close()
+
+
+def _mountns(tmp_path, **kw) -> LocalBackend:
+    b = LocalBackend(base_dir=tmp_path / "sb", isolation="rlimits", **kw)
+    if b.tier != "mountns":
+        pytest.skip(f"the no-user-namespace path needs root here: {b.describe()}")
+    return b
+
+
+def _escaped(report) -> set[str]:
+    return {p.name for p in report.escapes()}
+
+
+def test_every_probe_fails_inside_bubblewrap_and_the_no_namespace_path(tmp_path, open_suite, outside):
+    kinds = {"mountns": _mountns(tmp_path, hidden=[open_suite])}
+    bwrap = LocalBackend(base_dir=tmp_path / "bw")
+    if bwrap.tier == "bwrap":
+        kinds["bwrap"] = bwrap
+    for tier, backend in kinds.items():
+        report = check_isolation(backend, suite_dir=open_suite, **({"outside": outside} if outside else {}))
+        assert [p.name for p in report.probes] == PROBES, tier
+        assert report.ok, (tier, report.summary())
+        assert all(p.detail == "refused" for p in report.probes)
+
+
+def test_the_check_catches_each_planted_escape(tmp_path, open_suite, outside, monkeypatch):
+    # the no-namespace path, but the suite left visible: its uid may read a world-readable suite
+    report = check_isolation(_mountns(tmp_path), suite_dir=open_suite)
+    assert _escaped(report) == {"read_gold", "list_suite"}
+    # no bubblewrap and not root (forced): the server's filesystem and network, as is
+    monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+    bare = LocalBackend(base_dir=tmp_path / "bare", isolation="rlimits")
+    assert bare.tier == "cwd"
+    report = check_isolation(bare, suite_dir=open_suite, **({"outside": outside} if outside else {}))
+    expected = {"read_gold", "list_suite", "server_env", "server_port"} | ({"outside"} if outside else set())
+    assert _escaped(report) == expected
+    with pytest.raises(IsolationError) as e:
+        require_isolation(bare, suite_dir=open_suite)
+    message = str(e.value)
+    assert message.startswith("refusing to serve: read_gold: the suite's files are readable")
+    assert "server_port: sandboxes share the server's network" in message and "install bubblewrap" in message
+
+
+def test_the_unprivileged_uid_reads_nothing_the_server_owns_and_still_solves(tmp_path):
+    backend = _mountns(tmp_path)
+    secret = tmp_path / "server-only"
+    secret.mkdir(mode=0o700)
+    (secret / "gold.txt").write_text("42")
+    table = tmp_path / "t.csv"
+    table.write_text("x,y\n1,2\n3,4\n")
+    with backend.create(Resources(timeout_s=60)) as a, backend.create(Resources(timeout_s=60)) as b:
+        assert a.uid != b.uid and a.uid >= 200_000
+        assert a.exec("id -u").stdout.strip() == str(a.uid)
+        a.exec("echo mine > notes.txt")
+        for probe in (f"cat {secret}/gold.txt", f"ls {a.host_workdir}", f"cat {a.host_workdir}/notes.txt",
+                      f"cat /proc/{os.getpid()}/environ", "ls /proc | grep -c '^[0-9]'"):
+            r = b.exec(probe)
+            assert probe.startswith("ls /proc") or r.exit_code != 0, (probe, r.stdout)
+        assert int(b.exec("ls /proc | grep -c '^[0-9]'").stdout) < 10  # its own pid namespace
+        assert b.exec("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 443), 2)'").exit_code != 0
+        # a file the server writes for the agent is the agent's own (it may edit it)
+        b.write_file("sub/dir/given.py", "print(1)\n")
+        assert b.exec("echo more >> sub/dir/given.py && touch sub/dir/new").exit_code == 0
+        # and the task still solves, as that uid, on a read-only staged input
+        b.stage({"t.csv": table})
+        r = b.exec("python3 -c \"import pandas as pd; print(pd.read_csv('input/t.csv').y.sum())\" > answer.txt"
+                   " && cat answer.txt && ! touch input/x")
+        assert r.exit_code == 0 and r.stdout.strip() == "6", r.stderr
+        assert b.read_file("answer.txt") == b"6\n"
+
+
+def test_the_white_box_server_refuses_a_readable_suite_and_serves_behind_the_uid(open_suite, monkeypatch):
+    from dagent.envs.client import white_box_client
+    from dagent.envs.server import create_app
+    from dagent.hub import load_tasks
+    from tests.factories import LiveServer
+
+    suite = load_tasks(open_suite)
+    monkeypatch.setattr(LocalBackend, "_probe_bwrap", lambda self: "forced off by the test")
+    exposed = LocalBackend(isolation="rlimits")
+    if exposed.tier != "mountns":
+        pytest.skip(f"the no-user-namespace path needs root here: {exposed.describe()}")
+    with pytest.raises(IsolationError, match="read_gold"):
+        create_app(suite, backend=exposed)
+    live = LiveServer(create_app(suite, max_episodes=2))  # its own backend: the suite hidden
+    try:
+        env = white_box_client(live.url)()
+        env.reset(split="train", index=1, task_id="demo.t1", prompt=[{"role": "user", "content": ""}])
+        assert env.bash(command="id -u").strip() != "0"
+        listed = env.bash(command=f"ls {open_suite}/data")  # the suite: covered by an empty tmpfs (mode 0)
+        assert "Permission denied" in listed and "parquet" not in listed
+        assert env.bash(command="awk -F, 'NR>1{s+=$2} END{print s}' input/t.csv") == "12"
+        assert env.submit_solution(answer=12).startswith("Answer submitted")
+        assert env.get_reward() > 1.0
+    finally:
+        live.stop()

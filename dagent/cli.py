@@ -32,6 +32,8 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Sandbox images and checks.
 template_app = typer.Typer(no_args_is_help=True, help="Build the sandbox template a cloud backend starts from.")
 sandbox_app.add_typer(template_app, name="template")
 app.add_typer(sandbox_app, name="sandbox")
+jobs_app = typer.Typer(no_args_is_help=True, help="Run dagent's jobs on HF Jobs, with this project pinned at a commit.")
+app.add_typer(jobs_app, name="jobs")
 console = Console(stderr=True)
 out = Console()
 
@@ -143,6 +145,68 @@ def export_harbor(
     out.print(report.summary())
     if push_to:
         out.print(f"pushed: {push_catalog(out_dir, push_to)}")
+
+
+@jobs_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def jobs_run(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="eval, train-whitebox or sft; the job's own arguments follow.")],
+    flavor: Annotated[str, typer.Option("--flavor", help="HF Jobs hardware (`hf jobs hardware`).")] = "cpu-basic",
+    timeout: Annotated[Optional[str], typer.Option("--job-timeout", help="Longest the job may run: 300, 5m, 2h, 1d.")] = None,
+    secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret sent by NAME from this environment (repeatable).")] = None,
+    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE for the job (repeatable; no secrets).")] = None,
+    project_url: Annotated[Optional[str], typer.Option("--project-url", help="Repository the job installs dagent from (default: $DAGENT_PROJECT_URL, else git remote origin).")] = None,
+    revision: Annotated[Optional[str], typer.Option("--revision", help="Full commit sha (default: the checked-out commit; a dirty tree is refused).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the equivalent `hf jobs uv run` line; submit nothing.")] = False,
+    detach: Annotated[bool, typer.Option("--detach", help="Submit and return; do not follow the logs.")] = False,
+) -> None:
+    """Submit a job script of jobs/ to HF Jobs (HfApi.run_uv_job), with dagent pinned at a commit."""
+    from dagent.launch.job import job_spec, logs, submit
+
+    pairs = dict(e.split("=", 1) for e in env or [] if "=" in e)
+    if len(pairs) != len(env or []):
+        raise DagentError("--env takes KEY=VALUE")
+    spec = job_spec(name, ctx.args, flavor=flavor, timeout=timeout, env=pairs, secrets=secret or [],
+                    project_url=project_url, revision=revision)
+    if dry_run:
+        typer.echo(spec.hf_line())
+        return
+    info = submit(spec)
+    out.print(f"job {info.id} submitted: {getattr(info, 'url', '')}", markup=False, highlight=False)
+    if not detach:
+        for line in logs(info.id, follow=True):
+            typer.echo(line)
+
+
+@jobs_app.command("slurm", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def jobs_slurm(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="eval or train-whitebox; the job's own arguments follow.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs on the node.")] = 8,
+    engine_gpus: Annotated[int, typer.Option("--engine-gpus", help="Of those, the ones serving the policy (training).")] = 1,
+    model: Annotated[Optional[str], typer.Option("--serve", help="The model the engine serves (training: the trainer's --model).")] = None,
+    time_limit: Annotated[str, typer.Option("--time", help="Slurm time limit.")] = "24:00:00",
+    partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition.")] = None,
+    secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret the job needs, by NAME (checked at start, never written).")] = None,
+    project_url: Annotated[Optional[str], typer.Option("--project-url", help="Repository to install dagent from (default: $DAGENT_PROJECT_URL, else git remote origin).")] = None,
+    revision: Annotated[Optional[str], typer.Option("--revision", help="Full commit sha (default: the checked-out commit).")] = None,
+) -> None:
+    """Print an sbatch script for the job (ports from the job id, GPUs split between engine and trainer)."""
+    from dagent.launch.job import job_spec
+    from dagent.launch.slurm import sbatch_script
+
+    spec = job_spec(name, ctx.args, secrets=secret or [], project_url=project_url, revision=revision)
+    typer.echo(sbatch_script(spec, gpus=gpus, engine_gpus=engine_gpus, model=model, time=time_limit,
+                             partition=partition), nl=False)
+
+
+@jobs_app.command("logs")
+def jobs_logs(job_id: str, follow: Annotated[bool, typer.Option("--follow", help="Keep reading until the job ends.")] = False) -> None:
+    """A job's logs (HfApi.fetch_job_logs)."""
+    from dagent.launch.job import logs
+
+    for line in logs(job_id, follow=follow):
+        typer.echo(line)
 
 
 @sandbox_app.command("check")
@@ -305,12 +369,13 @@ def eval_compare(
     a: Annotated[Path, typer.Argument(help="Baseline evaluation dir (holds records.jsonl).")],
     b: Annotated[Path, typer.Argument(help="Candidate evaluation dir.")],
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Also write results.md and plots here.")] = None,
+    include_void: Annotated[bool, typer.Option("--include-void", help="Read runs marked void too (`dagent eval void`).")] = False,
 ) -> None:
     """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
     from dagent.report import load_records, write_results
     from dagent.scoring import paired, task_scores
 
-    ra, rb = load_records(a), load_records(b)
+    ra, rb = load_records(a, include_void=include_void), load_records(b, include_void=include_void)
     la, lb = a.name, b.name if b.name != a.name else f"{b.name}-b"
     for line in [*task_scores(ra, arm=la).lines(), *task_scores(rb, arm=lb).lines(),
                  *paired(ra, rb, a_arm=la, b_arm=lb).lines()]:
@@ -318,6 +383,17 @@ def eval_compare(
     if out_dir is not None:
         write_results(out_dir, {la: ra, lb: rb}, baseline=la, title=f"{lb} vs {la}")
         out.print(f"results: {out_dir / 'results.md'}")
+
+
+@eval_app.command("void")
+def eval_void(
+    run_dir: Annotated[Path, typer.Argument(help="An evaluation directory (or a results tree) found invalid.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is void: what a reader sees in its place.")],
+) -> None:
+    """Mark a run void: its records drop out of every table built from them (compare, reports)."""
+    from dagent.provenance import void_run
+
+    out.print(f"void: {void_run(run_dir, reason)}", markup=False, highlight=False)
 
 
 @eval_app.command("watch")

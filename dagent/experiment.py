@@ -189,14 +189,16 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
 
 def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
                k_values: Sequence[int] = (1,), step_cap: int | Mapping[str, int] | None = None,
-               suite: str = "") -> list[Path]:
-    """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the plots."""
+               suite: str = "", provenance: Mapping[str, Any] | None = None) -> list[Path]:
+    """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the
+    plots; `provenance` (dagent.provenance) goes into every one of them."""
     from dagent.report import write_results
 
     for name, records in arms.items():
-        write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite)
+        write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite,
+                      provenance=provenance)
     return write_results(out_dir, arms, k_values=k_values, baseline=baseline, step_cap=step_cap,
-                         title=f"dagent evaluation on {split}")
+                         title=f"dagent evaluation on {split}", provenance=provenance)
 
 
 def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], int | None] = lambda _a: None,
@@ -319,8 +321,10 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                             timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
                             env_url=env_url, task_seed=task_seed, echo=echo)
     caps = {arm.name: step_cap(arm.agent, preset) for arm in arms}
+    from dagent.provenance import provenance
+
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
-                       suite=str(suite.source))
+                       suite=str(suite.source), provenance=provenance(suite))
     ks = tuple(sorted(set(k_values) | {1}))
     scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
     comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)

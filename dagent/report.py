@@ -19,13 +19,19 @@ from dagent.scoring import TIERS, WRONG_CATEGORIES, GroupScores, Paired, Scores,
 PLOTS = ("pass_at_1.png", "pass_at_1_by_tier.png", "rewards.png", "turns.png")
 
 
-def load_records(path: Path | str) -> list[EvalRecord]:
-    """The records of one evaluation: a directory holding `records.jsonl`, or that file."""
+def load_records(path: Path | str, *, include_void: bool = False) -> list[EvalRecord]:
+    """The records of one evaluation: a directory holding `records.jsonl`, or that file. A run
+    marked void (`dagent eval void`) is refused, naming its reason, unless `include_void`."""
+    from dagent.provenance import void_reason
+
     path = Path(path)
     file = path if path.is_file() or path.suffix == ".jsonl" else path / "records.jsonl"
     if not file.is_file():
         raise ConfigError(f"no evaluation records at {file}: pass a directory written by "
                           "`dagent eval --out DIR` (it holds records.jsonl) or the records.jsonl itself")
+    if not include_void and (why := void_reason(file)):
+        raise ConfigError(f"the run at {file.parent} is void ({why}): it is left out of every table; "
+                          "pass --include-void to read it anyway")
     records = []
     for number, line in enumerate(file.read_text().splitlines(), start=1):
         if line.strip():
@@ -56,7 +62,7 @@ def _row(arm: str, tier: str, g: GroupScores, k_values: Sequence[int]) -> str:
 
 
 def results_markdown(scores: Sequence[Scores], comparisons: Sequence[Paired], *, k_values: Sequence[int],
-                     title: str) -> str:
+                     title: str, provenance: Mapping | None = None) -> str:
     """The text of results.md (pure)."""
     extra_k = [k for k in k_values if k != 1]
     out = [f"# {title}", "", "## Exclusions", "",
@@ -99,12 +105,17 @@ def results_markdown(scores: Sequence[Scores], comparisons: Sequence[Paired], *,
             out.append(f"| {p.b_arm} | {p.tasks_in_both} | {_causes(p.excluded_a_by_cause)} | "
                        f"{_causes(p.excluded_b_by_cause)} | {p.only_a + p.only_b} | {p.paired_tasks} | "
                        f"{_pct(p.mean_a)} | {_pct(p.mean_b)} | {diff} | {pv} | {p.wins} / {p.losses} / {p.ties} |")
+    if provenance:
+        from dagent.provenance import provenance_lines
+
+        out += ["", "## Provenance", "", *provenance_lines(dict(provenance))]
     return "\n".join(out) + "\n"
 
 
 def write_results(out_dir: Path | str, arms: Mapping[str, Sequence[EvalRecord]], *,
                   k_values: Sequence[int] = (1,), baseline: str | None = None,
-                  title: str = "Evaluation results", step_cap: int | Mapping[str, int] | None = None) -> list[Path]:
+                  title: str = "Evaluation results", step_cap: int | Mapping[str, int] | None = None,
+                  provenance: Mapping | None = None) -> list[Path]:
     """Write results.md and the PLOTS into `out_dir` for `arms` (label -> that arm's records);
     with `baseline`, every other arm is compared with it task by task. `step_cap` is one cap for
     every arm or each arm's own (agents differ: opencode's step limit is not the tool loop's).
@@ -121,7 +132,7 @@ def write_results(out_dir: Path | str, arms: Mapping[str, Sequence[EvalRecord]],
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     md = out / "results.md"
-    md.write_text(results_markdown(scores, comparisons, k_values=k_values, title=title))
+    md.write_text(results_markdown(scores, comparisons, k_values=k_values, title=title, provenance=provenance))
     return [md, *_plots(out, scores, arms, title, sorted({c for c in caps.values() if c is not None}))]
 
 

@@ -135,7 +135,10 @@ def run_eval(suite: TaskSuite, split: str, agent: Agent, backend: SandboxBackend
     ordered = [records[job] for job in jobs]
     summary = summarize(ordered)
     if out_dir is not None:
-        write_records(out_dir, ordered, summary, split=split, agent=agent.name, suite=suite.source)
+        from dagent.provenance import provenance
+
+        write_records(out_dir, ordered, summary, split=split, agent=agent.name, suite=suite.source,
+                      provenance=provenance(suite))
     return ordered, summary
 
 

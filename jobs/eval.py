@@ -1,15 +1,14 @@
 # /// script
 # requires-python = ">=3.11"
 # dependencies = [
-#   # On HF Jobs point this at the repository or Space that holds dagent, e.g.
-#   # "dagent[all] @ git+https://huggingface.co/spaces/<you>/data-agent"; locally run it from the venv.
-#   "dagent[all]",
+#   # None here on purpose: PyPI's `dagent` is another package. `dagent jobs run` adds this project
+#   # pinned at a commit (--with "dagent[all] @ git+URL@SHA"); locally run it from the venv.
 # ]
 # ///
 """Evaluate agents: exactly `dagent eval`'s arguments (and its `compare` / `watch` subcommands).
 
 Locally:   .venv/bin/python jobs/eval.py --agent tools --model smollm2-135m --split test:easy --samples 4 --limit 20
-HF Jobs:   hf jobs uv run --flavor l4x1 --secrets HF_TOKEN jobs/eval.py --agent tools --engine vllm \\
+HF Jobs:   dagent jobs run --flavor l4x1 --secret HF_TOKEN eval --agent tools --engine vllm \\
              --model OWNER/CHECKPOINT --baseline OWNER/BASE --split test:easy --samples 4 --push-to OWNER/RESULTS
 """
 

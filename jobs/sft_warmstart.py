@@ -1,9 +1,8 @@
 # /// script
 # requires-python = ">=3.11"
 # dependencies = [
-#   # On HF Jobs point this at the repository or Space that holds dagent, e.g.
-#   # "dagent[all] @ git+https://huggingface.co/spaces/<you>/data-agent"; locally run it from the venv.
-#   "dagent[all]",
+#   # None here on purpose: PyPI's `dagent` is another package. `dagent jobs run` adds this project
+#   # pinned at a commit (--with "dagent[all] @ git+URL@SHA"); locally run it from the venv.
 # ]
 # ///
 """SFT warm start: fine-tune a small model on oracle demonstrations (real episodes of the train
@@ -12,7 +11,7 @@ tools. Writes `<out>/final` (model + tokenizer with its chat template) for the G
 from, checkpoints with optimizer state under `<out>/checkpoint-*`, and `<out>/sft_summary.json`.
 
 Locally:  .venv/bin/python jobs/sft_warmstart.py --model tiny-qwen3 --max-steps 5 --out runs/sft-smoke
-HF Jobs:  hf jobs uv run --flavor a10g-small --secrets HF_TOKEN jobs/sft_warmstart.py \\
+HF Jobs:  dagent jobs run --flavor a10g-small --secret HF_TOKEN sft \\
             --model smollm2-135m --suite OWNER/SUITE --push-to-hub OWNER/SFT-CHECKPOINT
 Then:     jobs/train_whitebox.py --model runs/sft/final ...  (same --tools and split family)
 """

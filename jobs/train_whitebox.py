@@ -1,16 +1,15 @@
 # /// script
 # requires-python = ">=3.11"
 # dependencies = [
-#   # On HF Jobs point this at the repository or Space that holds dagent, e.g.
-#   # "dagent[all] @ git+https://huggingface.co/spaces/<you>/data-agent"; locally run it from the venv.
-#   "dagent[all]",
+#   # None here on purpose: PyPI's `dagent` is another package. `dagent jobs run` adds this project
+#   # pinned at a commit (--with "dagent[all] @ git+URL@SHA"); locally run it from the venv.
 # ]
 # ///
 """White-box GRPO: TRL's GRPOTrainer(environment_factory=...) against the data-agent environment.
 
 Locally (CPU):  .venv/bin/python jobs/train_whitebox.py --preset cpu --model tiny-qwen3 --max-steps 2
                 (the same as `dagent train whitebox --preset cpu --max-steps 2`)
-HF Jobs (GPU):  hf jobs uv run --flavor a100-large --secrets HF_TOKEN jobs/train_whitebox.py \\
+HF Jobs (GPU):  dagent jobs run --flavor a100-large --secret HF_TOKEN train-whitebox \\
                   --preset gpu --model OWNER/SFT-CHECKPOINT --push-to-hub OWNER/RUN --env-url https://OWNER-data-agent.hf.space
 """
 

@@ -1,6 +1,10 @@
-"""The jobs' `hf jobs uv run` lines in README: each names a script whose PEP 723 header installs
-dagent, whose arguments parse with the job's own parser, and which huggingface_hub's CLI resolves
-(`--dry-run`, offline). Not covered: a real job on the Hub (needs the network and a token)."""
+"""The jobs: README's `hf jobs uv run` lines each name a script of jobs/ whose PEP 723 header names
+NO dagent (PyPI's `dagent` is another package) and install this project pinned at a full commit
+through `--with`; their arguments parse with the job's own parser and huggingface_hub's CLI resolves
+them (`--dry-run`, offline). `dagent jobs run --dry-run` prints such a line, and hf's own dry run of
+it shows the same job spec. Not covered: a real job on the Hub (needs the network and a token); the
+submission and logs calls are checked against an injected HfApi bound to the real signatures.
+"""
 
 from __future__ import annotations
 
@@ -13,17 +17,25 @@ from pathlib import Path
 
 import pytest
 
+from dagent.launch.job import PINNED
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+HEAD = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() \
+    or "0" * 40
+
+
 def readme_job_lines() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
-    return [shlex.split(line.strip()) for line in text.splitlines() if line.strip().startswith("hf jobs uv run")]
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ").replace("$(git rev-parse HEAD)", HEAD)
+    return [shlex.split(line.strip().split("  #")[0]) for line in text.splitlines()
+            if line.strip().startswith("hf jobs uv run")]
 
 
 def split_line(argv: list[str]) -> tuple[list[str], Path, list[str]]:
     i = next(i for i, a in enumerate(argv) if a.endswith(".py"))
-    return argv[3:i], ROOT / argv[i], argv[i + 1:]
+    assert argv[i - 1] == "--", "the script must follow `--`, or hf takes same-named job arguments as its own"
+    return argv[4:i - 1], ROOT / argv[i], argv[i + 1:]
 
 
 def pep723(script: Path) -> dict:
@@ -41,7 +53,9 @@ def test_readme_has_the_eval_and_training_job_lines():
 def test_each_job_line_resolves_and_parses(argv):
     options, script, args = split_line(argv)
     header = pep723(script)
-    assert header["requires-python"] and any(d.startswith("dagent") for d in header["dependencies"])
+    assert header["requires-python"] and not any(d.lower().startswith("dagent") for d in header["dependencies"])
+    withs = [options[i + 1] for i, o in enumerate(options) if o == "--with"]
+    assert len(withs) == 1 and PINNED.match(withs[0]), withs  # this project, at a full commit
     if script.name == "train_whitebox.py":
         from dagent.jobargs import parse
         from dagent.train.grpo import WhiteboxArgs
@@ -59,7 +73,7 @@ def test_each_job_line_resolves_and_parses(argv):
         ctx = typer.main.get_command(app).commands["eval"].make_context("eval", list(args))
         assert ctx.params["agent"] in ("oracle", "tools", "opencode") and ctx.params["engine"] == "vllm"
     hf = Path(sys.executable).parent / "hf"
-    out = subprocess.run([str(hf), "jobs", "uv", "run", "--dry-run", *options, str(script), *args],
+    out = subprocess.run([str(hf), "jobs", "uv", "run", "--dry-run", *options, "--", str(script), *args],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "(dry run) Job not submitted." in out.stdout, out.stderr[-500:]
 
@@ -71,3 +85,102 @@ def test_the_gpu_recipe_samples_like_the_evaluation():
     config = grpo_config(Recipe.gpu(use_vllm=False, bf16=False, use_cpu=True), "/tmp/x")
     assert (config.temperature, config.top_p, config.top_k) == (0.8, 1.0, 0) == tuple(RECIPE_SAMPLING.as_request().values())
     assert config.save_only_model is False and config.max_completion_length == 3072
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "jobs").glob("*.py")), ids=lambda p: p.name)
+def test_no_job_script_names_a_bare_dagent(script):
+    deps = pep723(script)["dependencies"]
+    assert not [d for d in deps if d.lower().startswith("dagent") and not PINNED.match(d)], deps
+
+
+def _hf_dry_run(argv: list[str]) -> dict[str, str]:
+    """huggingface_hub's own `hf jobs uv run --dry-run`, read back into {field: value}."""
+    hf = Path(sys.executable).parent / "hf"
+    out = subprocess.run([str(hf), *argv[1:4], "--dry-run", *argv[4:]], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0 and "(dry run) Job not submitted." in out.stdout, out.stderr[-500:]
+    fields, key = {}, None
+    for line in out.stdout.splitlines()[1:]:
+        if line.startswith("  ") and not line.startswith("   "):
+            key, _, value = line.strip().partition(" ")
+            fields[key] = value.strip()
+        elif line.startswith("   ") and key:
+            fields[key] += "\n" + line.strip()
+    return fields
+
+
+def test_the_dry_run_line_is_the_job_spec_hf_itself_reads(monkeypatch):
+    from typer.testing import CliRunner
+
+    from dagent.cli import app
+    from dagent.launch.job import job_spec
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    r = CliRunner().invoke(app, ["jobs", "run", "--flavor", "l4x1", "--job-timeout", "2h", "--secret", "HF_TOKEN",
+                                 "--env", "DAGENT_LOG=1", "--project-url", "https://github.com/o/dagent",
+                                 "--revision", sha, "--dry-run", "eval", "--agent", "oracle", "--split", "test",
+                                 "--timeout", "60"])
+    assert r.exit_code == 0, r.output
+    line = r.output.strip()
+    spec = job_spec("eval", ["--agent", "oracle", "--split", "test", "--timeout", "60"], flavor="l4x1", timeout="2h",
+                    env={"DAGENT_LOG": "1"}, secrets=["HF_TOKEN"], project_url="https://github.com/o/dagent",
+                    revision=sha)
+    assert shlex.split(line) == spec.hf_command()  # the job's own --timeout stays the job's
+    seen = _hf_dry_run(shlex.split(line))
+    assert seen["script"] == "jobs/eval.py" and seen["args"] == "--agent oracle --split test --timeout 60"
+    assert seen["with"] == f"dagent[all] @ git+https://github.com/o/dagent@{sha}"
+    assert (seen["flavor"], seen["timeout"], seen["env"]) == ("l4x1", "2h", "DAGENT_LOG=1")
+    assert seen["secrets"].startswith("HF_TOKEN=") and "hf_" not in seen["secrets"]
+    assert {"app=dagent", "job=eval", f"revision={sha[:12]}"} <= set(seen["labels"].split("\n"))
+
+
+def test_a_dirty_tree_a_moving_ref_or_no_url_is_refused(monkeypatch):
+    from dagent.errors import ConfigError
+    from dagent.launch import job
+
+    with pytest.raises(ConfigError, match="full 40-character commit"):
+        job.project_requirement("https://github.com/o/dagent", "main")
+    monkeypatch.delenv("DAGENT_PROJECT_URL", raising=False)
+    monkeypatch.setattr(job, "_git", lambda *a: None)
+    with pytest.raises(ConfigError, match="--project-url"):
+        job.project_requirement()
+    monkeypatch.setattr(job, "_git", lambda *a: {"rev-parse": "a" * 40, "status": " M dagent/x.py"}.get(a[0], "u"))
+    with pytest.raises(ConfigError, match="uncommitted changes"):
+        job.project_requirement("https://github.com/o/dagent")
+    with pytest.raises(ConfigError, match="does not pin dagent"):
+        job.job_spec("eval", requirement="dagent[all]")
+
+
+def test_submit_and_logs_call_huggingface_hub_with_secrets_by_name():
+    import inspect
+
+    from huggingface_hub import HfApi
+
+    from dagent.errors import ConfigError
+    from dagent.launch.job import job_spec, logs, submit
+
+    calls = []
+
+    class Api:
+        def run_uv_job(self, *a, **kw):
+            inspect.signature(HfApi.run_uv_job).bind(self, *a, **kw)
+            calls.append((a, kw))
+            return type("JobInfo", (), {"id": "job-1", "url": "https://huggingface.co/jobs/me/job-1"})()
+
+        def fetch_job_logs(self, **kw):
+            inspect.signature(HfApi.fetch_job_logs).bind(self, **kw)
+            calls.append(((), kw))
+            return iter(["line 1", "line 2"])
+
+    spec = job_spec("train-whitebox", ["--preset", "gpu"], flavor="a100-large", secrets=["HF_TOKEN"],
+                    requirement="dagent[all] @ git+https://github.com/o/dagent@" + "b" * 40)
+    with pytest.raises(ConfigError, match="HF_TOKEN not set"):
+        submit(spec, api=Api(), environ={})
+    info = submit(spec, api=Api(), environ={"HF_TOKEN": "hf_secret"})
+    (script,), kw = calls[0]
+    assert info.id == "job-1" and script == str(ROOT / "jobs/train_whitebox.py")
+    assert kw["dependencies"] == [spec.requirement] and kw["secrets"] == {"HF_TOKEN": "hf_secret"}
+    assert kw["script_args"] == ["--preset", "gpu"] and kw["flavor"] == "a100-large" and kw["python"] == spec.python
+    assert "hf_secret" not in spec.hf_line()  # names only, anywhere a line is printed
+    assert list(logs("job-1", follow=True, api=Api())) == ["line 1", "line 2"]
+    assert calls[-1][1] == {"job_id": "job-1", "follow": True, "namespace": None}

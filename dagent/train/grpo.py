@@ -46,6 +46,8 @@ class Recipe:
     save_steps: int = 20
     use_vllm: bool = True
     vllm_gpu_memory_utilization: float = 0.3
+    vllm_server_url: str | None = None  # a `trl vllm-serve` engine on its own GPUs; None: colocated
+    vllm_group_port: int = 51216  # the weight-sync group's port (TRL's default; a Slurm job derives its own, F36)
     use_cpu: bool = False
     bf16: bool = True
     seed: int = 0
@@ -103,7 +105,10 @@ def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "non
         save_strategy="steps", save_steps=recipe.save_steps, save_only_model=False,  # optimizer + scheduler too
         report_to=report_to, run_name=run_name, project=project, seed=recipe.seed, use_cpu=recipe.use_cpu,
         bf16=recipe.bf16, use_vllm=recipe.use_vllm, log_completions=False, **RECIPE_SAMPLING.as_trl())
-    if recipe.use_vllm:
+    if recipe.use_vllm and recipe.vllm_server_url:
+        kwargs.update(vllm_mode="server", vllm_server_base_url=recipe.vllm_server_url,
+                      vllm_group_port=recipe.vllm_group_port)
+    elif recipe.use_vllm:
         kwargs.update(vllm_mode="colocate", vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization)
     if push_to_hub:
         kwargs.update(push_to_hub=True, hub_model_id=push_to_hub, hub_strategy="checkpoint")
@@ -154,7 +159,9 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
 
     from dagent.envs.contract import trainer_rows
     from dagent.envs.whitebox import white_box_env
+    from dagent.provenance import provenance
     from dagent.train.health import HealthWatch
+    from dagent.train.provenance import ProvenanceStamp
     from dagent.train.timing import StepTimer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -174,9 +181,10 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub,
                        **config)
     health = HealthWatch()
+    stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": str(model_dir)})
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
                           train_dataset=Dataset.from_list(rows), environment_factory=env,
-                          callbacks=[health, timer])
+                          callbacks=[health, timer, stamp])
     health.trainer = trainer
     timer.attach(trainer)
     return TrainRun(trainer, health, checks, len(rows), timer)
@@ -226,13 +234,16 @@ class WhiteboxArgs:
     out: str = field(default="runs/grpo", metadata={"help": "Output directory (checkpoint-N/, final/)."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo for checkpoints (hub_strategy=checkpoint)."})
     resume_from: str | None = field(default=None, metadata={"help": "PATH or OWNER/NAME@checkpoint-N to resume from."})
+    vllm_server_url: str | None = field(default=None, metadata={"help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."})
+    vllm_group_port: int | None = field(default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."})
 
     def recipe(self) -> Recipe:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
         given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
                                       learning_rate=self.learning_rate, save_steps=self.save_steps, tools=self.tools,
-                                      max_completion_length=self.max_completion_length, seed=self.seed).items()
+                                      max_completion_length=self.max_completion_length, seed=self.seed,
+                                      vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port).items()
                  if v is not None}
         return PRESETS[self.preset](**given)
 

@@ -50,6 +50,11 @@ def test_two_grpo_steps_checkpoint_the_optimizer_and_change_the_weights(suite, b
         close_all()
     ckpt = tmp_path / "checkpoint-2"
     assert {"optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth"} <= {p.name for p in ckpt.iterdir()}
+    import json
+
+    stamped = json.loads((ckpt / "provenance.json").read_text())  # what made this checkpoint
+    assert stamped["global_step"] == 2 and stamped["recipe"]["max_steps"] == 2 and stamped["grader"]
+    assert stamped["libraries"]["trl"] and stamped["suite"]["digest"]
     changed = [k for k, v in run.trainer.model.named_parameters() if not torch.equal(v.detach(), before[k])]
     assert changed, "no parameter moved: the groups carried no reward variance"
     logs = [h for h in run.trainer.state.log_history if f"rewards/{REWARD_COLUMN}/mean" in h]

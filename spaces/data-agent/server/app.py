@@ -8,6 +8,10 @@
     DAGENT_OUTPUT_CHARS   tool output is clipped to this many characters (default 1200)
     DAGENT_COMMAND_TIMEOUT_S, DAGENT_TOOL_WORKERS, DAGENT_IDLE_TIMEOUT_S
     DAGENT_MCP_HANDLER    lean (default) or openenv (openenv's own POST /mcp, for measuring it)
+    DAGENT_SANDBOX        local (default), e2b (E2B_API_KEY) or hf (HF_TOKEN): where agent commands
+                          run. A local backend must pass the isolation self-check at start-up (no
+                          gold within an agent's reach); on a host without user namespaces that
+                          needs root, else the server refuses and names the fix (a cloud backend)
     HOST, PORT            where uvicorn listens (default 0.0.0.0:8000)
 
 Run: `python -m server.app` from this directory (what the Dockerfile's CMD does).
@@ -17,6 +21,7 @@ import os
 
 from dagent.envs.server import DEFAULT_MAX_EPISODES, create_app
 from dagent.envs.episode import EpisodeConfig
+from dagent.sandbox import get_backend
 
 _DEFAULTS = EpisodeConfig()
 
@@ -32,6 +37,7 @@ app = create_app(
     ),
     tool_workers=int(os.environ["DAGENT_TOOL_WORKERS"]) if os.environ.get("DAGENT_TOOL_WORKERS") else None,
     mcp_handler=os.environ.get("DAGENT_MCP_HANDLER", "lean"),
+    backend=None if os.environ.get("DAGENT_SANDBOX", "local") == "local" else get_backend(os.environ["DAGENT_SANDBOX"]),
 )
 
 

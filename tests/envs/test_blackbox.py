@@ -100,7 +100,7 @@ def test_a_loopback_proxy_url_for_a_remote_backend_is_refused_at_start_up(suite)
 @pytest.mark.failure_mode("F08")
 def test_local_bubblewrap_sandboxes_are_only_given_the_bridge():
     class LocalBwrap(SandboxBackend):
-        name, remote, tier = "local", False, "bwrap"
+        name, remote, tier, loopback_only = "local", False, "bwrap", True
 
         def create(self, resources=None):
             raise AssertionError

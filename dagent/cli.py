@@ -218,12 +218,12 @@ def sandbox_check(
     the suite's gold, list the suite, read this process's environment, reach a host port and the
     outside. Exit 1 if any of them works."""
     from dagent.hub import suite_root
-    from dagent.sandbox.isolation import check_isolation
+    from dagent.sandbox.isolation import check_isolation, suite_paths
     from dagent.sandbox.local import LocalBackend
 
     tasks = load_suite(suite)
     root = tasks.tables_root.parent if suite is None else suite_root(suite)[0]
-    backend = LocalBackend(isolation=isolation, hidden=(root,))  # type: ignore[arg-type]
+    backend = LocalBackend(isolation=isolation, hidden=suite_paths(root))  # type: ignore[arg-type]
     report = check_isolation(backend, suite_dir=root)
     out.print(report.backend, markup=False, highlight=False)
     for probe in report.probes:

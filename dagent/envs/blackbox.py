@@ -47,6 +47,7 @@ from dagent.reward import RewardConfig
 from dagent.runner import play
 from dagent.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.sandbox.base import SandboxBackend
+from dagent.sandbox.isolation import suite_paths
 from dagent.sandbox.local import LocalBackend
 from dagent.suite import TaskSuite
 from dagent.trajectory.analysis import Trajectory, analyse
@@ -182,7 +183,7 @@ class BlackBoxRuntime:
             raise ConfigError(f"unknown sandbox backend {spec!r}: use local, e2b or hf")
         binds = [(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)]
         return LocalBackend(self._sandbox_dir, self._isolation, ro_binds=binds,  # type: ignore[arg-type]
-                            hidden=(self.suite.tables_root.parent,))
+                            hidden=suite_paths(self.suite.tables_root.parent))
 
     def start(self) -> BlackBoxRuntime:
         """Start the proxy and publish it; refuse what would fail every rollout (F08, F09, F31)."""

@@ -68,9 +68,10 @@ class Runtime:
     def backend(self) -> SandboxBackend:
         with self._backend_lock:
             if self._backend is None:
+                from dagent.sandbox.isolation import suite_paths
                 from dagent.sandbox.local import LocalBackend
 
-                self._backend = LocalBackend(hidden=(self.suite.tables_root.parent,))  # the suite: never in reach
+                self._backend = LocalBackend(hidden=suite_paths(self.suite.tables_root.parent))  # never in reach
             if self.clock is not None and not isinstance(self._backend, TimedBackend):
                 self._backend = TimedBackend(self._backend, self.clock)
             return self._backend

@@ -6,7 +6,8 @@ needs user namespaces; without them the local backend falls back to namespaces a
 unprivileged uid, or, not root, to nothing), so it is checked where it runs, at start-up, by
 running the probes an agent could run, as the agent:
 
-    read_gold      read a file of the suite that holds gold answers
+    read_gold      read a file of the suite that holds gold answers (by its path, and by where a
+                   link points: a Hub snapshot's files live in the cache's blob store)
     list_suite     list the suite's directory
     server_env     read the server process's environment (its secrets)
     server_port    connect to a port the server's host listens on (a listener opened for the
@@ -31,7 +32,7 @@ from pathlib import Path
 from dagent.errors import IsolationError, SandboxError
 from dagent.sandbox.base import Resources, SandboxBackend
 
-__all__ = ["OUTSIDE", "IsolationReport", "Probe", "check_isolation", "require_isolation"]
+__all__ = ["OUTSIDE", "IsolationReport", "Probe", "check_isolation", "require_isolation", "suite_paths"]
 
 OUTSIDE = ("1.1.1.1", 443)
 _TIMEOUT_S = 3.0
@@ -51,8 +52,9 @@ def read(path):
 def connect(host, port):
     with socket.create_connection((host, port), timeout=spec["timeout"]):
         return "connected to %s:%d" % (host, port)
-if spec["gold"]:
-    attempt("read_gold", lambda: read(spec["gold"]))
+for path in spec["gold"]:
+    if out.get("read_gold") is None:
+        attempt("read_gold", lambda: read(path))
 if spec["suite"]:
     attempt("list_suite", lambda: "listed %d entries of %s" % (len(os.listdir(spec["suite"])), spec["suite"]))
 attempt("server_env", lambda: read("/proc/%d/environ" % spec["pid"]))
@@ -99,6 +101,14 @@ class IsolationReport:
         return "; ".join(f"{p.name}: {_FIXES[p.name]} ({p.detail})" for p in self.escapes())
 
 
+def suite_paths(suite_dir: str | Path) -> tuple[Path, ...]:
+    """What must stay out of reach for a suite: its directory, and where its files really live
+    (a Hub snapshot's files are links into the cache's blob store, readable by their own path)."""
+    root = Path(suite_dir)
+    real = {Path(os.path.realpath(f)).parent for f in root.rglob("*") if f.is_symlink()}
+    return (root, *sorted(real - {root}))
+
+
 def _gold_file(suite_dir: Path | None) -> Path | None:
     if suite_dir is None:
         return None
@@ -128,7 +138,8 @@ def check_isolation(backend: SandboxBackend, *, suite_dir: str | Path | None = N
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    spec = {"gold": str(gold) if gold else None, "suite": str(suite) if suite else None,
+    golds = sorted({str(gold), os.path.realpath(gold)}) if gold else []  # by its path and where it really is
+    spec = {"gold": golds, "suite": str(suite) if suite else None,
             "pid": server_pid or os.getpid(), "ports": [listener.getsockname()[1], *([server_port] if server_port else [])],
             "outside": list(outside), "timeout": _TIMEOUT_S}
     try:

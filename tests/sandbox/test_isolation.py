@@ -19,7 +19,7 @@ import pytest
 
 from dagent.errors import IsolationError
 from dagent.sandbox.base import Resources
-from dagent.sandbox.isolation import check_isolation, require_isolation
+from dagent.sandbox.isolation import check_isolation, require_isolation, suite_paths
 from dagent.sandbox.local import LocalBackend
 from tests.factories import write_suite
 from tests.sandbox.test_local import _host_ip
@@ -101,6 +101,24 @@ def test_the_check_catches_each_planted_escape(tmp_path, open_suite, outside, mo
     message = str(e.value)
     assert message.startswith("refusing to serve: read_gold: the suite's files are readable")
     assert "server_port: sandboxes share the server's network" in message and "install bubblewrap" in message
+
+
+def test_a_hub_snapshot_is_hidden_where_its_files_really_live(tmp_path, open_suite):
+    """A Hub snapshot's files are links into the cache's blob store: hiding the snapshot directory
+    alone leaves every gold readable by the blob's own path."""
+    blobs = open_suite.parent / f"{open_suite.name}-blobs"
+    blobs.mkdir(mode=0o755)
+    try:
+        for f in sorted((open_suite / "data").glob("*.parquet")):
+            target = blobs / f.name
+            f.rename(target)
+            f.symlink_to(target)
+        backend = _mountns(tmp_path, hidden=[open_suite])
+        assert "read_gold" in _escaped(check_isolation(backend, suite_dir=open_suite))
+        assert suite_paths(open_suite) == (open_suite, blobs)
+        assert check_isolation(_mountns(tmp_path, hidden=suite_paths(open_suite)), suite_dir=open_suite).ok
+    finally:
+        shutil.rmtree(blobs, ignore_errors=True)
 
 
 def test_the_unprivileged_uid_reads_nothing_the_server_owns_and_still_solves(tmp_path):

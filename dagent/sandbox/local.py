@@ -294,7 +294,8 @@ class LocalSandbox(Sandbox):
         mounts += [f"mount --bind {q(p)} {q(home + p[len(_HOME):])}"
                    for p in self.backend.prefixes if _under(p, _HOME)]
         mounts.append(f"mount --rbind {q(home)} {_HOME}")
-        mounts.append(f"{q(sys.executable)} -c {q(_LOOPBACK_UP)}")  # the new network's lo starts down
+        # the new network's lo starts down: iproute2 where present (3 ms), else Python's ioctl (30 ms)
+        mounts.append(f"{{ ip link set lo up 2>/dev/null || {q(sys.executable)} -c {q(_LOOPBACK_UP)}; }}")
         drop = (f"setpriv --reuid={self.uid} --regid={self.uid} --clear-groups --no-new-privs "
                 "--inh-caps=-all --bounding-set=-all -- ") if self.uid is not None else ""
         script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec {drop}"$@"'

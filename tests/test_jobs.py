@@ -184,3 +184,34 @@ def test_submit_and_logs_call_huggingface_hub_with_secrets_by_name():
     assert "hf_secret" not in spec.hf_line()  # names only, anywhere a line is printed
     assert list(logs("job-1", follow=True, api=Api())) == ["line 1", "line 2"]
     assert calls[-1][1] == {"job_id": "job-1", "follow": True, "namespace": None}
+
+
+def test_the_to_the_hub_commands_run_offline_as_written():
+    """README's "From here to the Hub" lines, each run through the CLI as written (the revision
+    pinned to this checkout's commit, so a dirty working tree does not refuse them)."""
+    import re
+    import shlex
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from dagent.cli import app
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## From here to the Hub", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in re.search(r"```bash\n(.*?)```", section, re.S).group(1).splitlines() if line.strip()]
+    assert len(lines) >= 4 and all(line.startswith(".venv/bin/dagent ") for line in lines)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    for line in lines:
+        argv = shlex.split(line)[1:]
+        if argv[0] == "jobs" and head:
+            argv[2:2] = ["--revision", head]
+        r = CliRunner().invoke(app, argv)
+        assert r.exit_code == 0, (line, r.output, r.exception)
+        out = r.output
+        if argv[:2] == ["jobs", "run"]:
+            assert out.startswith("hf jobs uv run ") and " -- jobs/" in out and "git+https://github.com/OWNER/dagent@" in out
+        elif argv[:2] == ["jobs", "slurm"]:
+            assert out.startswith("#!/bin/bash") and "trl vllm-serve" in out
+        else:
+            assert out.startswith("# E2B template") and "FROM python:" in out

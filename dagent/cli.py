@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dagent.cli_common import SuiteOpt, _build, _progress, console, load_suite, out
+from dagent.cli_launch import jobs_app, sandbox_app
 from dagent.errors import DagentError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and evaluate LLM data agents.")
@@ -28,45 +28,8 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(engine_app, name="engine")
 export_app = typer.Typer(no_args_is_help=True, help="Export the suite in other formats.")
 app.add_typer(export_app, name="export")
-sandbox_app = typer.Typer(no_args_is_help=True, help="Sandbox images and checks.")
-template_app = typer.Typer(no_args_is_help=True, help="Build the sandbox template a cloud backend starts from.")
-sandbox_app.add_typer(template_app, name="template")
 app.add_typer(sandbox_app, name="sandbox")
-jobs_app = typer.Typer(no_args_is_help=True, help="Run dagent's jobs on HF Jobs, with this project pinned at a commit.")
 app.add_typer(jobs_app, name="jobs")
-console = Console(stderr=True)
-out = Console()
-
-SuiteOpt = Annotated[Optional[str], typer.Option("--suite", help="Local build dir, Hub repo id or hf://datasets/... (default: the bundled build).")]
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
-
-
-def _build(out_dir: Path) -> dict:
-    from datasets_build.build import build_suite
-
-    with _progress() as bar:
-        ids: dict[str, object] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in ids:
-                ids[stage] = bar.add_task(stage, total=total)
-            bar.update(ids[stage], completed=done, total=total)
-
-        return build_suite(out_dir, progress=progress)
-
-
-def load_suite(source: str | None):
-    """The suite at `source` (Hub id, path); the bundled build by default, built on first use."""
-    from dagent.hub import default_suite_dir, load_tasks
-
-    if source is None and not (default_suite_dir() / "data").is_dir():
-        console.print(f"[yellow]No bundled suite at {default_suite_dir()} yet: building it (one time).[/]")
-        _build(default_suite_dir())
-    return load_tasks(source)
 
 
 @suite_app.command("build")
@@ -145,113 +108,6 @@ def export_harbor(
     out.print(report.summary())
     if push_to:
         out.print(f"pushed: {push_catalog(out_dir, push_to)}")
-
-
-@jobs_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def jobs_run(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="eval, train-whitebox or sft; the job's own arguments follow.")],
-    flavor: Annotated[str, typer.Option("--flavor", help="HF Jobs hardware (`hf jobs hardware`).")] = "cpu-basic",
-    timeout: Annotated[Optional[str], typer.Option("--job-timeout", help="Longest the job may run: 300, 5m, 2h, 1d.")] = None,
-    secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret sent by NAME from this environment (repeatable).")] = None,
-    env: Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE for the job (repeatable; no secrets).")] = None,
-    project_url: Annotated[Optional[str], typer.Option("--project-url", help="Repository the job installs dagent from (default: $DAGENT_PROJECT_URL, else git remote origin).")] = None,
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Full commit sha (default: the checked-out commit; a dirty tree is refused).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the equivalent `hf jobs uv run` line; submit nothing.")] = False,
-    detach: Annotated[bool, typer.Option("--detach", help="Submit and return; do not follow the logs.")] = False,
-) -> None:
-    """Submit a job script of jobs/ to HF Jobs (HfApi.run_uv_job), with dagent pinned at a commit."""
-    from dagent.launch.job import job_spec, logs, submit
-
-    pairs = dict(e.split("=", 1) for e in env or [] if "=" in e)
-    if len(pairs) != len(env or []):
-        raise DagentError("--env takes KEY=VALUE")
-    spec = job_spec(name, ctx.args, flavor=flavor, timeout=timeout, env=pairs, secrets=secret or [],
-                    project_url=project_url, revision=revision)
-    if dry_run:
-        typer.echo(spec.hf_line())
-        return
-    info = submit(spec)
-    out.print(f"job {info.id} submitted: {getattr(info, 'url', '')}", markup=False, highlight=False)
-    if not detach:
-        for line in logs(info.id, follow=True):
-            typer.echo(line)
-
-
-@jobs_app.command("slurm", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def jobs_slurm(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="eval or train-whitebox; the job's own arguments follow.")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs on the node.")] = 8,
-    engine_gpus: Annotated[int, typer.Option("--engine-gpus", help="Of those, the ones serving the policy (training).")] = 1,
-    model: Annotated[Optional[str], typer.Option("--serve", help="The model the engine serves (training: the trainer's --model).")] = None,
-    time_limit: Annotated[str, typer.Option("--time", help="Slurm time limit.")] = "24:00:00",
-    partition: Annotated[Optional[str], typer.Option("--partition", help="Slurm partition.")] = None,
-    secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret the job needs, by NAME (checked at start, never written).")] = None,
-    project_url: Annotated[Optional[str], typer.Option("--project-url", help="Repository to install dagent from (default: $DAGENT_PROJECT_URL, else git remote origin).")] = None,
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Full commit sha (default: the checked-out commit).")] = None,
-) -> None:
-    """Print an sbatch script for the job (ports from the job id, GPUs split between engine and trainer)."""
-    from dagent.launch.job import job_spec
-    from dagent.launch.slurm import sbatch_script
-
-    spec = job_spec(name, ctx.args, secrets=secret or [], project_url=project_url, revision=revision)
-    typer.echo(sbatch_script(spec, gpus=gpus, engine_gpus=engine_gpus, model=model, time=time_limit,
-                             partition=partition), nl=False)
-
-
-@jobs_app.command("logs")
-def jobs_logs(job_id: str, follow: Annotated[bool, typer.Option("--follow", help="Keep reading until the job ends.")] = False) -> None:
-    """A job's logs (HfApi.fetch_job_logs)."""
-    from dagent.launch.job import logs
-
-    for line in logs(job_id, follow=follow):
-        typer.echo(line)
-
-
-@sandbox_app.command("check")
-def sandbox_check(
-    isolation: Annotated[str, typer.Option("--isolation", help="auto (bubblewrap where usable) or rlimits (the no-user-namespace path).")] = "auto",
-    suite: SuiteOpt = None,
-) -> None:
-    """The isolation self-check the servers run at start-up: from inside a local sandbox, try to read
-    the suite's gold, list the suite, read this process's environment, reach a host port and the
-    outside. Exit 1 if any of them works."""
-    from dagent.hub import suite_root
-    from dagent.sandbox.isolation import check_isolation, suite_paths
-    from dagent.sandbox.local import LocalBackend
-
-    tasks = load_suite(suite)
-    root = tasks.tables_root.parent if suite is None else suite_root(suite)[0]
-    backend = LocalBackend(isolation=isolation, hidden=suite_paths(root))  # type: ignore[arg-type]
-    report = check_isolation(backend, suite_dir=root)
-    out.print(report.backend, markup=False, highlight=False)
-    for probe in report.probes:
-        out.print(f"  {probe.name:<12} {'ESCAPED: ' + probe.detail if probe.escaped else 'refused'}",
-                  markup=False, highlight=False)
-    out.print(report.summary(), markup=False, highlight=False)
-    if not report.ok:
-        raise typer.Exit(1)
-
-
-@template_app.command("e2b")
-def template_e2b(
-    alias: Annotated[str, typer.Option("--alias", help="Template name E2BBackend(template=...) starts sandboxes from.")] = "dagent-data-agent",
-    cpu: Annotated[Optional[int], typer.Option("--cpu", help="vCPUs (default: the suite's largest task, at least 2).")] = None,
-    memory_mb: Annotated[Optional[int], typer.Option("--memory-mb", help="Memory in MB (default: the suite's largest task, at least 2048).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the template (as a Dockerfile) instead of building it; needs no key.")] = False,
-    suite: SuiteOpt = None,
-) -> None:
-    """The E2B template the tasks need (pinned table packages, huggingface_hub, opencode, /workdir owned by `user`)."""
-    from dagent.sandbox.e2b_template import build_template, render_template, template_spec
-
-    spec = template_spec(load_suite(suite), alias=alias, cpus=cpu, memory_mb=memory_mb)
-    if dry_run:
-        typer.echo(render_template(spec), nl=False)  # verbatim: no console wrapping inside a Dockerfile
-        return
-    info = build_template(spec, on_log=lambda line: console.print(line, markup=False, highlight=False))
-    out.print(f"built E2B template {alias!r} ({spec.cpus} cpu / {spec.memory_mb} MB): "
-              f"{getattr(info, 'template_id', info)}")
 
 
 @tasks_app.command("list")

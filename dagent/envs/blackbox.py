@@ -268,8 +268,7 @@ class BlackBoxRuntime:
         from dagent.grading import Grade
         from dagent.harbor.job import run_harbor
         from dagent.harness.base import AgentRun
-        from dagent.harness.opencode import (EXTRA_CALLS, PROXY_CODES, count_tool_calls, infra_cause,
-                                             opencode_role_hints)
+        from dagent.harness.opencode import EXTRA_CALLS, count_tool_calls, end_session, infra_cause
         from dagent.reward import reward
         from dagent.runner import clip_answer
         from dagent.sandbox.base import ExecResult
@@ -300,9 +299,7 @@ class BlackBoxRuntime:
                 ran = json.loads(trial.file("agent/dagent-run.json") or b"null")
                 verdict = json.loads(trial.file("verifier/grade.json") or b"null")
         finally:  # no session left open, whatever happened
-            proxy = [f for f in self.capture.findings(session.session_id) if f.code in PROXY_CODES]
-            stats = self.capture.stats(session.session_id)
-            turns = opencode_role_hints(self.capture.close_session(session.session_id))
+            proxy, stats, turns = end_session(self.capture, session.session_id)
         trajectory = analyse(turns, self.fork_threshold_tokens)
         findings = (*proxy, *trajectory.findings)
         timed_out = bool(trial.error and "Timeout" in trial.error)

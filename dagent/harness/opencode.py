@@ -331,6 +331,14 @@ def opencode_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
     return out
 
 
+def end_session(capture: CaptureServer, session_id: str) -> tuple[list[Finding], Any, list[CapturedTurn]]:
+    """Close a rollout's capture session: the proxy findings a rollout keeps (PROXY_CODES), its
+    counters (`CaptureStats`) and its turns, opencode's auxiliary calls labelled by role (F03)."""
+    proxy = [f for f in capture.findings(session_id) if f.code in PROXY_CODES]
+    stats = capture.stats(session_id)
+    return proxy, stats, opencode_role_hints(capture.close_session(session_id))
+
+
 def count_tool_calls(trajectory: Trajectory) -> int:
     """Tool calls the agent made, read off the engine answers in its chain (F34)."""
     return sum(len((t.metadata.get("response_message") or {}).get("tool_calls") or [])
@@ -384,9 +392,7 @@ class OpencodeAgent:
             launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key,
                                            timeout_s=timeout_s)
         finally:  # a sandbox failure, a bug or Ctrl-C: no session is left open
-            proxy = [f for f in self.capture.findings(session.session_id) if f.code in PROXY_CODES]
-            stats = self.capture.stats(session.session_id)
-            turns = opencode_role_hints(self.capture.close_session(session.session_id))
+            proxy, stats, turns = end_session(self.capture, session.session_id)
         trajectory = analyse(turns, self.fork_threshold_tokens)
         findings = (*proxy, *trajectory.findings)
         return AgentRun(

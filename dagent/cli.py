@@ -299,14 +299,20 @@ def rollout_cmd(
     engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
     suite: SuiteOpt = None,
     harbor: Annotated[Optional[str], typer.Option("--harbor", help="A catalog from `dagent export harbor`: run the rollout as `harbor run` of the task's directory there (docs/harbor.md).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Append the record and its capture log (traces/) to this recording directory; the demo's Replay tab opens it.")] = None,
 ) -> None:
     """One black-box rollout: outcome, turns, drift summary, findings."""
     from dagent.harness.stack import run_rollout
 
     if harness != "opencode":
         raise DagentError(f"unknown harness {harness!r}; available: opencode")
-    run_rollout(task, load_suite(suite), model=model, engine_url=engine_url, harbor_catalog=harbor,
-                echo=lambda line: out.print(line, markup=False, highlight=False))
+    rollout = run_rollout(task, load_suite(suite), model=model, engine_url=engine_url, harbor_catalog=harbor,
+                          echo=lambda line: out.print(line, markup=False, highlight=False))
+    if out_dir is not None:
+        from dagent.recording import append_recording
+
+        path = append_recording(out_dir, rollout.record, rollout.trajectory if rollout.turns else None)
+        out.print(f"recorded in {path}", markup=False, highlight=False)
 
 
 @train_app.command("whitebox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,

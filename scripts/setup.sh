@@ -52,6 +52,15 @@ if [ "${1:-}" = "--tests" ]; then
   .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1 \
     || { log "ERROR: vLLM in .venv-vllm does not import; remove .venv-vllm and re-run"; exit 1; }
 fi
+# --tests: also Chromium for the demo's browser tests (playwright drives the system browser).
+if [ "${1:-}" = "--tests" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing chromium (the demo's browser tests, ~1 min)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    log "WARNING: chromium missing and cannot be installed here: the browser tests (pytest -m browser) are skipped"
+  fi
+fi
 # --tests: also Harbor (the task-catalog runner; needs Python 3.12) in .venv-harbor, with dagent
 # itself (--no-deps) so `harbor run -e dagent.harbor.provider:SandboxEnvironment` imports it.
 HARBOR=harbor==0.26.0

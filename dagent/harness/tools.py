@@ -83,7 +83,7 @@ class LoopAborted(DagentError):
 
 
 @dataclass
-class _Transcript:
+class Transcript:
     messages: list[dict[str, Any]]
     model_calls: int = 0
     prompt0: int | None = None  # the first prompt's token count
@@ -91,6 +91,8 @@ class _Transcript:
     malformed_calls: int = 0
     stop: str = "no_tool_calls"
     finish_reasons: list[str] = field(default_factory=list)
+    answer: str | None = None  # the accepted submission
+    iterations: int = 0  # turns whose tool calls were executed
 
 
 class ToolLoopAgent:
@@ -128,64 +130,67 @@ class ToolLoopAgent:
         return r.json()
 
     def loop(self, messages: list[dict[str, Any]], seed: int | None,
-             call: Callable[[str, dict[str, Any]], ToolResult]) -> tuple[_Transcript, str | None, str]:
+             call: Callable[[str, dict[str, Any]], ToolResult]) -> tuple[Transcript, str | None, str]:
         """Generate, execute each tool call through `call` (the terminator too), append, repeat:
         (transcript, the accepted answer or None, the engine failure or ""). `call` raising
         `LoopAborted` ends the loop there (the episode is lost; nothing more is worth generating)."""
-        t = _Transcript(messages)
-        answer: str | None = None
-        iterations = 0
+        t = Transcript(messages)
         try:
-            while True:
-                reply = self._generate(t.messages, seed, t.model_calls)
-                if "overflow" in reply:
-                    t.stop = "context_overflow"
-                    break
-                t.model_calls += 1
-                usage = reply.get("usage") or {}
-                choice = (reply.get("choices") or [{}])[0]
-                message = choice.get("message") or {}
-                t.finish_reasons.append(str(choice.get("finish_reason")))
-                if t.prompt0 is None:
-                    t.prompt0 = int(usage.get("prompt_tokens") or 0)
-                t.completion_tokens_used = (int(usage.get("prompt_tokens") or 0)
-                                            + int(usage.get("completion_tokens") or 0) - t.prompt0)
-                calls = message.get("tool_calls") or []
-                t.messages.append({"role": "assistant", "content": message.get("content") or "",
-                                   **({"tool_calls": calls} if calls else {})})
-                if not calls:
-                    break
-                if t.completion_tokens_used > self.limits.max_completion_length:
-                    t.stop = "completion_budget"
-                    break
-                for tool_call in calls:
-                    function = tool_call.get("function") or {}
-                    name = str(function.get("name") or "")
-                    args = parse_arguments(function.get("arguments"))
-                    if isinstance(args, ToolResult):
-                        t.malformed_calls += 1
-                        result = args
-                    else:
-                        result = call(name, args)
-                        if name == TERMINATOR and result.ok:
-                            answer = str(args.get("answer"))
-                    t.messages.append({"role": "tool", "name": name, "content": result.render()})
-                    if answer is not None:
-                        break
-                iterations += 1
-                if answer is not None:
-                    t.stop = "submitted"
-                    break
-                limit = self.limits.max_tool_calling_iterations
-                if limit is not None and iterations >= limit:
-                    t.stop = "tool_iterations"
-                    break
+            while (stop := self.step(t, seed, call)) is None:
+                pass
+            t.stop = stop
         except EngineError as e:
             t.stop = "engine_error"
-            return t, answer, str(e)
+            return t, t.answer, str(e)
         except LoopAborted:
             t.stop = "aborted"
-        return t, answer, ""
+        return t, t.answer, ""
+
+    def step(self, t: Transcript, seed: int | None,
+             call: Callable[[str, dict[str, Any]], ToolResult]) -> str | None:
+        """ONE turn of the loop: a generation, then each of its tool calls through `call`, appended
+        to `t.messages` (an accepted answer lands in `t.answer`). Returns why the loop ends here, or
+        None to go on. Raises `EngineError` / `LoopAborted` (the demo steps with it turn by turn)."""
+        reply = self._generate(t.messages, seed, t.model_calls)
+        if "overflow" in reply:
+            return "context_overflow"
+        t.model_calls += 1
+        usage = reply.get("usage") or {}
+        choice = (reply.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        t.finish_reasons.append(str(choice.get("finish_reason")))
+        if t.prompt0 is None:
+            t.prompt0 = int(usage.get("prompt_tokens") or 0)
+        t.completion_tokens_used = (int(usage.get("prompt_tokens") or 0)
+                                    + int(usage.get("completion_tokens") or 0) - t.prompt0)
+        calls = message.get("tool_calls") or []
+        t.messages.append({"role": "assistant", "content": message.get("content") or "",
+                           **({"tool_calls": calls} if calls else {})})
+        if not calls:
+            return "no_tool_calls"
+        if t.completion_tokens_used > self.limits.max_completion_length:
+            return "completion_budget"
+        for tool_call in calls:
+            function = tool_call.get("function") or {}
+            name = str(function.get("name") or "")
+            args = parse_arguments(function.get("arguments"))
+            if isinstance(args, ToolResult):
+                t.malformed_calls += 1
+                result = args
+            else:
+                result = call(name, args)
+                if name == TERMINATOR and result.ok:
+                    t.answer = str(args.get("answer"))
+            t.messages.append({"role": "tool", "name": name, "content": result.render()})
+            if t.answer is not None:
+                break
+        t.iterations += 1
+        if t.answer is not None:
+            return "submitted"
+        limit = self.limits.max_tool_calling_iterations
+        if limit is not None and t.iterations >= limit:
+            return "tool_iterations"
+        return None
 
     def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
             seed: int | None = None) -> AgentRun:

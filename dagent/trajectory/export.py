@@ -46,6 +46,7 @@ def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:
             "session_id": turn.session_id,
             "n_tools": turn.tools_offered,
             "role": role,
+            "role_hint": turn.role_hint,
             "transition": None if link is None else {"parent": link.parent_id, "kind": link.kind,
                                                      "drift": link.drift},
         },
@@ -57,6 +58,15 @@ def to_trace_entries(trajectory: Trajectory) -> list[dict[str, Any]]:
     turns = trajectory.chain_turns()
     links = [None, *trajectory.chain_transitions]
     return [_entry(turn, AGENT, link) for turn, link in zip(turns, links)]
+
+
+def to_capture_log(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """EVERY captured call (agent chain, auxiliary, sub-agent, discarded) as `TraceEntry` dicts in
+    arrival order, each with its role, role hint and parent link: the file a recorded rollout
+    keeps (`trace.jsonl`, one entry a line). `turns_from_openenv` reads it back, and `analyse` of
+    what it reads gives the same roots, chain and findings (tests/trajectory/test_export.py)."""
+    return [_entry(turn, role, link)
+            for turn, role, link in zip(trajectory.turns, trajectory.roles, trajectory.links)]
 
 
 def to_training_trace(trajectory: Trajectory):

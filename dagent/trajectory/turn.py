@@ -82,6 +82,8 @@ class CapturedTurn:
             meta = dict(item.get("metadata") or {})
             request = item.get("request") or {}
             choice = ((item.get("response") or {}).get("choices") or [{}])[0]
+            if choice.get("message"):  # the answer the agent received, as a live capture keeps it
+                meta.setdefault("response_message", dict(choice["message"]))
             fields = (meta.get("node_id") or f"{session_id}:{seq}", meta.get("index", 0),
                       item.get("prompt_token_ids"), item.get("completion_token_ids"),
                       item.get("per_token_logps"), request.get("messages"), request.get("tools"),
@@ -95,13 +97,14 @@ class CapturedTurn:
                       item.n_tools, item.finish_reason, meta)
         turn_id, index, prompt, completion, logprobs, messages, tools, n_tools, finish, meta = fields
         completion = completion or ()
+        hint = meta.get("role_hint") if isinstance(item, dict) else None
         return cls(
             turn_id=str(turn_id), session_id=session_id, seq=int(index if seq is None else seq),
             prompt_token_ids=prompt or None, completion_token_ids=completion,
             logprobs=tuple(logprobs or ()) if logprobs or not completion else None,
             messages=tuple(messages or ()), finish_reason=finish, metadata=meta,
             tools_offered=int(len(tools or ()) if n_tools is None else n_tools),
-            tools=tuple(tools) if tools else None,
+            tools=tuple(tools) if tools else None, role_hint=hint,
         )
 
 

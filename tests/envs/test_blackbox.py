@@ -194,7 +194,7 @@ def assert_exact_chain(rollout) -> None:
 @pytest.mark.harness
 @pytest.mark.slow
 @pytest.mark.failure_mode("F03")
-def test_a_rollout_end_to_end(runtime):
+def test_a_rollout_end_to_end(runtime, tmp_path):
     r = runtime.run_rollout("train", 0)
     assert runtime.reach.how in ("bridge", "loopback")
     assert r.outcome == "correct" and r.answer == "3\n" and r.cause is None, r.summary()
@@ -211,6 +211,16 @@ def test_a_rollout_end_to_end(runtime):
     assert not [f for f in r.findings if f.level == "fatal"] and r.gate.tier == "train"
     assert r.gate.samples_per_rollout == 1 and r.gate.auxiliary_roots_excluded == 1
     assert r.exit_code == 0 and r.model_calls == len(r.turns) and r.budget_stops == 0
+    # recorded (`dagent rollout --out`), read back for a replay: the same roles, chain and mask
+    from dagent.recording import append_recording, load_recording, read_trace
+    from dagent.trajectory import analyse
+
+    append_recording(tmp_path, r.record, r.trajectory)
+    (item,) = load_recording(tmp_path)
+    replayed = analyse(read_trace(item.trace), r.trajectory.fork_threshold_tokens)
+    assert item.record["outcome"] == "correct" and replayed.roles == r.trajectory.roles
+    assert replayed.agent_chain == r.trajectory.agent_chain
+    assert [list(q.loss_mask) for q in replayed.sequences()] == [list(q.loss_mask) for q in r.trajectory.sequences()]
 
 
 @pytest.mark.harness

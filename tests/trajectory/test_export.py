@@ -8,8 +8,8 @@ import random
 import pytest
 
 from dagent.errors import CaptureError
-from dagent.trajectory.export import to_rollout_document, to_trace_entries, to_training_trace
-from dagent.trajectory import CapturedTurn, analyse
+from dagent.trajectory.export import to_capture_log, to_rollout_document, to_trace_entries, to_training_trace
+from dagent.trajectory import CapturedTurn, analyse, turns_from_openenv
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 SYSTEM = {"role": "system", "content": "You are a data agent."}
@@ -62,6 +62,25 @@ def test_trace_entries_carry_engine_ids_and_masks_for_the_agent_chain_only():
         assert entry["loss_mask"] == [0] * len(t.prompt_token_ids) + [1] * len(t.completion_token_ids)
         message = entry["response"]["choices"][0]["message"]
         assert message["content"] == "r" + entry["metadata"]["node_id"][1:]
+
+
+def test_the_capture_log_keeps_every_call_and_reads_back_to_the_same_analysis():
+    import dataclasses
+    import json
+
+    turns = chain(3)
+    hinted = dataclasses.replace(turn(3, tuple(range(700, 740)), toks(3)), role_hint="title")  # tools, but a title
+    retry = dataclasses.replace(turns[1], turn_id="t1r", seq=4)  # a retry of t1: off the chain
+    original = analyse([*turns, hinted, retry])
+    log = json.loads(json.dumps(to_capture_log(original)))  # through a file's JSON
+    assert [e["metadata"]["node_id"] for e in log] == ["t0", "t1", "t2", "t3", "t1r"]
+    assert [e["metadata"]["role"] for e in log] == list(original.roles)
+    replayed = analyse(turns_from_openenv(log, session_id="s1"))
+    assert replayed.roles == original.roles and replayed.agent_chain == original.agent_chain
+    assert {f.code for f in replayed.findings} == {f.code for f in original.findings}
+    assert [list(s.loss_mask) for s in replayed.sequences()] == [list(s.loss_mask) for s in original.sequences()]
+    assert replayed.turn("t3").role_hint == "title" and "auxiliary" in original.roles
+    assert replayed.turn("t2").metadata["response_message"] == {"role": "assistant", "content": "r2"}
 
 
 @pytest.mark.failure_mode("F03")

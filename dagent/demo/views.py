@@ -30,6 +30,10 @@ CONTEXT = "background:#edf2f7;color:#4a5568"
 ROLE_COLOURS = {"user": "#ebf8ff", "assistant": "#f0fff4", "tool": "#fffaf0", "system": "#faf5ff"}
 
 
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
 def _code(text: str, lang: str = "text") -> str:
     fence = "````" if "```" in text else "```"
     return f"{fence}{lang}\n{text}\n{fence}"
@@ -50,11 +54,16 @@ def format_task(task: PublicTask, split: str, index: int) -> str:
 
 def format_instructions(instruction: str, reworded: str) -> str:
     """The instruction as each loop hands it to the agent (white-box: reworded for
-    `submit_solution`, F28; black-box: as written, it files /workdir/answer.txt)."""
+    `submit_solution`, F28; black-box: as written, it files /workdir/answer.txt), as HTML: the
+    text verbatim, wrapped, nothing rendered."""
     same = " (unchanged: it names no answer file)" if reworded == instruction else ""
-    return (f"**White-box** (the TRL environment, `--agent tools`): submit with `{TERMINATOR}`{same}\n\n"
-            f"{_code(reworded)}\n\n**Black-box** (opencode, Harbor): write `/workdir/answer.txt`\n\n"
-            f"{_code(instruction)}")
+
+    def block(title: str, text: str) -> str:
+        return (f"<div style='margin:4px 0'><b>{title}</b></div><pre style='white-space:pre-wrap;"
+                f"background:#f7fafc;padding:8px;border-radius:4px;margin:0 0 8px'>{_esc(text)}</pre>")
+
+    return (block(f"White-box (the TRL environment, --agent tools): submit with {TERMINATOR}{same}", reworded)
+            + block("Black-box (opencode, Harbor): write /workdir/answer.txt", instruction))
 
 
 def format_matches(matches: Sequence[tuple[str, int, str, str, str]]) -> list[tuple[str, str]]:
@@ -181,10 +190,6 @@ def format_grade(grade: Grade, gold: str | None = None, *, tool_calls: int | Non
 
 
 # ------------------------------------------------------------------ a model's episode
-
-def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
 
 def format_conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """The conversation as the chat template renders it, one block per message (HTML)."""

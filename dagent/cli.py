@@ -252,6 +252,32 @@ def eval_void(
     out.print(f"void: {void_run(run_dir, reason)}", markup=False, highlight=False)
 
 
+@eval_app.command("regrade")
+def eval_regrade(
+    run_dir: Annotated[Path, typer.Argument(help="An evaluation directory (records.jsonl), or the file.")],
+    suite: SuiteOpt = None,
+    fail_on_flip: Annotated[bool, typer.Option("--fail-on-flip", help="Exit 1 when any verdict flips (CI).")] = False,
+) -> None:
+    """Re-grade recorded answers with the current grader; list every verdict that flips."""
+    import json
+
+    from dagent.provenance import grader_digest
+    from dagent.regrade import regrade
+    from dagent.report import load_records
+
+    records = load_records(run_dir, include_void=True)
+    summary = (run_dir if run_dir.is_dir() else run_dir.parent) / "summary.json"
+    recorded = (json.loads(summary.read_text()).get("provenance") or {}).get("grader") if summary.is_file() else None
+    now = grader_digest()
+    out.print(f"grader: recorded {recorded or 'unknown'}, current {now}"
+              + (" (the same)" if recorded == now else ""), markup=False, highlight=False)
+    report = regrade(records, load_suite(suite))
+    for line in report.lines():
+        out.print(line, markup=False, highlight=False)
+    if fail_on_flip and report.flips:
+        raise typer.Exit(1)
+
+
 @eval_app.command("watch")
 def eval_watch(
     source: Annotated[str, typer.Argument(help="The trainer's output_dir, or a Hub model repo id, where checkpoint-N/ appear.")],

@@ -34,6 +34,18 @@ UNGRADED_CAUSES: tuple[str, ...] = get_args(UngradedCause)
 #: Causes under which an answer says nothing about the policy: it is ignored, the episode ungraded.
 VOIDING_CAUSES = frozenset({"zero_model_calls", "engine_unreachable"})
 
+#: Where an episode was cut off before it ended on its own (the published system's costliest
+#: silent diagnosis: most rollouts ended mid-task on a cap nobody looked at).
+Cutoff = Literal[
+    "step_cap",  # the environment's tool-call budget was spent (later calls refused)
+    "call_budget",  # the capture proxy's model-call budget answered a terminal stop
+    "completion_budget",  # the loop's completion-token budget (TRL's max_completion_length)
+    "context_overflow",  # the prompt outgrew the engine's context
+    "tool_iterations",  # TRL's max_tool_calling_iterations
+    "timeout",  # the agent process ran out of wall clock
+]
+CUTOFFS: tuple[str, ...] = get_args(Cutoff)
+
 
 def cause_head(cause: str | None) -> str | None:
     """The vocabulary word of a cause that may carry detail (`staging_failed: <why>`)."""
@@ -63,6 +75,8 @@ class EvalRecord(BaseModel):
     model_calls: int | None = None
     tool_calls: int | None = None
     duration_s: float = 0.0
+    cutoff: Cutoff | None = Field(default=None, description="Where the episode was cut off (CUTOFFS); "
+                                  "None when it ended on its own or the agent does not say.")
 
 
 class TierSummary(BaseModel):

@@ -84,6 +84,12 @@ def results_markdown(scores: Sequence[Scores], comparisons: Sequence[Paired], *,
     if capped:
         out += ["", "Graded samples whose tool calls reached the step cap: "
                 + "; ".join(f"{s.arm} {_pct(s.at_step_cap)} (cap {s.step_cap})" for s in capped)]
+    cut = [s for s in scores if s.cut_off is not None]
+    if cut:
+        out += ["", "Samples cut off mid-task (step cap, call budget, completion budget, context, "
+                "timeout): " + "; ".join(f"{s.arm} {_pct(s.cut_off)} ("
+                                         + (", ".join(f"{c} {n}" for c, n in s.cut_off_by.items()) or "none")
+                                         + ")" for s in cut)]
     used = [c for c in WRONG_CATEGORIES if any(c in s.wrong_by_category for s in scores)]
     out += ["", "## Wrong answers by category", ""]
     if used:

@@ -101,7 +101,7 @@ def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: Sandbo
         method=grade.method, note=grade.note, cause=cause, answer=clip_answer(answer),
         exit_code=None if run is None or run.exec_result is None else run.exec_result.exit_code,
         model_calls=None if run is None else run.model_calls, tool_calls=tool_calls,
-        duration_s=round(time.monotonic() - started, 4),
+        duration_s=round(time.monotonic() - started, 4), cutoff=None if run is None else run.cutoff,
     )
     return Played(record=record, run=run, task=task)
 

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from dagent.errors import ConfigError
-from dagent.evaluation import EvalRecord
+from dagent.evaluation import CUTOFFS, EvalRecord
 
 TIERS = ("easy", "medium", "hard")
 #: Wrong-answer categories, from the notes `dagent.grading` and `evaluation.settle` write.
@@ -190,6 +190,10 @@ class Scores(GroupScores):
     step_cap: int | None = None
     at_step_cap: float | None = Field(default=None, description="Fraction of graded samples with a "
                                       "known tool count whose tool_calls reached step_cap.")
+    cut_off_by: dict[str, int] = Field(default_factory=dict, description="Samples by where they were "
+                                       "cut off (dagent.evaluation.CUTOFFS), all outcomes.")
+    cut_off: float | None = Field(default=None, description="Fraction of the LLM agent's samples "
+                                  "(model_calls known) that were cut off; None for the oracle.")
 
     def lines(self) -> list[str]:
         """The report: exclusions first, then the scores, then what the wrong answers were."""
@@ -210,6 +214,9 @@ class Scores(GroupScores):
         if self.step_cap is not None:
             at = "n/a" if self.at_step_cap is None else f"{self.at_step_cap:.1%}"
             out.append(f"  at the step cap ({self.step_cap} tool calls): {at} of graded samples")
+        if self.cut_off is not None:
+            where = ", ".join(f"{c} {n}" for c, n in self.cut_off_by.items()) or "none"
+            out.append(f"  cut off mid-task: {self.cut_off:.1%} of samples ({where})")
         return out
 
 
@@ -242,13 +249,17 @@ def task_scores(records: Iterable[EvalRecord], k_values: Sequence[int] = (1,), *
     wrong = Counter(wrong_category(r) for r in records if r.outcome == "wrong")
     known = [r.tool_calls for r in graded if r.tool_calls is not None]
     at_cap = None if step_cap is None or not known else sum(t >= step_cap for t in known) / len(known)
+    llm = [r for r in records if r.model_calls is not None]
+    cut = Counter(r.cutoff for r in llm if r.cutoff)
     return Scores(
         **_group(list(tallies.values()), rewards(records), k_values, n_boot, seed).model_dump(),
         arm=arm or _arm_name(records), by_tier=by_tier,
         ungraded_by_cause=dict(sorted(Counter(r.cause or "unknown" for r in records
                                               if r.outcome == "ungraded").items())),
         wrong_by_category={c: wrong[c] for c in WRONG_CATEGORIES if wrong[c]},
-        step_cap=step_cap, at_step_cap=at_cap)
+        step_cap=step_cap, at_step_cap=at_cap,
+        cut_off_by={c: cut[c] for c in CUTOFFS if cut[c]},
+        cut_off=sum(cut.values()) / len(llm) if llm else None)
 
 
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = 10_000, seed: int = 0) -> float:

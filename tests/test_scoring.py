@@ -200,3 +200,26 @@ def test_scores_count_wrong_answers_by_category():
                rec("b", "wrong", note="no answer file was written", answer=None),
                rec("c", "wrong", note="7 is outside tolerance (atol=0, rtol=0)", answer="7"), rec("d")]
     assert task_scores(records).wrong_by_category == {"no_answer": 2, "outside_tolerance": 1}
+
+
+def test_cut_off_samples_are_counted_by_where_over_every_llm_sample():
+    base = dict(split="test", index=0, difficulty_tier="easy", agent="tools", model="m", method="numeric")
+    records = [EvalRecord(task_id=t, outcome=o, reward=r, correct=c, cutoff=cut, model_calls=3, **base)
+               for t, o, r, c, cut in [("a", "wrong", 0.0, False, "step_cap"), ("b", "correct", 1.0, True, None),
+                                       ("c", "wrong", 0.0, False, "call_budget"), ("d", "wrong", 0.0, False, "step_cap")]]
+    s = task_scores(records)
+    assert s.cut_off == pytest.approx(0.75) and s.cut_off_by == {"step_cap": 2, "call_budget": 1}
+    assert "cut off mid-task: 75.0% of samples (step_cap 2, call_budget 1)" in s.lines()[-1]
+    assert task_scores([rec("a", agent="oracle", model=None)]).cut_off is None  # no model calls: not asked
+
+
+def test_an_agent_run_says_where_it_was_cut_off():
+    from dagent.harness.base import AgentRun, Captured
+    from dagent.sandbox.base import ExecResult
+    from dagent.trajectory import analyse
+
+    assert AgentRun(metadata={"step_capped": True, "stop": "submitted"}).cutoff == "step_cap"
+    assert AgentRun(captured=Captured("s", analyse([]), (), budget_stops=2)).cutoff == "call_budget"
+    assert AgentRun(metadata={"stop": "context_overflow"}).cutoff == "context_overflow"
+    assert AgentRun(exec_result=ExecResult(None, "", "", timed_out=True)).cutoff == "timeout"
+    assert AgentRun(metadata={"stop": "submitted"}).cutoff is None

@@ -386,7 +386,9 @@ class Demo:
             sample=session.model_runs - 1, outcome=outcome_of(grade), reward=episode.reward,
             correct=grade.correct, method=grade.method, note=grade.note, cause=cause,
             answer=episode.answer, model_calls=run.transcript.model_calls, tool_calls=episode.tool_calls,
-            duration_s=round(time.monotonic() - run.started, 3))
+            duration_s=round(time.monotonic() - run.started, 3),
+            cutoff="step_cap" if episode.refused_calls else
+            run.stop if run.stop in ("completion_budget", "context_overflow", "tool_iterations") else None)
 
     def save(self, key: str, out_dir: Path) -> Path:
         """Append the finished model episode and its capture log to a recording directory."""

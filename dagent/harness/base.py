@@ -41,6 +41,22 @@ class AgentRun:
     metadata: dict = field(default_factory=dict)
 
     @property
+    def cutoff(self) -> str | None:
+        """Where the run was cut off (`dagent.evaluation.CUTOFFS`), or None: read from what the
+        agent's own records say (the environment's refused calls, the proxy's budget stops, the
+        loop's stop reason, the process's timeout)."""
+        if self.metadata.get("step_capped"):
+            return "step_cap"
+        if self.captured is not None and self.captured.budget_stops:
+            return "call_budget"
+        stop = self.metadata.get("stop")
+        if stop in ("completion_budget", "context_overflow", "tool_iterations"):
+            return stop
+        if self.exec_result is not None and self.exec_result.timed_out:
+            return "timeout"
+        return None
+
+    @property
     def infra_cause(self) -> str | None:
         if self.cause is not None:
             return self.cause

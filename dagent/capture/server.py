@@ -37,10 +37,12 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from dagent.capture import wire
+from dagent.capture.journal import Journal
 from dagent.capture.proxy import Forwarder
 from dagent.capture.store import SessionState, session_findings
 from dagent.errors import CaptureError, ConfigError, MissingDependencyError, RequestRejected
@@ -87,7 +89,7 @@ class CaptureServer:
                  admin_token: str | None = None, host: str = "127.0.0.1", port: int = 0,
                  model: str | None = None, max_output_tokens: int | None = 8192,
                  max_connections: int = 1024, timeout_s: float = 900.0,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, journal: str | Path | None = None) -> None:
         """upstream_url: the engine's OpenAI root (`http://h:p` gets `/v1`). sampling: pinned on
         every call (the trainer's, F05). admin_token: what the session routes require (None: a random
         one, read it as `.admin_token`). port 0: a free one. model: the served model name sent in
@@ -95,7 +97,10 @@ class CaptureServer:
         the agent is lowered to it (OpenEnv's 8192; None keeps it). max_connections: the engine
         connection pool (at least the calls in flight). timeout_s: the longest the engine may stay
         silent. max_body_bytes: a chat request over it is answered 413 and never forwarded (default
-        16 MiB; an agent's largest real request, a full 128k-token context, is under 1 MB)."""
+        16 MiB; an agent's largest real request, a full 128k-token context, is under 1 MB). journal: a
+        SQLite file that makes sessions durable (`dagent.capture.journal`): the sessions it holds
+        that were not closed are reopened here, so an agent's next call after a restart continues
+        its session (None: in memory only)."""
         base = upstream_url.rstrip("/")
         self.upstream = base if urlsplit(base).path else base + "/v1"
         self.sampling, self.model = sampling, model
@@ -108,6 +113,12 @@ class CaptureServer:
                                    max_connections=max_connections, timeout_s=timeout_s)
         self._sessions: dict[str, SessionState] = {}
         self._lock = threading.Lock()
+        self.journal: Journal | None = None
+        if journal is not None:
+            self.journal = Journal(journal)
+            for state in self.journal.reopen():
+                state.journal = self.journal
+                self._sessions[state.session_id] = state
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -180,7 +191,10 @@ class CaptureServer:
         with self._lock:
             if sid in self._sessions:
                 raise CaptureError(f"session {sid} is already open: pass another session_id")
-            self._sessions[sid] = SessionState(sid, max_model_calls, dict(metadata or {}))
+            state = self._sessions[sid] = SessionState(sid, max_model_calls, dict(metadata or {}))
+        if self.journal is not None:
+            state.journal = self.journal
+            self.journal.opened(state)
         return Session(sid, self.base_url if self.port else "", sid)
 
     def _state(self, session_id: str) -> SessionState:
@@ -241,6 +255,8 @@ class CaptureServer:
             state = self._sessions.pop(session_id, None)
         if state is None:
             raise CaptureError(f"no open capture session {session_id!r}")
+        if self.journal is not None:
+            self.journal.closed(session_id)
         return state.turns()
 
     # -- ASGI ---------------------------------------------------------------------------------
@@ -272,9 +288,15 @@ class CaptureServer:
                                            "CaptureServer(max_body_bytes=...)")
             except wire.WireError as e:  # 413: nothing forwarded, nothing recorded
                 state.rejected_bodies += 1
+                if self.journal is not None:
+                    self.journal.counted(state)
                 await wire.respond(send, e.status, wire.error_body(str(e), e.err_type, e.status))
                 return
-            await self.forwarder.chat(state, scope["headers"], raw, send)
+            try:
+                await self.forwarder.chat(state, scope["headers"], raw, send)
+            finally:
+                if self.journal is not None:
+                    self.journal.counted(state)
         elif method == "GET" and path in MODELS_PATHS:
             await self.forwarder.models(send)
         elif path == "/health":
@@ -315,6 +337,8 @@ class CaptureServer:
             elif len(parts) == 2 and method == "DELETE":
                 with self._lock:
                     status, body = 200, {"deleted": self._sessions.pop(sid, None) is not None}
+                if self.journal is not None and body["deleted"]:
+                    self.journal.closed(sid)
             elif parts[2:] == ["rollout"] and method == "GET":
                 status, body = 200, await asyncio.to_thread(self.rollout_document, sid,
                                                             include_messages=messages)

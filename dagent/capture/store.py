@@ -115,6 +115,7 @@ class SessionState:
         self.engine_errors: list[dict[str, Any]] = []  # {"seq", "type", "status", "message"}
         self.overridden: dict[str, Any] = {}  # sampling values agents sent that were replaced (F05)
         self.records: list[TurnRecord] = []  # completion order; `turns` sorts by seq
+        self.journal: Any = None  # dagent.capture.journal.Journal of a durable proxy
         self._recent: list[tuple[TurnRecord, array]] = []  # last compacted records, prompt+completion
 
     def next_seq(self) -> int:
@@ -131,6 +132,8 @@ class SessionState:
         rec = TurnRecord(seq, (None, 0, call.prompt_ids), call.completion_ids, call.logprobs,
                          call.finish_reason, prepared.messages, prepared.tools, metadata)
         self.records.append(rec)
+        if self.journal is not None:  # durable before the agent can read its answer
+            self.journal.recorded(self.session_id, rec)
         self.last_activity = time.time()
         pinned = metadata.get("sampling_params") or {}
         for key, value in prepared.requested_sampling.items():

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -131,11 +132,14 @@ class BlackBoxRuntime:
                  publish: str = "direct", public_url: str | None = None, tunnel: Tunnel | None = None,
                  tunnel_timeout_s: float = 30.0, timeout_s: float = 600.0,
                  fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None,
-                 harbor_catalog: str | Path | None = None, isolation: str = "auto") -> None:
+                 harbor_catalog: str | Path | None = None, isolation: str = "auto",
+                 capture_journal: str | Path | None = None) -> None:
         """`harbor_catalog`: run each rollout as `harbor run` of the task's exported directory there
         (`dagent export harbor`), opencode as a Harbor agent against this runtime's capture, the
         verifier's verdict the grade (see `run_harbor_rollout`). `isolation`: the local backend's
-        (`auto`: bubblewrap where usable; `rlimits` forces the no-user-namespace path)."""
+        (`auto`: bubblewrap where usable; `rlimits` forces the no-user-namespace path).
+        `capture_journal`: a SQLite file that makes capture sessions durable across a proxy
+        restart (`dagent.capture.journal`; default `$DAGENT_CAPTURE_JOURNAL`, else in memory)."""
         self.suite, self.engine_url, self.model = suite, engine_url, model
         self.opencode = opencode or OpencodeConfig(model=model)
         self.harness = OpencodeHarness(self.opencode)  # F35, before anything starts
@@ -144,7 +148,8 @@ class BlackBoxRuntime:
         self._backend_spec, self._sandbox_dir, self._isolation = backend, sandbox_dir, isolation
         self._publish = dict(mode=publish, public_url=public_url, tunnel=tunnel, tunnel_timeout_s=tunnel_timeout_s)
         self.capture = CaptureServer(engine_url, sampling=sampling, model=model,
-                                     max_output_tokens=self.opencode.max_output_tokens)
+                                     max_output_tokens=self.opencode.max_output_tokens,
+                                     journal=capture_journal or os.environ.get("DAGENT_CAPTURE_JOURNAL") or None)
         self.backend: SandboxBackend | None = None
         self.publisher: Publisher | None = None
         self.reach: Reach | None = None

@@ -1,0 +1,50 @@
+"""Faults in the middle of a rollout, on real components over loopback: each ends UNGRADED with its
+cause (never a 0.0 reward) or recovers, and nothing already captured is lost.
+
+The other faults of this family are tested where their component lives: the capture proxy killed
+and restarted mid-rollout (tests/capture/test_journal.py), the environment server lost mid-episode
+(tests/harness/test_remote.py), a sandbox out of memory (tests/test_runner.py,
+tests/envs/test_blackbox.py), staging answering 503 then recovering (tests/sandbox/test_staging.py),
+a tunnel that hangs at start (tests/envs/test_blackbox.py).
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from dagent.capture.server import CaptureServer
+from dagent.harness.tools import ToolLoopAgent
+from dagent.runner import play
+from tests.capture.engines import PINNED, LocalBackend
+
+BASH = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l input/t.csv"}}\n</tool_call>'
+
+
+def test_an_engine_killed_mid_rollout_is_ungraded_and_the_captured_calls_are_kept(suite, backend):
+    engine = LocalBackend()  # its own: this test kills it
+    engine.steer(BASH)
+    try:
+        with CaptureServer(engine.url, sampling=PINNED) as capture:
+            session = capture.open_session()
+            agent = ToolLoopAgent(f"http://127.0.0.1:{capture.port}", "tiny-qwen3", client=httpx.Client(
+                timeout=60, headers={"authorization": f"Bearer {session.api_key}"}))
+            real_call = agent.step
+
+            def step(t, seed, call):  # the engine dies right after its first answer was used
+                stop = real_call(t, seed, call)
+                if t.model_calls == 1:
+                    engine.stop()
+                return stop
+
+            agent.step = step
+            record = play(suite, "train", 0, agent, backend).record
+            turns = capture.turns(session.session_id)
+            findings = {f.code for f in capture.findings(session.session_id)}
+            stats = capture.stats(session.session_id)
+    finally:
+        engine.close()
+    assert (record.outcome, record.reward, record.correct, record.cause) == ("ungraded", None, None,
+                                                                            "engine_unreachable")
+    assert record.model_calls == 1 and record.tool_calls == 1
+    assert len(turns) == 1 and turns[0].logprobs is not None and len(turns[0].completion_token_ids) > 0
+    assert stats.engine_errors == 1 and "engine_error" in findings  # the proxy names the failure

@@ -48,3 +48,63 @@ def test_an_engine_killed_mid_rollout_is_ungraded_and_the_captured_calls_are_kep
     assert record.model_calls == 1 and record.tool_calls == 1
     assert len(turns) == 1 and turns[0].logprobs is not None and len(turns[0].completion_token_ids) > 0
     assert stats.engine_errors == 1 and "engine_error" in findings  # the proxy names the failure
+
+
+def _space_server(suite_dir, port: int, log):
+    """The white-box Space's own start command (spaces/data-agent), a real process on `port`."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "DAGENT_SUITE": str(suite_dir), "HOST": "127.0.0.1", "PORT": str(port),
+           "LOG_LEVEL": "warning"}
+    proc = subprocess.Popen([sys.executable, "-m", "server.app"], cwd=root / "spaces" / "data-agent", env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None, "the server exited"
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "server not healthy in 90 s"
+        time.sleep(0.3)
+
+
+def test_an_environment_server_restarted_mid_episode_voids_the_episode_never_a_zero(suite_dir, tmp_path):
+    import signal
+
+    from dagent.engine.process import free_port
+    from dagent.envs.client import WhiteBoxHTTP
+    from dagent.harness.remote import play_remote
+    from tests.harness.test_tools_agent import ScriptedEngine, call
+
+    port = free_port()
+    log = open(tmp_path / "server.log", "w")
+    procs = [_space_server(suite_dir, port, log)]
+    engine = ScriptedEngine({"content": "", "tool_calls": [call("bash", command="tail -n +2 input/t.csv | wc -l")]},
+                            {"content": "", "tool_calls": [call("submit_solution", answer=3)]})
+    agent = engine.agent()
+    real = agent._generate
+
+    def generate(messages, seed, turn):
+        if turn == 1:  # killed and back on the same port between the two turns: the episode is gone
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait(timeout=10)
+            procs.append(_space_server(suite_dir, port, log))
+        return real(messages, seed, turn)
+
+    agent._generate = generate
+    try:
+        rec = play_remote(WhiteBoxHTTP(f"http://127.0.0.1:{port}", timeout_s=10), "train", 0, agent)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+        log.close()
+    assert len(procs) == 2 and engine.requests[1]["messages"][-1]["content"] == "3"  # the first turn ran
+    assert (rec.outcome, rec.reward, rec.correct, rec.cause) == ("ungraded", None, None, "env_unreachable")

@@ -69,7 +69,8 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             load = load_suite  # the bundled build, built on first use as the CLI does
         demo_state = Demo(backend, suite=suite, load=load)
     state = demo_state
-    first = state.suite(os.environ.get("DAGENT_SUITE") or None if suite is None else None)
+    # the suite given, else $DAGENT_SUITE, else the bundled build (what the suite box starts with)
+    first = state.suite(None if suite is not None else os.environ.get("DAGENT_SUITE") or None)
     bases = list(first.bases)
     hand_tools = [t for t in state.config.tools if t != TERMINATOR]
 
@@ -79,6 +80,9 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             state.reap()
 
     threading.Thread(target=reaper, name="demo-reaper", daemon=True).start()
+
+    def steps(ep):
+        return views.format_steps(ep.tool_calls, state.config.max_steps, ep.refused_calls, ep.done)
 
     # -- Task ---------------------------------------------------------------------------------
     @_friendly(2, 1)
@@ -100,7 +104,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             status += f" · **the sandbox did not start: {ep.start_cause}** (this episode can only be ungraded)"
         return (status, views.format_task(session.task.public(), split, index),
                 views.format_instructions(instruction, reworded), previews,
-                views.format_steps(0, state.config.max_steps), "", "", "", "", "", "", "")
+                steps(ep), "", "", "", "", "", "", "")
 
     # -- Act by hand --------------------------------------------------------------------------
     def pick_tool(name):
@@ -115,7 +119,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         ep = state.get(request.session_hash).episode
         entry = views.format_call(name, args, result, step=step, budget=state.config.max_steps)
         return ((log + "\n\n" if log else "") + entry,
-                views.format_steps(ep.tool_calls, state.config.max_steps, ep.refused_calls, ep.done), "")
+                steps(ep), "")
 
     @_friendly(2, 0)
     def submit(answer, reveal, request: gr.Request):
@@ -124,7 +128,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         ep = session.episode
         md = views.format_grade(grade, session.task.gold if reveal else None, tool_calls=ep.tool_calls,
                                 reward_config=state.config.reward)
-        return md, views.format_steps(ep.tool_calls, state.config.max_steps, ep.refused_calls, ep.done)
+        return md, steps(ep)
 
     # -- Let a model act ----------------------------------------------------------------------
     def _model_views(key):
@@ -142,17 +146,16 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         return (status, views.format_conversation(run.transcript.messages),
                 views.format_token_chain(trajectory, run.decode), views.format_turns(trajectory),
                 views.format_verdict(verdict, findings), grade,
-                views.format_steps(ep.tool_calls, state.config.max_steps, ep.refused_calls, ep.done))
+                steps(ep))
 
-    @_friendly(7, 0)
-    def model_step(model, engine_url, request: gr.Request):
-        state.model_step(request.session_hash, model, engine_url)
-        return _model_views(request.session_hash)
+    def model_acts(whole: bool):
+        """The handler of "One step" (whole=False) or "Whole episode"."""
+        @_friendly(7, 0)
+        def act(model, engine_url, request: gr.Request):
+            state.model_step(request.session_hash, model, engine_url, whole=whole)
+            return _model_views(request.session_hash)
 
-    @_friendly(7, 0)
-    def model_episode(model, engine_url, request: gr.Request):
-        state.model_step(request.session_hash, model, engine_url, whole=True)
-        return _model_views(request.session_hash)
+        return act
 
     @_friendly(1, 0)
     def save(request: gr.Request):
@@ -276,8 +279,8 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         run_btn.click(run_tool, [tool, arguments, terminal], [terminal, steps_md, hand_msg])
         submit_btn.click(submit, [answer, reveal], [grade_md, steps_md])
         model_outputs = [model_status, conversation, chain, turns_md, verdict_md, model_grade, steps_md]
-        step_btn.click(model_step, [model, engine_url], model_outputs)
-        episode_btn.click(model_episode, [model, engine_url], model_outputs)
+        step_btn.click(model_acts(False), [model, engine_url], model_outputs)
+        episode_btn.click(model_acts(True), [model, engine_url], model_outputs)
         save_btn.click(save, [], [saved])
         rec_btn.click(open_recording, [rec_path], [rec_pick, rec_count])
         rec_pick.change(show_recorded, [rec_pick], [rec_md, rec_conv, rec_chain, rec_turns, rec_verdict])

@@ -89,10 +89,24 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+async def keep_in_flight(n: int, one, stop_at: float, **client) -> None:
+    """`n` workers on one client, each starting `one(client, k)` again until `stop_at` (k counts
+    every start, so every fault_every-th is planted whichever worker runs it)."""
+    counter = 0
+
+    async def worker(c: httpx.AsyncClient) -> None:
+        nonlocal counter
+        while time.monotonic() < stop_at:
+            counter += 1
+            await one(c, counter)
+
+    limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
+    async with httpx.AsyncClient(timeout=600, limits=limits, **client) as c:
+        await asyncio.gather(*(worker(c) for _ in range(n)))
+
+
 async def episodes(base: str, n: int, args, stop_at: float, tally: Tally) -> None:
     from dagent.envs.client import unwrap_tool_result
-
-    counter = 0
 
     async def one(c: httpx.AsyncClient, k: int) -> None:
         planted = k % args.fault_every == args.fault_every - 1
@@ -128,19 +142,10 @@ async def episodes(base: str, n: int, args, stop_at: float, tally: Tally) -> Non
         except Exception as e:  # noqa: BLE001 - counted and the first few shown
             tally.bad("lost", f"episode {k}: {type(e).__name__}: {e}")
 
-    async def worker(c: httpx.AsyncClient) -> None:
-        nonlocal counter
-        while time.monotonic() < stop_at:
-            counter += 1
-            await one(c, counter)
-
-    limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
-    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as c:
-        await asyncio.gather(*(worker(c) for _ in range(n)))
+    await keep_in_flight(n, one, stop_at, base_url=base)
 
 
 async def sessions(proxy: str, n: int, args, stop_at: float, tally: Tally) -> None:
-    counter = 0
     admin = {"authorization": "Bearer soak"}
 
     async def one(c: httpx.AsyncClient, k: int) -> None:
@@ -170,15 +175,7 @@ async def sessions(proxy: str, n: int, args, stop_at: float, tally: Tally) -> No
         except Exception as e:  # noqa: BLE001
             tally.bad("lost", f"session {k}: {type(e).__name__}: {e}")
 
-    async def worker(c: httpx.AsyncClient) -> None:
-        nonlocal counter
-        while time.monotonic() < stop_at:
-            counter += 1
-            await one(c, counter)
-
-    limits = httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as c:
-        await asyncio.gather(*(worker(c) for _ in range(n)))
+    await keep_in_flight(n, one, stop_at)
 
 
 def direct(suite: Path, stop_at: float, out: list[float], threads: int = 4) -> list[threading.Thread]:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagent.errors import ConfigError
 from dagent.evaluation import EvalRecord
 from dagent.trajectory import CapturedTurn, Trajectory, turns_from_openenv
 from dagent.trajectory.export import to_capture_log
@@ -59,21 +58,14 @@ def append_recording(out_dir: Path, record: EvalRecord, trajectory: Trajectory |
 
 def load_recording(path: Path) -> list[Recorded]:
     """The episodes of a recording directory (or of its records.jsonl), with their traces."""
+    from dagent.report import load_records
+
     path = Path(path).expanduser()
-    file = path if path.is_file() else path / RECORDS
-    if not file.is_file():
-        raise ConfigError(f"no {RECORDS} at {path}: give a directory written by `dagent eval --out`, "
-                          "`dagent rollout --out` or the demo's 'Save recording', or the file itself")
+    traces = (path.parent if path.is_file() else path) / TRACES
     out = []
-    for n, line in enumerate(file.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as e:
-            raise ConfigError(f"{file}:{n} is not a JSON record ({e}); the file is damaged") from e
-        trace = file.parent / TRACES / trace_name(str(record.get("task_id")), int(record.get("sample") or 0))
-        out.append(Recorded(record, trace if trace.is_file() else None))
+    for record in load_records(path, include_void=True):  # a replay shows a void run too
+        trace = traces / trace_name(record.task_id, record.sample)
+        out.append(Recorded(record.model_dump(mode="json"), trace if trace.is_file() else None))
     return out
 
 

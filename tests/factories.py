@@ -91,3 +91,22 @@ class LiveServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=30)
+
+
+def wait_serving(proc, url: str, *, log=None, timeout_s: float = 90.0) -> None:
+    """Until `url` answers 200; fails with the tail of `log` (a path) if `proc` exits, or after
+    `timeout_s`."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, Path(log).read_text()[-3000:] if log else f"exited with {proc.returncode}"
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"{url} did not answer 200 within {timeout_s:.0f} s"
+        time.sleep(0.3)

@@ -55,24 +55,17 @@ def _space_server(suite_dir, port: int, log):
     import os
     import subprocess
     import sys
-    import time
     from pathlib import Path
+
+    from tests.factories import wait_serving
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "DAGENT_SUITE": str(suite_dir), "HOST": "127.0.0.1", "PORT": str(port),
            "LOG_LEVEL": "warning"}
     proc = subprocess.Popen([sys.executable, "-m", "server.app"], cwd=root / "spaces" / "data-agent", env=env,
                             stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while True:
-        assert proc.poll() is None, "the server exited"
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "server not healthy in 90 s"
-        time.sleep(0.3)
+    wait_serving(proc, f"http://127.0.0.1:{port}/health", log=log.name)
+    return proc
 
 
 def test_an_environment_server_restarted_mid_episode_voids_the_episode_never_a_zero(suite_dir, tmp_path):

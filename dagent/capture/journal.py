@@ -89,11 +89,6 @@ class Journal:
         with self._lock:
             self._db.execute("UPDATE sessions SET closed = 1 WHERE session_id = ?", (session_id,))
 
-    def deleted(self, session_id: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
-            self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-
     def recorded(self, session_id: str, rec: TurnRecord) -> None:
         """One call, as the engine answered it (its prompt still whole: called before compacting)."""
         prompt = rec.prompt[2] if rec.prompt[0] is None else None

@@ -29,7 +29,7 @@ from typing import Any
 from dagent.errors import DagentError, EngineError
 from dagent.evaluation import EvalRecord, cause_head, outcome_of
 from dagent.envs.episode import EpisodeConfig, EpisodeError, close_episode, open_episode, reword_submission
-from dagent.harness.base import sample_seed
+from dagent.harness.base import AgentRun, sample_seed
 from dagent.harness.tools import LoopAborted, LoopLimits, ToolLoopAgent, Transcript
 from dagent.sampling import RECIPE_SAMPLING
 from dagent.sandbox.base import SandboxBackend
@@ -171,11 +171,9 @@ class Demo:
         if self._load is None:
             from dagent.hub import load_tasks
 
-            load = load_tasks
-        else:
-            load = self._load
+            self._load = load_tasks
         try:
-            suite = load(key or None)
+            suite = self._load(key or None)
         except DagentError as e:
             raise DemoError(f"cannot load the suite {key or '(bundled)'}: {e}") from e
         with self._lock:
@@ -299,7 +297,7 @@ class Demo:
         return result, session.episode.tool_calls
 
     def submit(self, key: str, answer: str) -> Any:
-        """Submit by hand: the episode's grade (None: the episode was already over)."""
+        """Submit by hand: the episode's grade (an episode already graded is refused)."""
         session = self.get(key)
         if session.episode.done:
             raise DemoError("this episode already has its grade: load the task again to start over")
@@ -387,8 +385,7 @@ class Demo:
             correct=grade.correct, method=grade.method, note=grade.note, cause=cause,
             answer=episode.answer, model_calls=run.transcript.model_calls, tool_calls=episode.tool_calls,
             duration_s=round(time.monotonic() - run.started, 3),
-            cutoff="step_cap" if episode.refused_calls else
-            run.stop if run.stop in ("completion_budget", "context_overflow", "tool_iterations") else None)
+            cutoff=AgentRun(metadata={"step_capped": episode.refused_calls > 0, "stop": run.stop}).cutoff)
 
     def save(self, key: str, out_dir: Path) -> Path:
         """Append the finished model episode and its capture log to a recording directory."""

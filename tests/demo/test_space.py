@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from dagent.engine.process import free_port
+from tests.factories import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACE = ROOT / "spaces" / "demo"
@@ -59,16 +59,7 @@ def test_the_dockerfile_command_serves_the_demo(tmp_path, suite_dir):
     log = open(tmp_path / "app.log", "w")
     proc = subprocess.Popen(json.loads(cmd_line[4:]), cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "app.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the demo did not serve / in 120 s"
-            time.sleep(0.5)
+        wait_serving(proc, f"http://127.0.0.1:{port}/", log=tmp_path / "app.log", timeout_s=120)
         config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).json()
         labels = {c.get("props", {}).get("value") for c in config["components"]}
         assert {"Load task", "Run tool", "One step", "Open"} <= labels

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import tomllib
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import yaml
 
 from dagent.tools import select
 from dagent.engine.process import free_port
+from tests.factories import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACE = ROOT / "spaces" / "data-agent"
@@ -98,16 +98,7 @@ def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_p
     proc = subprocess.Popen(docker_cmd(), cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server not healthy in 90 s"
-            time.sleep(0.3)
+        wait_serving(proc, f"{url}/health", log=tmp_path / "server.log")
         assert httpx.get(f"{url}/data_agent/splits").status_code == 200
         from dagent.envs.client import white_box_client
 

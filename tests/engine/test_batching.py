@@ -231,6 +231,30 @@ def test_the_self_check_refuses_batching_that_changes_logits(loaded: Any, monkey
     assert batching.RaggedBackend.for_model(model, 0) is not None
 
 
+def test_half_precision_is_batched_within_its_rounding_and_a_planted_fault_still_refused(monkeypatch: Any) -> None:
+    """In bfloat16 a cached forward differs from a full one on tail ids by tenths of a nat
+    whatever computes it (transformers' own cached decode too), so the self-check judges half
+    precision by the expected error under the distribution; a row that never advances its cache
+    (keys overwritten every step) is still refused."""
+    half = load_model("tiny-qwen3", dtype="bfloat16").model
+    assert half.dtype == torch.bfloat16
+    assert batching.RaggedBackend.for_model(half, 0) is not None
+    monkeypatch.setattr(batching.PackedStep, "commit", lambda self, new_tokens: None)
+    assert batching.RaggedBackend.for_model(load_model("tiny-qwen3", dtype="bfloat16").model, 0) is None
+
+
+def test_within_rounding_is_exact_in_float32_and_loose_only_on_tail_ids_in_half_precision() -> None:
+    want = torch.log_softmax(torch.tensor([[4.0, 2.0, 0.0, -8.0]]), -1)
+    tail = want.clone()
+    tail[0, 3] += 0.5  # an id with probability ~1e-5 moves half a nat
+    head = want.clone()
+    head[0, 0] += 0.5  # the likeliest id moves half a nat
+    assert batching.within_rounding(want + 5e-4, want, torch.float32)
+    assert not batching.within_rounding(tail, want, torch.float32)
+    assert batching.within_rounding(tail, want, torch.bfloat16)
+    assert not batching.within_rounding(head, want, torch.bfloat16)
+
+
 def test_auto_dtype_is_float32_where_half_precision_is_emulated(monkeypatch: Any) -> None:
     from dagent.engine import models
 

@@ -7,19 +7,21 @@
 #   bash scripts/learning_run.sh                 # every stage, in order, into runs/lr
 #   STAGES="grpo eval" bash scripts/learning_run.sh   # from a stage on (each stage's output is kept)
 #
-# Sizes are environment variables (defaults: what fits in a few hours on a 2-core CPU):
-#   SFT_N=96 GRPO_STEPS=24 SAVE_STEPS=8 TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4
-#   CONTROL_STEPS=2 (lr=0: AdamW leaves every weight bit-identical whatever the length; the stage
-#   checks that, which is what makes the warm start's own scores the control's)
+# Sizes are environment variables (defaults: the issue's scale, about 4 hours on a 2-core CPU):
+#   SFT_N=128 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them) SAVE_STEPS=8
+#   TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4
+#   CONTROL_STEPS: default the GRPO run's own step count (an lr=0 run of the same length; AdamW
+#   with lr 0 leaves every weight bit-identical, which the stage checks, and the control is then
+#   evaluated like the other arms: what moves there is evaluation noise, not learning)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/lr}
 PY=.venv/bin/python
 DAGENT=.venv/bin/dagent
-STAGES=${STAGES:-"sft base grpo control eval"}
-SFT_N=${SFT_N:-96}; GRPO_STEPS=${GRPO_STEPS:-24}; SAVE_STEPS=${SAVE_STEPS:-8}
+STAGES=${STAGES:-"sft base grpo control eval eval-control"}
+SFT_N=${SFT_N:-128}; GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
 TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
-EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}; CONTROL_STEPS=${CONTROL_STEPS:-2}
+EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}
 WORKERS=${WORKERS:-4}
 mkdir -p "$OUT"
 stage() { echo "== $(date -u +%H:%M:%S) $1"; }
@@ -44,16 +46,25 @@ EOF
 }
 if has grpo; then
   P=$(base_pass1)
-  stage "grpo: $GRPO_STEPS steps on train:easy from the warm start (base pass@1 on train $P)"
+  stage "grpo: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on train:easy from the warm start (base pass@1 on train $P)"
   $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" \
-    --save-steps "$SAVE_STEPS" --out "$OUT/grpo" --run-name grpo ${FORCE:+--force}
+    --max-minutes "$GRPO_MINUTES" --save-steps "$SAVE_STEPS" --out "$OUT/grpo" --run-name grpo ${FORCE:+--force}
   LAST=$(ls -d "$OUT"/grpo/checkpoint-* | sort -t- -k2 -n | tail -1)
   $PY -m dagent.train.curves "$LAST" --out "$OUT/grpo_curves.png"
   $PY benchmarks/train.py --from "$OUT/grpo"
 fi
+grpo_steps() {
+  .venv/bin/python - "$OUT/grpo" <<'EOF'
+import json, sys
+from pathlib import Path
+last = max(Path(sys.argv[1]).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+print(json.loads((last / "trainer_state.json").read_text())["global_step"])
+EOF
+}
 if has control; then
   P=$(base_pass1)
-  stage "control: lr=0, $CONTROL_STEPS steps, same code path"
+  CONTROL_STEPS=${CONTROL_STEPS:-$(grpo_steps)}
+  stage "control: lr=0, $CONTROL_STEPS steps (the GRPO run's length), same code path"
   $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$CONTROL_STEPS" \
     --learning-rate 0 --save-steps "$CONTROL_STEPS" --out "$OUT/control" --run-name control ${FORCE:+--force}
   $PY - "$OUT/sft/final" "$OUT/control/final" <<'EOF'
@@ -70,5 +81,10 @@ if has eval; then
   stage "eval: $CKPT vs the warm start, test:easy $EVAL_LIMIT seeded tasks x $EVAL_SAMPLES, both served at once"
   $DAGENT eval --agent tools --preset cpu --model "$CKPT" --baseline "$OUT/sft/final" --split test:easy \
     --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" --out "$OUT/eval"
+fi
+if has eval-control; then
+  stage "eval-control: the lr=0 control vs the warm start, the same tasks and samples, both served at once"
+  $DAGENT eval --agent tools --preset cpu --model "$OUT/control/final" --baseline "$OUT/sft/final" --split test:easy \
+    --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" --out "$OUT/eval-control"
 fi
 stage done

@@ -144,12 +144,14 @@ class TrainRun:
     checks: list[Check] = field(default_factory=list)
     rows: int = 0
     timer: Any = None
+    budget: Any = None  # dagent.train.budget.TimeBudget when --max-minutes was given
 
 
 def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir: str | Path, *,
                   env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
-                  push_to_hub: str | None = None, run_name: str | None = None, **config: Any) -> TrainRun:
+                  push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
+                  **config: Any) -> TrainRun:
     """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
     after the preflight. `env_url` trains against a running white-box server (the HTTP client)."""
     import torch
@@ -182,12 +184,19 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
                        **config)
     health = HealthWatch()
     stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": str(model_dir)})
+    callbacks: list[Any] = [health, timer, stamp]
+    budget = None
+    if max_minutes is not None:
+        from dagent.train.budget import TimeBudget
+
+        budget = TimeBudget(max_minutes)
+        callbacks.append(budget)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
                           train_dataset=Dataset.from_list(rows), environment_factory=env,
-                          callbacks=[health, timer, stamp])
+                          callbacks=callbacks)
     health.trainer = trainer
     timer.attach(trainer)
-    return TrainRun(trainer, health, checks, len(rows), timer)
+    return TrainRun(trainer, health, checks, len(rows), timer, budget)
 
 
 def recipe_summary(recipe: Recipe) -> dict[str, Any]:
@@ -221,6 +230,7 @@ class WhiteboxArgs:
     curriculum: str | None = field(default=None, metadata={"help": "warmup:N: N easy tasks, then medium with hard spread through."})
     env_url: str | None = field(default=None, metadata={"help": "Train against a running white-box server or Space (default: in process)."})
     max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
+    max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes; a control of the same length then takes --max-steps of the steps done."})
     num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
     learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0 for a control run of the same length)."})
     tools: str | None = field(default=None, metadata={"help": "Toolset the episodes serve: all (bash + SETA's file tools) or bash (default: the preset's; gpu all, cpu bash)."})
@@ -262,7 +272,7 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
         os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
                         base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
-                        push_to_hub=args.push_to_hub, run_name=args.run_name)
+                        push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes)
     for check in run.checks:
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "
@@ -273,5 +283,8 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
         close_all()
     run.trainer.save_model(str(out / "final"))
     run.trainer.processing_class.save_pretrained(str(out / "final"))
+    if run.budget is not None and run.budget.expired:
+        echo(f"time budget of {args.max_minutes:g} min reached after {run.budget.steps_done} steps "
+             f"(checkpoint-{run.budget.steps_done}); a control of the same length: --max-steps {run.budget.steps_done}")
     run.health.raise_if_stopped()
     return run

@@ -198,6 +198,11 @@ class PrefixCache:
     def _drop(self, key: int) -> None:
         self.nbytes -= self.entries.pop(key).nbytes
 
+    def clear(self) -> None:
+        """Forget every entry (the weights that computed them changed)."""
+        self.entries.clear()
+        self.nbytes = 0
+
     def longest(self, tokens: Sequence[int]) -> tuple[SequenceKV | None, int]:
         best, best_n = None, 0
         for kv in self.entries.values():

@@ -1,0 +1,124 @@
+"""The trainer's own model served over HTTP from the trainer's process: on-policy black-box
+rollouts on a CPU (or any single process) with no weight transfer.
+
+`InProcessEngine(model, tokenizer)` wraps the LIVE module the trainer optimises in a
+`LocalEngine` and serves it (OpenAI-compatible, vLLM-shaped answers with token ids and logprobs,
+`dagent.engine.server`) from a uvicorn thread on a free loopback port. Every forward pass reads
+the current parameters, so an agent's calls are answered by the policy as it is at that step.
+
+INVARIANTS
+- `generating()` wraps the rollout phase: the module is put in eval mode (no dropout; and
+  transformers turns the KV cache OFF for a training-mode module with gradient checkpointing,
+  which would make every token a full forward) and back to its previous mode afterwards.
+- `weights_changed()` empties the prefix cache: keys/values computed under the previous weights
+  must never be reused after an optimizer step (they would make the engine's logprobs, and the
+  tokens sampled from them, those of a policy that no longer exists). `generating()` calls it on
+  entry, so a rollout phase never starts from stale entries.
+- The served dtype is the module's own: it IS the trainer's module (F06 by construction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from dagent.engine.generation import LocalEngine
+from dagent.errors import EngineError
+from dagent.sampling import DEFAULT_SAMPLING, Sampling
+
+
+class InProcessEngine:
+    """Serve `model` (the trainer's module) as `served_model_name` on 127.0.0.1; a context manager."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, served_model_name: str, max_model_len: int = 32_768,
+                 sampling: Sampling = DEFAULT_SAMPLING, max_num_seqs: int = 16,
+                 eos_token_ids: tuple[int, ...] | None = None, policy: Any = None) -> None:
+        """`policy`: what generates, when not the module itself: a callable over the SAME module
+        (a test steers the live weights towards a script; `policy(model, tokenizer)` builds it)."""
+        import torch
+
+        eos = eos_token_ids or _eos_ids(model, tokenizer)
+        self.model, self.served = model, served_model_name
+        generator = model if policy is None else policy(model, tokenizer)
+        self.engine = LocalEngine(generator, tokenizer, eos_token_ids=eos, max_model_len=max_model_len,
+                                  dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+                                  name=served_model_name, max_num_seqs=max_num_seqs)
+        self.dtype: torch.dtype = next(model.parameters()).dtype
+        self.sampling = sampling
+        self.port = 0
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if not self.port:
+            raise EngineError("the in-process engine is not serving: call start()")
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> InProcessEngine:
+        import uvicorn
+
+        from dagent.engine.process import free_port
+        from dagent.engine.server import create_app
+
+        app = create_app(self.engine, served_model_name=self.served, sampling=self.sampling)
+        self.port = free_port()
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                     timeout_keep_alive=75))
+        self._thread = threading.Thread(target=self._server.run, name=f"engine-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise EngineError(f"the in-process engine did not start on port {self.port}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._server = self._thread = None
+
+    def __enter__(self) -> InProcessEngine:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def batched(self) -> bool:
+        return self.engine.batched
+
+    def weights_changed(self) -> None:
+        """Forget every cached key/value (computed under weights an optimizer step replaced)."""
+        prefix = getattr(self.engine.backend, "prefix", None)
+        if prefix is not None:
+            prefix.clear()
+
+    @contextlib.contextmanager
+    def generating(self) -> Iterator[InProcessEngine]:
+        """The rollout phase: eval mode, a fresh prefix cache; the previous mode restored after."""
+        was_training = self.model.training
+        self.model.eval()
+        self.weights_changed()
+        try:
+            yield self
+        finally:
+            self.model.train(was_training)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if ids is None:
+        ids = tokenizer.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or ())
+    if not ids:
+        raise EngineError("the model names no end-of-sequence token (generation_config.eos_token_id): "
+                          "set it, or pass eos_token_ids=")
+    return tuple(int(i) for i in ids)

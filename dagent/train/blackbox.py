@@ -1,0 +1,268 @@
+"""Black-box GRPO: the AGENT owns its loop (opencode, or another harness), the trainer trains on
+the tokens capture recorded.
+
+Two modes (`jobs/train_blackbox.py --mode`):
+
+- `sync` (a CPU, or any single process): TRL's `GRPOTrainer(rollout_func=...)`. The trainer's own
+  module is served over HTTP from its process (`dagent.engine.inprocess.InProcessEngine`), so
+  every rollout of a step is answered by the policy as it is at that step (on-policy, no weight
+  transfer; the engine's dtype IS the trainer's, F06). Each rollout runs the harness in a local
+  sandbox through the capture proxy, pinned to `RECIPE_SAMPLING` (the trainer's own sampling,
+  F05), and comes back flattened by TRL's own conversion (`dagent.train.rollouts`).
+- `async` (GPUs): TRL's `AsyncGRPOTrainer` with `HarnessRolloutWorker` and our session factory;
+  see `dagent.train.blackbox_async` (config, engine, preflight). It cannot run on a CPU (TRL's
+  tree attention needs a CUDA FlashAttention-3 kernel).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dagent.errors import ConfigError
+from dagent.sampling import RECIPE_SAMPLING
+from dagent.train.grpo import cpu_has_bf16
+from dagent.train.preflight import Check, check_group_size, check_split, check_step_cap
+
+HARNESSES = ("opencode",)
+
+
+@dataclass(frozen=True)
+class BlackboxRecipe:
+    """GRPO settings for black-box training. `gpu()` is the reference run's (async); `cpu()` fits a
+    2-core machine (sync, transformers in-process engine)."""
+
+    split: str = "train:easy"
+    num_generations: int = 8
+    groups_per_step: int = 2  # prompts per optimizer step
+    beta: float = 0.0  # the reference async run trains without a reference model
+    learning_rate: float = 1e-6
+    warmup_steps: int = 10
+    max_steps: int = 400
+    save_steps: int = 20
+    agent_steps: int = 25  # the agent's own step cap (opencode agent.build.steps), <= the env budget (F35)
+    env_max_steps: int = 30  # the environment's step budget (tool calls an episode serves)
+    max_output_tokens: int = 8192  # what capture clamps an agent's max_tokens to
+    agent_timeout_s: float = 600.0
+    fork_threshold_tokens: int = 1024
+    use_cpu: bool = False
+    bf16: bool = True
+    seed: int = 0
+
+    @classmethod
+    def gpu(cls, **overrides: Any) -> BlackboxRecipe:
+        return replace(cls(), **overrides)
+
+    @classmethod
+    def cpu(cls, **overrides: Any) -> BlackboxRecipe:
+        """Small groups, one prompt a step, short agent turns, fp32 weights on the CPU (the engine
+        serves the trainer's own module: bf16 autocast only where the CPU has it)."""
+        base = cls(num_generations=4, groups_per_step=1, learning_rate=5e-6, warmup_steps=2, max_steps=40,
+                   save_steps=10, agent_steps=15, max_output_tokens=512, agent_timeout_s=600.0,
+                   use_cpu=True, bf16=cpu_has_bf16())
+        return replace(base, **overrides)
+
+    @property
+    def batch(self) -> int:
+        return self.num_generations * self.groups_per_step
+
+
+PRESETS = {"gpu": BlackboxRecipe.gpu, "cpu": BlackboxRecipe.cpu}
+
+
+def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: str = "none",
+                run_name: str | None = None, project: str = "dagent", push_to_hub: str | None = None,
+                **extra: Any) -> Any:
+    """TRL's GRPOConfig for the sync path (rollout_func), sampling from RECIPE_SAMPLING (F05)."""
+    from trl import GRPOConfig
+
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(output_dir), max_steps=recipe.max_steps, num_generations=recipe.num_generations,
+        per_device_train_batch_size=recipe.batch, gradient_accumulation_steps=1, beta=recipe.beta,
+        learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup_steps,
+        max_completion_length=recipe.max_output_tokens, logging_steps=1, save_strategy="steps",
+        save_steps=recipe.save_steps, save_only_model=False, report_to=report_to, run_name=run_name,
+        project=project, seed=recipe.seed, use_cpu=recipe.use_cpu, bf16=recipe.bf16, use_vllm=False,
+        log_completions=False, **RECIPE_SAMPLING.as_trl())
+    if push_to_hub:
+        kwargs.update(push_to_hub=True, hub_model_id=push_to_hub, hub_strategy="checkpoint")
+    if report_to == "trackio":
+        kwargs.update(trackio_space_id=None)
+    kwargs.update(extra)
+    return GRPOConfig(**kwargs)
+
+
+def preflight(recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None = None,
+              force: bool = False) -> list[Check]:
+    return [check_split(n_tasks, recipe.split),
+            check_step_cap(recipe.agent_steps, recipe.env_max_steps),
+            check_group_size(recipe.num_generations, base_pass1, force=force)]
+
+
+@dataclass
+class BlackboxRun:
+    trainer: Any
+    rollouts: Any  # dagent.train.rollouts.BlackBoxRollouts (its .rows are the receipts)
+    engine: Any
+    runtimes: dict[str, Any]
+    health: Any
+    checks: list[Check] = field(default_factory=list)
+    rows: int = 0
+    budget: Any = None
+
+    def stop(self) -> None:
+        """Every process and server the run started, on any exit."""
+        for runtime in self.runtimes.values():
+            runtime.stop()
+        if self.engine is not None:
+            self.engine.stop()
+
+
+def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe, output_dir: str | Path, *,
+                       harnesses: tuple[str, ...] = ("opencode",), policy: Any = None, served_name: str | None = None,
+                       backend: Any = "local", base_pass1: float | None = None, force: bool = False,
+                       report_to: str = "none", run_name: str | None = None, push_to_hub: str | None = None,
+                       max_minutes: float | None = None, sandbox_dir: str | Path | None = None,
+                       **config: Any) -> BlackboxRun:
+    """GRPOTrainer(rollout_func=...) over the suite's `recipe.split`, the trainer's module served
+    in-process (`policy` wraps it for tests, e.g. a steered stand-in over the same weights)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from dagent.engine.inprocess import InProcessEngine
+    from dagent.envs.blackbox import BlackBoxRuntime
+    from dagent.envs.trl_session import check_sampling
+    from dagent.harness.opencode import OpencodeConfig
+    from dagent.provenance import provenance
+    from dagent.train.health import HealthWatch
+    from dagent.train.provenance import ProvenanceStamp
+    from dagent.train.rollouts import BlackBoxRollouts, env_reward
+    from dagent.train.routing import pad_coprime
+
+    unknown = [h for h in harnesses if h not in HARNESSES]
+    if unknown:
+        raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    rows = pad_coprime(suite.prompt_rows(recipe.split), len(harnesses)) if suite.tasks(recipe.split) else []
+    checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)
+    served = served_name or Path(str(model_dir)).name
+    args = sync_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub, **config)
+    check_sampling({"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
+                   RECIPE_SAMPLING.as_request())
+    engine = InProcessEngine(model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING,
+                             policy=policy).start()
+    runtimes: dict[str, Any] = {}
+    try:
+        opencode = OpencodeConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
+        for name in harnesses:
+            runtimes[name] = BlackBoxRuntime(suite, engine.url, model=served, opencode=opencode, backend=backend,
+                                             sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
+                                             fork_threshold_tokens=recipe.fork_threshold_tokens,
+                                             sandbox_dir=sandbox_dir).start()
+        rollouts = BlackBoxRollouts(runtimes, recipe.split, tokenizer, num_generations=recipe.num_generations,
+                                    engine=engine, fork_threshold=recipe.fork_threshold_tokens,
+                                    receipts=Path(output_dir) / "receipts.jsonl")
+        health = HealthWatch()
+        stamp = ProvenanceStamp({**provenance(suite), "recipe": {**asdict(recipe), "mode": "sync",
+                                                                 "harnesses": list(harnesses),
+                                                                 "sampling": RECIPE_SAMPLING.as_request()},
+                                 "model": str(model_dir)})
+        callbacks: list[Any] = [health, stamp]
+        budget = None
+        if max_minutes is not None:
+            from dagent.train.budget import TimeBudget
+
+            budget = TimeBudget(max_minutes)
+            callbacks.append(budget)
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+        trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[env_reward], args=args,
+                              train_dataset=Dataset.from_list(rows), rollout_func=rollouts, callbacks=callbacks)
+        health.trainer = trainer
+    except BaseException:
+        for runtime in runtimes.values():
+            runtime.stop()
+        engine.stop()
+        raise
+    return BlackboxRun(trainer, rollouts, engine, runtimes, health, checks, len(rows), budget)
+
+
+@dataclass
+class BlackboxArgs:
+    """`jobs/train_blackbox.py` and `dagent train blackbox` (one definition)."""
+
+    mode: str = field(default="sync", metadata={"help": "sync: GRPOTrainer(rollout_func) with the trainer's model served in-process (CPU, one process); async: AsyncGRPOTrainer + HarnessRolloutWorker with vLLM on its own GPU."})
+    preset: str = field(default="cpu", metadata={"help": "cpu (small groups, short turns) or gpu (the reference run's recipe)."})
+    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (e.g. the white-box SFT checkpoint) or a Hub id."})
+    suite: str | None = field(default=None, metadata={"help": "Task suite: local build, Hub repo id (default: the bundled build)."})
+    split: str | None = field(default=None, metadata={"help": "Training split (default: the preset's, train:easy)."})
+    harness: str = field(default="opencode", metadata={"help": "Agent harnesses, comma-separated; each GRPO group runs one (routed by group id, F40)."})
+    max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
+    max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes."})
+    num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
+    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0: a control run)."})
+    agent_steps: int | None = field(default=None, metadata={"help": "The agent's own step cap (at most the environment's budget, F35)."})
+    save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps."})
+    seed: int = field(default=0, metadata={"help": "Seed of the trainer."})
+    base_pass1: float | None = field(default=None, metadata={"help": "Measured base pass@1 on the training tier (F39)."})
+    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39)."})
+    report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
+    run_name: str | None = field(default=None, metadata={"help": "Run name in trackio."})
+    out: str = field(default="runs/blackbox", metadata={"help": "Output directory (checkpoint-N/, final/, receipts.jsonl)."})
+    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo for checkpoints."})
+    env_url: str | None = field(default=None, metadata={"help": "async: a running black-box server or Space (its capture must reach --engine-url)."})
+    engine_url: str | None = field(default=None, metadata={"help": "async: where the job's vLLM answers as the server sees it (a public URL for a Space)."})
+    engine_gpus: str = field(default="0", metadata={"help": "async: CUDA devices of the vLLM engine (the trainer takes the rest)."})
+    dry_run: bool = field(default=False, metadata={"help": "async: build and check the config, print the engine command, start nothing."})
+
+    def recipe(self) -> BlackboxRecipe:
+        if self.preset not in PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
+        given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
+                                      learning_rate=self.learning_rate, save_steps=self.save_steps,
+                                      agent_steps=self.agent_steps, seed=self.seed).items() if v is not None}
+        return PRESETS[self.preset](**given)
+
+    def harnesses(self) -> tuple[str, ...]:
+        names = tuple(h.strip() for h in self.harness.split(",") if h.strip())
+        if not names:
+            raise ConfigError("--harness names no harness: use opencode")
+        return names
+
+
+def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
+    """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
+    from dagent.engine.models import model_dir
+    from dagent.hub import load_tasks
+
+    recipe = args.recipe()
+    if args.mode == "async":
+        from dagent.train.blackbox_async import train_async
+
+        return train_async(args, recipe, echo=echo)
+    if args.mode != "sync":
+        raise ConfigError(f"unknown mode {args.mode!r}: use sync or async")
+    suite = load_tasks(args.suite)
+    path = model_dir(args.model)
+    out = Path(args.out)
+    if args.report_to == "trackio":
+        os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
+    run = build_sync_trainer(path, suite, recipe, out, harnesses=args.harnesses(), base_pass1=args.base_pass1,
+                             force=args.force, report_to=args.report_to, run_name=args.run_name,
+                             push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model)
+    try:
+        for check in run.checks:
+            echo(f"preflight {check.name}: {check.detail}")
+        echo(f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
+             f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}")
+        run.trainer.train()
+        run.trainer.save_model(str(out / "final"))
+        run.trainer.processing_class.save_pretrained(str(out / "final"))
+    finally:
+        run.stop()
+    run.health.raise_if_stopped()
+    return run

@@ -1,0 +1,279 @@
+"""Black-box rollouts as TRL's `GRPOTrainer(rollout_func=...)` wants them (the sync path).
+
+TRL 1.16 calls `rollout_func(prompts, trainer)` with this process's prompts, each repeated
+`num_generations` times in a row (its RepeatSampler: consecutive prompts form a GRPO group), and
+expects one row per prompt: `prompt_ids`, `completion_ids`, `logprobs`, and optionally `env_mask`
+(1 on tokens the model produced, 0 on everything else); other keys reach the reward functions.
+
+`BlackBoxRollouts` runs one black-box rollout per prompt (the agent owns its loop: opencode, or
+another harness, in a sandbox, every model call through capture to an engine serving the trainer's
+CURRENT weights), concurrently, and converts each rollout's agent chain with TRL's OWN conversion,
+the code its async `HarnessRolloutWorker` runs: `TrainingTrace.from_entries` ->
+`_turns_from_training_trace` -> `_chain_to_sequences`. So what this path trains is exactly what
+TRL's loop-owning path would build from the same capture:
+
+- the prompt is the engine's prompt ids of the chain's first call; the completion is everything
+  after it, tool results and later prompts' new tokens included; `env_mask` is TRL's completion
+  mask (1 on the engine's own completion tokens, 0 on all else); `logprobs` are the engine's
+  (0.0 on masked positions);
+- only the AGENT chain is exported (`Rollout.trace_entries`): auxiliary calls (a title
+  generator, a summariser) and sub-agents never reach the trainer (F03);
+- the reward rides along as the extra field `env_reward`: `None` (ungraded, with a cause) stays
+  `None` (TRL then leaves the rollout out of its group's baseline, advantage 0; F32);
+- a chain that TRL would split into several rows (a FORK: re-tokenisation drifted past the
+  threshold) cannot be one row of the sync trainer: its reward becomes None (no row trains a
+  part of a chain under the whole chain's reward) and it is counted (`blackbox/forked_dropped`);
+- a rollout with nothing trainable (ungraded before any call, unusable logprobs) gets a
+  one-token placeholder completion with mask 0: it trains nothing.
+
+Every row is audited before TRL sees it (`token_audit`): the tokens under mask 1 are, in order,
+exactly the completion ids the engine returned for the chain's calls (the exact-token receipt).
+Receipts per rollout go to `receipts.jsonl` in the output directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagent.errors import ConfigError, TrajectoryError
+from dagent.train.routing import route
+
+REWARD_FIELD = "env_reward"
+
+
+@dataclass(frozen=True)
+class TrainRow:
+    """One rollout as the sync trainer takes it, with its receipts."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    env_mask: tuple[int, ...]
+    reward: float | None
+    harness: str
+    task_id: str
+    outcome: str
+    cause: str | None = None
+    sequences: int = 0  # rows TRL's conversion made of the chain (1 = the whole chain)
+    tally: Mapping[str, float] = field(default_factory=dict)  # TRL's drift tally (clean/realign/fork)
+    agent_turns: int = 0
+    other_calls: int = 0  # captured calls NOT on the agent chain (auxiliary, sub-agent, discarded)
+    tool_calls: int = 0
+    audit: str = ""  # "exact", or what differs
+    dropped: str | None = None  # why this rollout trains nothing
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    def receipt(self) -> dict[str, Any]:
+        out = asdict(self)
+        for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
+            out.pop(k)
+        out.update(prompt_tokens=len(self.prompt_ids), completion_tokens=len(self.completion_ids),
+                   trained_tokens=self.trained_tokens, tally=dict(self.tally))
+        return out
+
+
+def chain_sequences(trace_entries: list[dict[str, Any]], fork_threshold: int,
+                    rollout_id: str | None = None) -> tuple[list[Any], dict[str, float]]:
+    """TRL's own conversion of an agent chain (its HarnessRolloutWorker's code path)."""
+    from openenv.core.harness import TrainingTrace
+    from trl.experimental.async_grpo.async_rollout_worker import _chain_to_sequences
+    from trl.experimental.async_grpo.openenv_harness import _turns_from_training_trace
+
+    turns = _turns_from_training_trace(TrainingTrace.from_entries(trace_entries))
+    return _chain_to_sequences(turns, rollout_id or uuid.uuid4().hex, fork_threshold)
+
+
+def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
+                engine_completions: Sequence[Sequence[int]]) -> str:
+    """"exact" when the tokens under mask 1 are, in order, the engine's completion ids of the
+    chain's calls (each a contiguous run); otherwise what differs."""
+    runs: list[list[int]] = []
+    current: list[int] | None = None
+    for token, m in zip(completion_ids, env_mask, strict=True):
+        if not m:
+            current = None
+            continue
+        if current is None:
+            current = []
+            runs.append(current)
+        current.append(token)
+    want = [list(c) for c in engine_completions if c]
+    if runs == want:
+        return "exact"
+    trained = [t for r in runs for t in r]
+    engine = [t for c in want for t in c]
+    if trained == engine:
+        return f"the trained tokens equal the engine's, but in {len(runs)} runs for {len(want)} calls"
+    n = next((i for i, (a, b) in enumerate(zip(trained, engine)) if a != b), min(len(trained), len(engine)))
+    return (f"trained token {n} differs from the engine's ({len(trained)} trained, {len(engine)} produced by "
+            "the engine)")
+
+
+def row_of(rollout: Any, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]) -> TrainRow:
+    """One black-box `Rollout` -> the row the sync trainer trains (module docstring)."""
+    from dagent.trajectory.analysis import AGENT
+
+    entries = rollout.trace_entries()
+    trajectory = rollout.trajectory
+    common = dict(harness=harness, task_id=rollout.task_id, outcome=rollout.outcome, cause=rollout.cause,
+                  agent_turns=len(entries), tool_calls=rollout.tool_calls or 0,
+                  other_calls=sum(1 for role in trajectory.roles if role != AGENT))
+    reward = rollout.reward
+    sequences, tally = (chain_sequences(entries, fork_threshold) if entries else ([], {}))
+    dropped = None
+    if len(sequences) == 1:
+        seq = sequences[0]
+        first = seq.completion_mask.index(1)
+        completion, mask = list(seq.input_ids[first:]), list(seq.completion_mask[first:])
+        engine = [e["completion_token_ids"] for e in entries if any(e["loss_mask"])]
+        audit = token_audit(completion, mask, engine)
+        if audit != "exact":
+            raise TrajectoryError(f"rollout of {rollout.task_id}: {audit}; the capture or TRL's conversion changed "
+                                  "a token the engine produced: nothing from this run may be trained")
+        return TrainRow(prompt_ids=tuple(seq.input_ids[:first]), completion_ids=tuple(completion),
+                        logprobs=tuple(float(x) for x in seq.old_log_probs[first:]), env_mask=tuple(mask),
+                        reward=reward, sequences=1, tally=tally, audit=audit, **common)
+    if len(sequences) > 1:
+        dropped, reward = f"forked: TRL's conversion makes {len(sequences)} rows of this chain", None
+    elif rollout.outcome == "ungraded":
+        dropped = f"ungraded: {rollout.cause}"
+    else:
+        dropped = "no trainable token in the agent chain"
+    prompt_ids, completion_ids = placeholder()
+    return TrainRow(prompt_ids=tuple(prompt_ids), completion_ids=tuple(completion_ids),
+                    logprobs=(0.0,) * len(completion_ids), env_mask=(0,) * len(completion_ids), reward=reward,
+                    sequences=len(sequences), tally=tally, audit="nothing trained", dropped=dropped, **common)
+
+
+def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float | None] | None = None,
+               **kwargs: Any) -> list[float | None]:
+    """The reward function of the sync trainer: the environment's own reward, graded server side
+    (None stays None, F32). Module level, so it imports by name in a spawned child."""
+    if env_reward is None:
+        raise ConfigError("no `env_reward` field reached the reward function: it comes from BlackBoxRollouts")
+    return [None if r is None else float(r) for r in env_reward]
+
+
+class BlackBoxRollouts:
+    """`rollout_func` for `GRPOTrainer`: one black-box rollout per prompt (module docstring).
+
+    `runtimes` maps a harness name to a started runtime with `suite` and `run_rollout(split,
+    index)` (`dagent.envs.blackbox.BlackBoxRuntime`); groups are routed to harnesses by group id
+    (`dagent.train.routing`, F40). `engine` (an `InProcessEngine`) is put in its generating mode
+    around the rollouts (eval mode, prefix cache emptied after the last optimizer step)."""
+
+    def __init__(self, runtimes: Mapping[str, Any], split: str, tokenizer: Any, *, num_generations: int,
+                 engine: Any = None, fork_threshold: int = 1024, workers: int | None = None,
+                 receipts: str | Path | None = None, timeout_s: float | None = None) -> None:
+        if not runtimes:
+            raise ConfigError("no harness runtime given: start at least one (opencode)")
+        self.runtimes, self.split, self.tokenizer = dict(runtimes), split, tokenizer
+        self.harnesses = list(self.runtimes)
+        self.num_generations, self.engine, self.fork_threshold = num_generations, engine, fork_threshold
+        self.workers, self.timeout_s = workers, timeout_s
+        self.receipts = Path(receipts) if receipts else None
+        self.groups_seen = 0
+        self.rows: list[TrainRow] = []  # every row handed to the trainer (receipts)
+        self._lock = threading.Lock()
+        self._placeholder: tuple[list[int], list[int]] | None = None
+        self.suite = next(iter(self.runtimes.values())).suite
+
+    # -- the rollout function -----------------------------------------------------------------
+    def __call__(self, prompts: list[Any], trainer: Any = None) -> dict[str, list[Any]]:
+        from dagent.envs.trl_session import _instruction
+
+        if len(prompts) % self.num_generations:
+            raise ConfigError(f"{len(prompts)} prompts is not a whole number of groups of {self.num_generations}: "
+                              "generation_batch_size must divide by num_generations")
+        jobs = []
+        for k, prompt in enumerate(prompts):
+            instruction = _instruction(prompt)
+            if instruction is None:
+                raise ConfigError(f"cannot tell which task the prompt {str(prompt)[:80]!r} names: train on "
+                                  "TaskSuite.prompt_rows rows")
+            index, _ = self.suite.resolve_prompt(self.split, instruction)  # F11, F12: exactly as rollouts do
+            group = self.groups_seen + k // self.num_generations
+            jobs.append((index, route(group, self.harnesses)))
+        self.groups_seen += len(prompts) // self.num_generations
+        started = time.monotonic()
+        with self.engine.generating() if self.engine is not None else contextlib.nullcontext():
+            with ThreadPoolExecutor(max_workers=self.workers or len(jobs)) as pool:
+                rows = list(pool.map(lambda job: self._one(*job), jobs))
+        self._record(rows, trainer, time.monotonic() - started)
+        return {"prompt_ids": [list(r.prompt_ids) for r in rows],
+                "completion_ids": [list(r.completion_ids) for r in rows],
+                "logprobs": [list(r.logprobs) for r in rows],
+                "env_mask": [list(r.env_mask) for r in rows],
+                REWARD_FIELD: [r.reward for r in rows]}
+
+    def _one(self, index: int, harness: str) -> TrainRow:
+        rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s)
+        return row_of(rollout, harness, self.fork_threshold, self.placeholder)
+
+    def placeholder(self) -> tuple[list[int], list[int]]:
+        """A one-token prompt and completion that train nothing (mask 0)."""
+        if self._placeholder is None:
+            eos = self.tokenizer.eos_token_id
+            if isinstance(eos, list):
+                eos = eos[0]
+            self._placeholder = ([int(eos)], [int(eos)])
+        return self._placeholder
+
+    # -- receipts and metrics -------------------------------------------------------------------
+    def _record(self, rows: list[TrainRow], trainer: Any, seconds: float) -> None:
+        with self._lock:
+            self.rows.extend(rows)
+        if self.receipts is not None:
+            self.receipts.parent.mkdir(parents=True, exist_ok=True)
+            with self.receipts.open("a") as f:
+                for r in rows:
+                    f.write(json.dumps(r.receipt()) + "\n")
+        metrics = getattr(trainer, "_metrics", None)
+        if metrics is None:
+            return
+        train = metrics["train"]
+        for name, value in rollout_metrics(rows).items():
+            train[name].append(value)
+        train["time/rollouts_s"].append(seconds)
+
+
+def rollout_metrics(rows: Sequence[TrainRow]) -> dict[str, float]:
+    """What the trainer logs per step about its rollouts (the reference run's receipts among them:
+    samples per rollout 1.00 and fork fraction 0 when every chain is one row)."""
+    n = max(1, len(rows))
+    transitions = sum(r.tally.get("transitions", 0.0) for r in rows)
+    out = {
+        "blackbox/samples_per_rollout": sum(r.sequences for r in rows) / n,
+        "blackbox/fork_frac": sum(r.tally.get("fork", 0.0) for r in rows) / transitions if transitions else 0.0,
+        "blackbox/realign_frac": sum(r.tally.get("realign", 0.0) for r in rows) / transitions if transitions else 0.0,
+        "blackbox/forked_dropped": float(sum(1 for r in rows if (r.dropped or "").startswith("forked"))),
+        "blackbox/agent_turns": sum(r.agent_turns for r in rows) / n,
+        "blackbox/other_calls": sum(r.other_calls for r in rows) / n,
+        "blackbox/trained_tokens": sum(r.trained_tokens for r in rows) / n,
+        "blackbox/tool_calls": sum(r.tool_calls for r in rows) / n,
+        "ungraded/total": float(sum(1 for r in rows if r.outcome == "ungraded")),
+    }
+    for cause, count in Counter((r.cause or "unknown").split(":")[0] for r in rows if r.outcome == "ungraded").items():
+        out[f"ungraded/{cause}"] = float(count)
+    by_harness: dict[str, list[TrainRow]] = defaultdict(list)
+    for r in rows:
+        by_harness[r.harness].append(r)
+    for harness, its in by_harness.items():
+        graded = [r.reward for r in its if r.reward is not None]
+        out[f"harness/{harness}/rollouts"] = float(len(its))
+        if graded:
+            out[f"harness/{harness}/reward_mean"] = sum(graded) / len(graded)
+    return out

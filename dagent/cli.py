@@ -352,6 +352,17 @@ def train_whitebox_cmd(ctx: typer.Context) -> None:
                    echo=lambda line: console.print(line, markup=False, highlight=False))
 
 
+@train_app.command("blackbox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                                                 "help_option_names": []})
+def train_blackbox_cmd(ctx: typer.Context) -> None:
+    """Black-box GRPO, sync (CPU) or async (GPUs) (jobs/train_blackbox.py's arguments; --help lists them)."""
+    from dagent.jobargs import parse
+    from dagent.train.blackbox import BlackboxArgs, train_blackbox
+
+    train_blackbox(parse(BlackboxArgs, ctx.args, "dagent train blackbox: black-box GRPO"),
+                   echo=lambda line: console.print(line, markup=False, highlight=False))
+
+
 @engine_app.command("serve")
 def engine_serve(
     model: Annotated[str, typer.Option(help="tiny-qwen3, smollm2-135m, or a local model directory.")] = "tiny-qwen3",

@@ -19,7 +19,7 @@ jobs_app = typer.Typer(no_args_is_help=True, help="Run dagent's jobs on HF Jobs,
 @jobs_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def jobs_run(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="eval, train-whitebox or sft; the job's own arguments follow.")],
+    name: Annotated[str, typer.Argument(help="eval, train-whitebox, train-blackbox or sft; the job's own arguments follow.")],
     flavor: Annotated[str, typer.Option("--flavor", help="HF Jobs hardware (`hf jobs hardware`).")] = "cpu-basic",
     timeout: Annotated[Optional[str], typer.Option("--job-timeout", help="Longest the job may run: 300, 5m, 2h, 1d.")] = None,
     secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret sent by NAME from this environment (repeatable).")] = None,
@@ -50,7 +50,7 @@ def jobs_run(
 @jobs_app.command("slurm", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def jobs_slurm(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="eval or train-whitebox; the job's own arguments follow.")],
+    name: Annotated[str, typer.Argument(help="eval, train-whitebox or train-blackbox; the job's own arguments follow.")],
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs on the node.")] = 8,
     engine_gpus: Annotated[int, typer.Option("--engine-gpus", help="Of those, the ones serving the policy (training).")] = 1,
     model: Annotated[Optional[str], typer.Option("--serve", help="The model the engine serves (training: the trainer's --model).")] = None,

@@ -46,7 +46,7 @@ def pep723(script: Path) -> dict:
 
 def test_readme_has_the_eval_and_training_job_lines():
     scripts = {split_line(a)[1].name for a in readme_job_lines()}
-    assert {"eval.py", "train_whitebox.py"} <= scripts
+    assert {"eval.py", "train_whitebox.py", "train_blackbox.py"} <= scripts
 
 
 @pytest.mark.parametrize("argv", readme_job_lines(), ids=lambda a: split_line(a)[1].name)
@@ -65,6 +65,15 @@ def test_each_job_line_resolves_and_parses(argv):
                 recipe.per_device_train_batch_size, recipe.gradient_accumulation_steps, recipe.max_completion_length,
                 recipe.output_chars, recipe.use_vllm, recipe.vllm_gpu_memory_utilization) == (
                     "train:easy", 8, 0.04, 1e-6, 10, 2, 4, 3072, 1200, True, 0.3)
+    elif script.name == "train_blackbox.py":
+        from dagent.jobargs import parse
+        from dagent.train.blackbox import BlackboxArgs
+
+        parsed = parse(BlackboxArgs, args)
+        recipe = parsed.recipe()  # the reference run's recipe (the config itself: tests/train/test_blackbox_async.py)
+        assert parsed.mode == "async" and set(parsed.harnesses()) <= {"opencode", "pi"}
+        assert (recipe.split, recipe.num_generations, recipe.learning_rate, recipe.agent_steps, recipe.env_max_steps,
+                recipe.max_output_tokens) == ("train:easy", 8, 1e-6, 25, 30, 8192)
     elif script.name == "eval.py":
         import typer
 
@@ -211,6 +220,8 @@ def test_the_to_the_hub_commands_run_offline_as_written():
         out = r.output
         if argv[:2] == ["jobs", "run"]:
             assert out.startswith("hf jobs uv run ") and " -- jobs/" in out and "git+https://github.com/OWNER/dagent@" in out
+        elif argv[:2] == ["jobs", "slurm"] and "train-blackbox" in argv:  # the job starts its own engine
+            assert out.startswith("#!/bin/bash") and "train blackbox --mode async" in out and "SLURM_JOB_ID" in out
         elif argv[:2] == ["jobs", "slurm"]:
             assert out.startswith("#!/bin/bash") and "trl vllm-serve" in out
         else:

@@ -449,6 +449,20 @@ def environment_class() -> type:
     return BlackBoxEnvironment
 
 
+def probe_engine(engine_url: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    """GET {engine}/v1/models from this host: reachable, and the model ids it serves."""
+    import httpx
+
+    base = engine_url.rstrip("/").removesuffix("/v1")
+    try:
+        r = httpx.get(f"{base}/v1/models", timeout=timeout_s)
+        r.raise_for_status()
+        served = [m.get("id") for m in (r.json().get("data") or [])]
+    except (httpx.HTTPError, ValueError) as e:
+        return {"engine_url": engine_url, "reachable": False, "served": [], "error": str(e)[:300]}
+    return {"engine_url": engine_url, "reachable": True, "served": served, "error": None}
+
+
 def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     """The HTTP server for a STARTED runtime: openenv's app plus `POST /<env>/rollout`."""
     from fastapi import Body
@@ -467,6 +481,12 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
         return {"describe": runtime.describe(), "sampling": runtime.sampling.as_request(),
                 "steps": runtime.harness.config.steps, "harness": runtime.harness.name,
                 "reward": asdict(runtime.reward_config)}
+
+    @app.get(f"/{ENV_NAME}/engine", tags=["Rollouts"], summary="Reach this server's engine from this host")
+    async def engine() -> dict[str, Any]:
+        """What a trainer asks before it trains against this server: can capture, from HERE, reach the
+        engine it forwards to, and which models does that engine serve (identity, F36)."""
+        return await asyncio.to_thread(probe_engine, runtime.engine_url)
 
     @app.post(f"/{ENV_NAME}/rollout", tags=["Rollouts"], summary="Run one rollout; the trace when asked")
     async def rollout(body: dict = Body(...)) -> Any:

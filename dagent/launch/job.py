@@ -32,7 +32,8 @@ from dagent.sandbox.image import python_version
 __all__ = ["JOB_SCRIPTS", "JobSpec", "job_spec", "logs", "project_requirement", "submit"]
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_SCRIPTS = {"eval": "jobs/eval.py", "train-whitebox": "jobs/train_whitebox.py", "sft": "jobs/sft_warmstart.py"}
+JOB_SCRIPTS = {"eval": "jobs/eval.py", "train-whitebox": "jobs/train_whitebox.py",
+               "train-blackbox": "jobs/train_blackbox.py", "sft": "jobs/sft_warmstart.py"}
 PINNED = re.compile(r"^dagent(\[[a-z,-]+\])? @ (git\+\S+@[0-9a-f]{40}|\S+\.whl)$")
 
 

@@ -16,16 +16,17 @@ import shlex
 
 from dagent.errors import ConfigError
 from dagent.launch.job import JobSpec
+from dagent.launch.ports import PORT_BASE, PORT_SLOTS, PORT_STRIDE
 
 __all__ = ["PORT_STRIDE", "VLLM_PIN", "sbatch_script"]
 
 VLLM_PIN = "vllm==0.32.0"  # the GPU build of the engine `.venv-vllm` runs on CPU here
-PORT_BASE, PORT_SLOTS, PORT_STRIDE = 20000, 4000, 10  # job ports: BASE + (id % SLOTS) * STRIDE + k
 
 
 def _command(spec: JobSpec) -> list[str]:
     """The job as a `dagent` command line (the installed package; no script file needed)."""
-    sub = {"jobs/eval.py": ["eval"], "jobs/train_whitebox.py": ["train", "whitebox"]}.get(spec.script)
+    sub = {"jobs/eval.py": ["eval"], "jobs/train_whitebox.py": ["train", "whitebox"],
+           "jobs/train_blackbox.py": ["train", "blackbox"]}.get(spec.script)
     if sub is None:
         raise ConfigError(f"{spec.script} has no dagent command to run on Slurm: run it from a checkout")
     return ["-m", "dagent.cli", *sub]

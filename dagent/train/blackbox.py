@@ -219,7 +219,7 @@ class BlackboxArgs:
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo for checkpoints."})
     env_url: str | None = field(default=None, metadata={"help": "async: a running black-box server or Space (its capture must reach --engine-url)."})
     engine_url: str | None = field(default=None, metadata={"help": "async: where the job's vLLM answers as the server sees it (a public URL for a Space)."})
-    engine_gpus: str = field(default="0", metadata={"help": "async: CUDA devices of the vLLM engine (the trainer takes the rest)."})
+    engine_devices: str = field(default="0", metadata={"help": "async: CUDA devices of the vLLM engine, e.g. 0 or 0,1 (the trainer takes the rest)."})
     dry_run: bool = field(default=False, metadata={"help": "async: build and check the config, print the engine command, start nothing."})
 
     def recipe(self) -> BlackboxRecipe:

@@ -1,0 +1,365 @@
+"""Black-box GRPO on GPUs: TRL's `AsyncGRPOTrainer` + `HarnessRolloutWorker` + our session factory.
+
+The job starts everything it needs and stops it on any exit: vLLM on its own GPU(s) (dev mode,
+NCCL weight transfer, processed logprobs, FlashInfer's sampler off), the black-box environment
+server with its capture proxy (or a running server / duplicated Space by `--env-url`), and the
+trainer on the remaining GPUs. Ports derive from the job id (F36, `dagent.launch.ports`).
+
+Every knob that a default gets wrong for agent rollouts is set here and CHECKED before anything
+starts (`check_config`, F38), each refusal naming the measured reason (seed history):
+- `token_budget` left at None tracks the engine's max_model_len (131,072 there): a trained row
+  three times the measured rows, out of memory before step 1. Pinned (40,960 over rows measured
+  up to 40,870).
+- `heartbeat_stale_after_s` (300 by default) below the agent's own timeout (600): a worker busy
+  with full in-flight slots does not tick and is killed as hung. 900.
+- `max_completion_length` (2,048) below what capture clamps an agent's max_tokens to (8,192):
+  the rollout side would ask for more than the trainer accepts. 16,384.
+- `max_inflight_tasks` sized by client count rather than turn-slots (concurrent rollouts x turns
+  per rollout): 64 clients of 16-turn rollouts (~1,024 turn-slots) collapsed an evaluation with
+  keep-alive timeouts where 32 x 8.5 (~272) held.
+- the trainer's dtype must be the engine's (F06): a precision gap biases the importance ratio.
+
+Before training, the engine is probed (`preflight_engine`): `/server_info` answers (dev mode took
+effect, F37) and names a weight-transfer engine and processed logprobs; `/v1/models` serves THIS
+job's model (identity, not reachability, F36); its dtype equals the trainer's (F06). Against a
+remote environment server the server itself is asked to probe the engine from ITS host
+(`GET /data_agent_blackbox/engine`): a server that cannot reach the trainer's engine returns
+rollouts with zero trainable turns that look healthy.
+
+AsyncGRPOTrainer cannot run on a CPU (its tree attention loads a FlashAttention-3 CUDA kernel);
+on this machine the config is built and asserted field by field and the preflights run against
+planted engines (tests/train/test_blackbox_async.py); the launch itself is not exercised here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from dagent.errors import ConfigError, DagentError
+from dagent.sampling import RECIPE_SAMPLING
+from dagent.train.preflight import Check, PreflightError
+
+#: The reference run's values (module docstring; each checked by `check_config`).
+TOKEN_BUDGET = 40_960
+HEARTBEAT_S = 900.0
+MAX_COMPLETION = 16_384
+TURN_SLOTS = 272  # concurrent rollouts x turns per rollout that one environment server held
+ENGINE_ENV = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+
+
+class EnginePreflightError(PreflightError):
+    """The engine this job would train against is not the one it needs; the message names the fix."""
+
+
+def config_kwargs(recipe: Any, output_dir: str, *, engine_url: str, turns_per_rollout: float = 8.5,
+                  run_name: str | None = None, report_to: str = "none", **extra: Any) -> dict[str, Any]:
+    """AsyncGRPOConfig's arguments for `recipe` (a BlackboxRecipe), the reference's knobs pinned."""
+    inflight = max(recipe.num_generations, int(TURN_SLOTS // turns_per_rollout))
+    kwargs: dict[str, Any] = dict(
+        output_dir=output_dir, run_name=run_name, report_to=report_to, seed=recipe.seed,
+        num_generations=recipe.num_generations, per_device_train_batch_size=4,
+        gradient_accumulation_steps=max(1, recipe.batch // 4), learning_rate=recipe.learning_rate,
+        max_steps=recipe.max_steps, save_strategy="steps", save_steps=recipe.save_steps, save_total_limit=3,
+        logging_steps=1, dtype="bfloat16", vllm_server_base_url=engine_url, token_budget=TOKEN_BUDGET,
+        heartbeat_stale_after_s=HEARTBEAT_S, max_completion_length=MAX_COMPLETION, max_inflight_tasks=inflight,
+        fork_threshold_tokens=recipe.fork_threshold_tokens, max_tool_calling_iterations=recipe.agent_steps,
+        **RECIPE_SAMPLING.as_trl())
+    kwargs.update(extra)
+    return kwargs
+
+
+def check_config(kwargs: dict[str, Any], *, agent_timeout_s: float, capture_clamp: int, engine_max_model_len: int,
+                 turns_per_rollout: float, engine_dtype: str | None = None) -> list[Check]:
+    """F38 (and F06 when the engine's dtype is known): refuse knobs that do not fit agent rollouts."""
+    budget = kwargs.get("token_budget")
+    if budget is None or budget >= engine_max_model_len:
+        raise PreflightError(
+            f"token_budget_at_max_model_len: token_budget {budget} tracks the engine's max_model_len "
+            f"({engine_max_model_len}); a trained row that long ran out of memory before step 1 (measured): pin it "
+            f"to the longest rows you measured plus a margin (the reference: {TOKEN_BUDGET}) (F38)")
+    heartbeat = float(kwargs.get("heartbeat_stale_after_s", 300.0))
+    if heartbeat <= agent_timeout_s:
+        raise PreflightError(
+            f"heartbeat_below_agent_timeout: heartbeat_stale_after_s {heartbeat:g} <= the agent timeout "
+            f"{agent_timeout_s:g} s: a worker whose in-flight slots are all busy with long rollouts stops ticking "
+            f"and is killed as hung (measured: 'heartbeat stale: 302s > 300s'); set it above the agent timeout, "
+            f"e.g. {HEARTBEAT_S:g} (F38)")
+    completion = int(kwargs.get("max_completion_length", 2048))
+    if completion < capture_clamp:
+        raise PreflightError(
+            f"completion_below_clamp: max_completion_length {completion} is below what capture lets an agent ask "
+            f"for ({capture_clamp} tokens): raise it to at least {capture_clamp} (the reference: {MAX_COMPLETION}) (F38)")
+    inflight = int(kwargs.get("max_inflight_tasks", -1))
+    slots = inflight * turns_per_rollout
+    if inflight < 1 or slots > TURN_SLOTS * 1.5:
+        raise PreflightError(
+            f"inflight_by_clients: max_inflight_tasks {inflight} x {turns_per_rollout:g} turns per rollout = "
+            f"{slots:.0f} concurrent turn-slots on one environment server; size it by turn-slots, not clients "
+            f"(~{TURN_SLOTS} held; 64 x 16 = 1,024 collapsed an evaluation with keep-alive timeouts) (F38)")
+    checks = [Check("token_budget", True, f"{budget} < engine max_model_len {engine_max_model_len}"),
+              Check("heartbeat", True, f"{heartbeat:g} s > agent timeout {agent_timeout_s:g} s"),
+              Check("completion", True, f"{completion} >= capture clamp {capture_clamp}"),
+              Check("inflight", True, f"{inflight} rollouts x {turns_per_rollout:g} turns = {slots:.0f} turn-slots")]
+    if engine_dtype is not None:
+        checks.append(check_dtype(str(kwargs.get("dtype")), engine_dtype))
+    return checks
+
+
+def _dtype_name(d: str) -> str:
+    return str(d).removeprefix("torch.").replace("bf16", "bfloat16").replace("fp32", "float32")
+
+
+def check_dtype(trainer: str, engine: str) -> Check:
+    """F06: the trainer computes in the engine's dtype, or the importance ratio is biased."""
+    if _dtype_name(trainer) != _dtype_name(engine):
+        raise PreflightError(
+            f"dtype_mismatch: the trainer loads the model in {trainer} but the engine serves {engine}: a precision "
+            "gap biases the importance ratio (arXiv 2510.26788); set the trainer's dtype to the engine's (F06)")
+    return Check("dtype", True, f"trainer and engine both {_dtype_name(engine)}")
+
+
+# -- the engine ----------------------------------------------------------------------------------
+def engine_command(model: str, port: int, *, served_name: str, max_model_len: int = 65_536,
+                   gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1) -> list[str]:
+    """`vllm serve` as TRL's trainers need it (TRL's own builder: NCCL weight transfer, processed
+    logprobs), plus what agents need: hermes tool calls, this job's served name, and sampling
+    from the request only (`--generation-config vllm`: the capture proxy pins dagent.sampling on
+    every call, F05)."""
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
+    command = build_command(ScriptArguments(model=model, port=port, host="0.0.0.0", dtype="bfloat16",
+                                            max_model_len=max_model_len,
+                                            gpu_memory_utilization=gpu_memory_utilization,
+                                            tensor_parallel_size=tensor_parallel_size))
+    return command + ["--served-model-name", served_name, "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+                      "--generation-config", "vllm"]
+
+
+def engine_env(gpus: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    return {**(os.environ if environ is None else environ), **ENGINE_ENV, "CUDA_VISIBLE_DEVICES": gpus}
+
+
+def _get(url: str, timeout: float = 10.0, **params: Any) -> httpx.Response:
+    try:
+        return httpx.get(url, params=params or None, timeout=timeout)
+    except httpx.HTTPError as e:
+        raise EnginePreflightError(f"engine_unreachable: {url} did not answer ({e}): is the engine up on this "
+                                   "job's port?") from e
+
+
+def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Check]:
+    """F37 dev mode and the flags the trainer needs, F36 identity, F06 dtype (module docstring)."""
+    url = url.rstrip("/")
+    info = _get(f"{url}/server_info", config_format="json")
+    if info.status_code == 404:
+        raise EnginePreflightError(
+            f"dev_mode_off: {url}/server_info answered 404: the engine runs without VLLM_SERVER_DEV_MODE=1, so "
+            "/pause and /init_weight_transfer_engine are missing too; restart it with VLLM_SERVER_DEV_MODE=1 (F37)")
+    if info.status_code != 200:
+        raise EnginePreflightError(f"server_info_failed: {url}/server_info answered {info.status_code} (F37)")
+    config = info.json()
+    config = config.get("vllm_config", config)
+    if not config.get("weight_transfer_config"):
+        raise EnginePreflightError(
+            "no_weight_transfer: the engine has no weight-transfer engine, so the trainer cannot send it weights: "
+            "restart it with --weight-transfer-config '{\"backend\": \"nccl\"}' (F37)")
+    mode = (config.get("model_config") or {}).get("logprobs_mode")
+    if mode != "processed_logprobs":
+        raise EnginePreflightError(
+            f"raw_logprobs: the engine reports {mode!r} logprobs, taken before temperature; the importance ratio then "
+            "compares different distributions: restart it with --logprobs-mode processed_logprobs (F37)")
+    served = [m.get("id") for m in (_get(f"{url}/v1/models").json().get("data") or [])]
+    if served_name not in served:
+        raise EnginePreflightError(
+            f"wrong_engine: the engine on {url} serves {served}, not this job's {served_name!r}: another job's "
+            "engine holds the port (two jobs on one host); derive ports from the job id (F36)")
+    engine_dtype = str((config.get("model_config") or {}).get("dtype", "?"))
+    return [Check("dev_mode", True, f"{url}/server_info answers"),
+            Check("weight_transfer", True, str(config.get("weight_transfer_config"))),
+            Check("logprobs_mode", True, "processed_logprobs"),
+            Check("identity", True, f"serves {served_name}"), check_dtype(trainer_dtype, engine_dtype)]
+
+
+def probe_from_server(env_url: str, served_name: str) -> Check:
+    """Ask a running black-box server to reach ITS engine from its own host (module docstring)."""
+    from dagent.envs.blackbox import ENV_NAME
+
+    r = _get(f"{env_url.rstrip('/')}/{ENV_NAME}/engine", timeout=60.0)
+    if r.status_code != 200:
+        raise EnginePreflightError(f"server_probe_failed: {env_url}/{ENV_NAME}/engine answered {r.status_code}: "
+                                   f"{r.text[:300]}")
+    probe = r.json()
+    if not probe.get("reachable"):
+        raise EnginePreflightError(
+            f"engine_unreachable_from_server: the server at {env_url} cannot reach its engine {probe.get('engine_url')} "
+            f"({probe.get('error')}): every rollout would capture zero trainable turns and look healthy; expose the "
+            "job's engine (the job's expose option or an explicit public URL) and deploy the server with it (F08)")
+    if served_name not in (probe.get("served") or []):
+        raise EnginePreflightError(
+            f"wrong_engine_from_server: the server's engine {probe.get('engine_url')} serves {probe.get('served')}, not "
+            f"this job's {served_name!r} (F36)")
+    return Check("server_engine", True, f"{env_url} reaches {probe.get('engine_url')} serving {served_name}")
+
+
+def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory: Any) -> dict[str, Any]:
+    """`HarnessRolloutWorker`'s arguments, as AsyncGRPOTrainer builds its own worker's from `config`,
+    plus our session factory. Everything here is pickled into TRL's SPAWNED child, so the factory
+    and the reward function must import by name there (tests/train/test_blackbox_async.py spawns
+    one)."""
+    from dagent.train.rollouts import env_reward
+
+    eos = tokenizer.eos_token_id
+    return dict(model_name=model, dataset=dataset, reward_funcs=[env_reward], processing_class=tokenizer,
+                eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []), harness_session_factory=factory,
+                num_generations=config.num_generations, max_inflight_tasks=config.max_inflight_tasks,
+                queue_maxsize=config.queue_maxsize, vllm_server_url=config.vllm_server_base_url,
+                max_tokens=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
+                top_k=config.top_k, request_timeout=config.request_timeout,
+                max_tool_calling_iterations=config.max_tool_calling_iterations,
+                fork_threshold_tokens=config.fork_threshold_tokens)
+
+
+# -- the job ---------------------------------------------------------------------------------------
+@dataclass
+class Processes:
+    """Everything the job started; `stop()` on any exit (a survivor holds the port for the next job)."""
+
+    procs: list[subprocess.Popen]
+    stoppers: list[Any]
+
+    def stop(self) -> None:
+        for stop in reversed(self.stoppers):
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - keep stopping the rest
+                pass
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DagentError(f"the engine exited with {proc.returncode} before {url}/health answered")
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    raise DagentError(f"the engine did not answer {url}/health within {timeout_s:.0f} s")
+
+
+def train_async(args: Any, recipe: Any, echo: Any = print) -> Any:
+    """The GPU launcher (module docstring). `--dry-run` prints the engine command and the checked
+    config and starts nothing."""
+    from dagent.launch.ports import job_ports
+    from dagent.train.preflight import check_step_cap
+
+    ports = job_ports()
+    served = args.model
+    engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
+    kwargs = config_kwargs(recipe, args.out, engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
+                           report_to=args.report_to)
+    checks = [check_step_cap(recipe.agent_steps, recipe.env_max_steps),
+              *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,
+                            engine_max_model_len=65_536, turns_per_rollout=8.5)]
+    command = engine_command(served, ports.engine, served_name=served)
+    for check in checks:
+        echo(f"preflight {check.name}: {check.detail}")
+    echo(f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}")
+    echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
+    if args.dry_run:
+        return kwargs
+    return _launch(args, recipe, kwargs, command, ports, engine_url, echo)
+
+
+def _launch(args: Any, recipe: Any, kwargs: dict[str, Any], command: list[str], ports: Any, engine_url: str,
+            echo: Any) -> Any:  # pragma: no cover - needs GPUs and vLLM (module docstring)
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+    from trl.experimental.async_grpo.openenv_harness import HarnessRolloutWorker
+
+    from dagent.envs.trl_session import BlackBoxSessionFactory
+    from dagent.hub import load_tasks
+    from dagent.train.rollouts import env_reward
+
+    if not torch.cuda.is_available():
+        raise ConfigError("--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU")
+    procs = Processes([], [])
+    try:
+        gpus = [str(i) for i in range(torch.cuda.device_count())]
+        engine_gpus = args.engine_devices.split(",")
+        trainer_gpus = [g for g in gpus if g not in engine_gpus]
+        if not trainer_gpus:
+            raise ConfigError(f"--engine-devices {args.engine_devices} leaves no GPU for the trainer (of {len(gpus)})")
+        engine = subprocess.Popen(command, env=engine_env(args.engine_devices))
+        procs.procs.append(engine)
+        local_engine = f"http://127.0.0.1:{ports.engine}"
+        wait_healthy(local_engine, engine)
+        for check in preflight_engine(local_engine, args.model, "bfloat16"):
+            echo(f"preflight {check.name}: {check.detail}")
+        suite = load_tasks(args.suite)
+        env_url = args.env_url
+        if env_url:
+            echo(f"preflight {probe_from_server(env_url, args.model).detail}")
+        else:
+            env_url = _serve_environment(suite, local_engine, recipe, args.model, ports.env, procs)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(trainer_gpus)
+        rows = suite.prompt_rows(recipe.split)
+        factory = functools.partial(BlackBoxSessionFactory, env_url, split=recipe.split,
+                                    timeout_s=recipe.agent_timeout_s + 60)
+        config = AsyncGRPOConfig(**kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        worker = HarnessRolloutWorker(**worker_kwargs(config, args.model, Dataset.from_list(rows), tokenizer, factory))
+        trainer = AsyncGRPOTrainer(model=args.model, args=config, train_dataset=Dataset.from_list(rows),
+                                   reward_funcs=[env_reward], rollout_worker=worker)
+        trainer.train()
+        trainer.save_model(os.path.join(args.out, "final"))
+        return trainer
+    finally:
+        procs.stop()
+
+
+def _serve_environment(suite: Any, engine_url: str, recipe: Any, served: str, port: int,
+                       procs: Processes) -> str:  # pragma: no cover - part of _launch
+    import threading
+
+    import uvicorn
+
+    from dagent.envs.blackbox import BlackBoxRuntime, create_app
+    from dagent.harness.opencode import OpencodeConfig
+
+    runtime = BlackBoxRuntime(suite, engine_url, model=served, sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
+                              opencode=OpencodeConfig(model=served, steps=recipe.agent_steps,
+                                                      max_output_tokens=recipe.max_output_tokens)).start()
+    procs.stoppers.append(runtime.stop)
+    server = uvicorn.Server(uvicorn.Config(create_app(runtime, max_concurrent=64), host="127.0.0.1", port=port,
+                                           timeout_keep_alive=75, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    procs.stoppers.append(lambda: setattr(server, "should_exit", True))
+    return f"http://127.0.0.1:{port}"
+
+
+def main() -> None:  # pragma: no cover
+    from dagent.jobargs import parse
+    from dagent.train.blackbox import BlackboxArgs, train_blackbox
+
+    train_blackbox(parse(BlackboxArgs, sys.argv[1:], "black-box GRPO"))

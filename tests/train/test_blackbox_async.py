@@ -1,0 +1,171 @@
+"""Black-box GRPO's async (GPU) path, checked where it can be on a CPU: the AsyncGRPOConfig built
+and asserted field by field, each knob that does not fit agent rollouts refused with its reason
+(F38), the engine preflight against planted engines over real HTTP (F37 dev mode and flags, F36
+identity, F06 dtype), ports from the job id (F36), the server probing its engine from its own host,
+and what TRL pickles into its spawned child importing by name there. Not covered here: the launch
+itself (vLLM on a GPU, NCCL weight transfer, AsyncGRPOTrainer's CUDA attention)."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import pickle
+
+import pytest
+
+from dagent.errors import ConfigError
+from dagent.launch.ports import JobPorts, job_ports
+from dagent.train.blackbox import BlackboxRecipe
+from dagent.train.blackbox_async import (
+    EnginePreflightError, check_config, check_dtype, config_kwargs, preflight_engine, probe_from_server,
+)
+from dagent.train.preflight import PreflightError
+from tests.factories import LiveServer
+
+RECIPE = BlackboxRecipe.gpu()
+GOOD = dict(agent_timeout_s=600.0, capture_clamp=8192, engine_max_model_len=65_536, turns_per_rollout=8.5)
+
+
+def test_the_async_config_is_the_reference_runs_field_by_field():
+    pytest.importorskip("trl")
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    kwargs = config_kwargs(RECIPE, "/tmp/out", engine_url="http://127.0.0.1:20420", run_name="bb")
+    config = AsyncGRPOConfig(**kwargs, use_cpu=True)  # use_cpu only so that it builds on this machine
+    expected = dict(token_budget=40_960, heartbeat_stale_after_s=900.0, max_completion_length=16_384,
+                    max_inflight_tasks=32, dtype="bfloat16", num_generations=8, learning_rate=1e-6,
+                    temperature=0.8, top_p=1.0, top_k=0, max_steps=400, save_steps=20, save_total_limit=3,
+                    per_device_train_batch_size=4, gradient_accumulation_steps=4, max_tool_calling_iterations=25,
+                    fork_threshold_tokens=1024, vllm_server_base_url="http://127.0.0.1:20420", run_name="bb",
+                    output_dir="/tmp/out", logging_steps=1)
+    assert {k: getattr(config, k) for k in expected} == expected
+    assert str(config.save_strategy) in ("steps", "SaveStrategy.STEPS")
+    assert [c.name for c in check_config(kwargs, **GOOD, engine_dtype="bfloat16")] == [
+        "token_budget", "heartbeat", "completion", "inflight", "dtype"]
+
+
+@pytest.mark.failure_mode("F38")
+@pytest.mark.parametrize("knob, value, code", [
+    ("token_budget", None, "token_budget_at_max_model_len"),
+    ("token_budget", 131_072, "token_budget_at_max_model_len"),
+    ("heartbeat_stale_after_s", 300.0, "heartbeat_below_agent_timeout"),
+    ("max_completion_length", 2048, "completion_below_clamp"),
+    ("max_inflight_tasks", 64, "inflight_by_clients"),
+])
+def test_a_default_that_does_not_fit_agent_rollouts_is_refused_with_its_reason(knob, value, code):
+    kwargs = {**config_kwargs(RECIPE, "/tmp/out", engine_url="http://e"), knob: value}
+    turns = 16.0 if knob == "max_inflight_tasks" else GOOD["turns_per_rollout"]
+    with pytest.raises(PreflightError, match=f"{code}.*F38"):
+        check_config(kwargs, **{**GOOD, "turns_per_rollout": turns})
+
+
+@pytest.mark.failure_mode("F06")
+def test_a_trainer_dtype_other_than_the_engines_is_refused():
+    assert check_dtype("bfloat16", "torch.bfloat16").ok
+    with pytest.raises(PreflightError, match="dtype_mismatch.*F06"):
+        check_dtype("float32", "bfloat16")
+    with pytest.raises(PreflightError, match="dtype_mismatch"):
+        check_config(config_kwargs(RECIPE, "/tmp/o", engine_url="http://e", dtype="float32"), **GOOD,
+                     engine_dtype="bfloat16")
+
+
+def engine_app(*, dev_mode=True, transfer=True, logprobs="processed_logprobs", served=("OWNER/SFT",),
+               dtype="torch.bfloat16"):
+    """A planted engine: vLLM's /server_info (behind dev mode) and /v1/models, configurable."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+
+    @app.get("/server_info")
+    def server_info():
+        if not dev_mode:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return {"vllm_config": {"weight_transfer_config": {"backend": "nccl"} if transfer else None,
+                                "model_config": {"logprobs_mode": logprobs, "dtype": dtype}}}
+
+    @app.get("/v1/models")
+    def models():
+        return {"object": "list", "data": [{"id": m, "object": "model"} for m in served]}
+
+    return app
+
+
+@pytest.mark.failure_mode("F37")
+@pytest.mark.failure_mode("F36")
+@pytest.mark.failure_mode("F06")
+@pytest.mark.parametrize("planted, code", [
+    ({"dev_mode": False}, "dev_mode_off"),
+    ({"transfer": False}, "no_weight_transfer"),
+    ({"logprobs": "raw_logprobs"}, "raw_logprobs"),
+    ({"served": ("OTHER-JOB/MODEL",)}, "wrong_engine"),
+    ({"dtype": "torch.float32"}, "dtype_mismatch"),
+])
+def test_the_engine_preflight_names_what_is_wrong_with_the_engine_on_this_jobs_port(planted, code):
+    server = LiveServer(engine_app(**planted))
+    try:
+        with pytest.raises(PreflightError, match=code):
+            preflight_engine(server.url, "OWNER/SFT", "bfloat16")
+    finally:
+        server.stop()
+    server = LiveServer(engine_app())
+    try:
+        assert [c.name for c in preflight_engine(server.url, "OWNER/SFT", "bfloat16")] == [
+            "dev_mode", "weight_transfer", "logprobs_mode", "identity", "dtype"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.failure_mode("F36")
+def test_ports_derive_from_the_job_id_and_a_job_without_one_is_refused():
+    a, b = JobPorts.for_job(76499), JobPorts.for_job(76501)
+    assert len({a.engine, a.group, a.env, a.capture}) == 4 and a.engine != b.engine
+    assert a.engine == 20000 + (76499 % 4000) * 10 and a.capture < 32768
+    assert job_ports({"SLURM_JOB_ID": "76499"}) == a and job_ports({"DAGENT_JOB_ID": "job-76501"}) == b
+    with pytest.raises(ConfigError, match="F36"):
+        job_ports({})
+
+
+def test_the_server_probes_its_engine_from_its_own_host(suite):
+    from dagent.envs.blackbox import BlackBoxRuntime, create_app
+
+    engine = LiveServer(engine_app(served=("OWNER/SFT",)))
+    servers = []
+    try:
+        for engine_url in (engine.url, "http://127.0.0.1:9"):  # the job's engine; one nobody serves
+            servers.append(LiveServer(create_app(BlackBoxRuntime(suite, engine_url, model="OWNER/SFT"))))
+        assert probe_from_server(servers[0].url, "OWNER/SFT").ok
+        with pytest.raises(EnginePreflightError, match="wrong_engine_from_server"):
+            probe_from_server(servers[0].url, "OWNER/OTHER")
+        with pytest.raises(EnginePreflightError, match="engine_unreachable_from_server"):
+            probe_from_server(servers[1].url, "OWNER/SFT")
+    finally:
+        for s in servers:
+            s.stop()
+        engine.stop()
+
+
+def _child(blob: bytes, out) -> None:
+    factory, reward = pickle.loads(blob)
+    out.put((factory.func.__module__, factory.func.__qualname__, reward.__module__, reward.__qualname__,
+             reward([], [], env_reward=[None, 1.0])))
+
+
+def test_what_trl_pickles_into_its_spawned_child_imports_there_by_name():
+    """TRL's HarnessRolloutWorker runs the factory and reward functions in a SPAWNED child: a
+    closure or lambda fails there only after sandboxes are paid for. Ours unpickle in a fresh
+    interpreter."""
+    from dagent.envs.trl_session import BlackBoxSessionFactory
+    from dagent.train.rollouts import env_reward
+
+    blob = pickle.dumps((functools.partial(BlackBoxSessionFactory, "http://127.0.0.1:1", split="train"), env_reward))
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_child, args=(blob, out))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0
+    assert out.get(timeout=5) == ("dagent.envs.trl_session", "BlackBoxSessionFactory", "dagent.train.rollouts",
+                                  "env_reward", [None, 1.0])
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(lambda prompts, completions, **kw: [0.0])

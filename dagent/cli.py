@@ -363,6 +363,26 @@ def train_blackbox_cmd(ctx: typer.Context) -> None:
                    echo=lambda line: console.print(line, markup=False, highlight=False))
 
 
+@app.command("reproduce")
+def reproduce_cmd(
+    profile: Annotated[str, typer.Option(help="cpu: this machine, SmolLM2-135M, small sizes (about half an hour); gpu: the published recipes (an HF Job).")] = "cpu",
+    out_dir: Annotated[Path, typer.Option("--out", help="Where every stage writes, with results.md and validation.md.")] = Path("runs/reproduce"),
+    model: Annotated[Optional[str], typer.Option(help="The base model (default: the profile's).")] = None,
+    suite: SuiteOpt = None,
+    start: Annotated[Optional[str], typer.Option("--from", help="Rerun from this stage (earlier ones must have completed in --out).")] = None,
+    stop: Annotated[Optional[str], typer.Option("--to", help="Stop after this stage.")] = None,
+) -> None:
+    """Build the suite, smoke every loop, evaluate, train both loops, evaluate paired, write receipts."""
+    from dagent.reproduce import StageError, reproduce
+
+    try:
+        reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop,
+                  echo=lambda line: console.print(line, markup=False, highlight=False))
+    except StageError as e:
+        console.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(1) from None
+
+
 @engine_app.command("serve")
 def engine_serve(
     model: Annotated[str, typer.Option(help="tiny-qwen3, smollm2-135m, or a local model directory.")] = "tiny-qwen3",

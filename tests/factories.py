@@ -67,6 +67,27 @@ def write_suite(root: Path) -> Path:
     return root
 
 
+SOLUTIONS = {"3": "import pandas as pd\nprint(len(pd.read_csv('/workdir/input/t.csv')))",
+             "12": "import pandas as pd\nprint(pd.read_csv('/workdir/input/t.csv')['b'].sum())"}
+
+
+def write_solvable_suite(root: Path) -> Path:
+    """`write_suite`, with real reference programs for the row-count and sum tasks (the others keep
+    the stand-in `print(42)`): for checks that run the reference program through the tools."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write_suite(root)
+    for k, split in enumerate(("train", "test", "eval")):
+        rows = []
+        for task in demo_tasks(100 * k)[: 4 if split == "train" else 2]:
+            row = task.to_row()
+            row["solution"] = SOLUTIONS.get(task.gold, row["solution"])
+            rows.append(row)
+        pq.write_table(pa.Table.from_pylist(rows), root / "data" / f"{split}-00000-of-00001.parquet")
+    return root
+
+
 class LiveServer:
     """A real uvicorn server on 127.0.0.1 in a thread (real HTTP, real sockets)."""
 

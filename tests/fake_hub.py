@@ -13,8 +13,11 @@ It serves what huggingface_hub 2.4's `whoami`, `create_repo`, `repo_info` and `c
   deletedFile, deletedFolder); the `commitUrl` uses the host the client called
 - `POST /api/validate-yaml` (create_commit sends a root README.md there; accepted unchecked)
 
-Only revision `main`, no pull requests, no LFS/Xet (`lfsFile` lines are refused: this fake never
-answers "lfs"), no downloads. Every request needs `Authorization: Bearer <token>`; another or no
+Downloads: `GET /api/{type}s/{namespace}/{name}/tree/{revision}[/{path}]` (recursive listing) and
+`GET|HEAD /[datasets/|spaces/]{namespace}/{name}/resolve/{main or the commit}/{path}` (what
+`hf_hub_download` and `snapshot_download` fetch, with `ETag` and `X-Repo-Commit`). Only
+revision `main`, no pull requests, no LFS/Xet (`lfsFile` lines are refused: this fake never
+answers "lfs"). Every request needs `Authorization: Bearer <token>`; another or no
 token gets the Hub's 401. Repos live in memory: read them back with `hub.files(repo_id, repo_type)`
 and `hub.commits(repo_id, repo_type)`.
 """
@@ -212,5 +215,41 @@ class FakeHub:
         @app.post("/api/validate-yaml")
         async def validate_yaml():
             return {"errors": [], "warnings": []}
+
+        @app.get("/api/{kind}/{namespace}/{name}/tree/{revision}")
+        @app.get("/api/{kind}/{namespace}/{name}/tree/{revision}/{path:path}")
+        async def tree(kind: str, namespace: str, name: str, revision: str, path: str = ""):
+            repo = find(kind, namespace, name)
+            if isinstance(repo, Response):
+                return repo
+            if revision not in ("main", repo.sha):
+                return error(404, f"Invalid rev id: {revision}", "RevisionNotFound")
+            prefix = path.strip("/") + "/" if path.strip("/") else ""
+            files = sorted(p for p in repo.files if p.startswith(prefix))
+            dirs = sorted({"/".join(p.split("/")[:k]) for p in files for k in range(1, p.count("/") + 1)}
+                          - ({prefix.rstrip("/")} if prefix else set()))
+            return [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in dirs if d.startswith(prefix)] + [
+                {"type": "file", "oid": git_sha1(repo.files[p]), "size": len(repo.files[p]), "path": p} for p in files]
+
+        def resolve(kind: str, namespace: str, name: str, revision: str, path: str, head: bool) -> Response:
+            repo = find(kind, namespace, name)
+            if isinstance(repo, Response):
+                return repo
+            if revision not in ("main", repo.sha):
+                return error(404, f"Invalid rev id: {revision}", "RevisionNotFound")
+            if path not in repo.files:
+                return error(404, "Entry not found", "EntryNotFound")
+            data = repo.files[path]
+            headers = {"ETag": f'"{git_sha1(data)}"', "X-Repo-Commit": repo.sha, "Content-Length": str(len(data))}
+            return Response(b"" if head else data, headers=headers, media_type="application/octet-stream")
+
+        for prefix, kind in (("/datasets", "datasets"), ("/spaces", "spaces"), ("", "models")):
+            def make(kind: str = kind):
+                async def get_file(namespace: str, name: str, revision: str, path: str, request: Request):
+                    return resolve(kind, namespace, name, revision, path, request.method == "HEAD")
+                return get_file
+
+            app.add_api_route(prefix + "/{namespace}/{name}/resolve/{revision}/{path:path}", make(),
+                              methods=["GET", "HEAD"])
 
         return app

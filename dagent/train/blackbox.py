@@ -73,8 +73,7 @@ PRESETS = {"gpu": BlackboxRecipe.gpu, "cpu": BlackboxRecipe.cpu}
 
 
 def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: str = "none",
-                run_name: str | None = None, project: str = "dagent", push_to_hub: str | None = None,
-                **extra: Any) -> Any:
+                run_name: str | None = None, project: str = "dagent", **extra: Any) -> Any:
     """TRL's GRPOConfig for the sync path (rollout_func), sampling from RECIPE_SAMPLING (F05)."""
     from trl import GRPOConfig
 
@@ -86,8 +85,6 @@ def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: st
         save_steps=recipe.save_steps, save_only_model=False, report_to=report_to, run_name=run_name,
         project=project, seed=recipe.seed, use_cpu=recipe.use_cpu, bf16=recipe.bf16, use_vllm=False,
         log_completions=False, **RECIPE_SAMPLING.as_trl())
-    if push_to_hub:
-        kwargs.update(push_to_hub=True, hub_model_id=push_to_hub, hub_strategy="checkpoint")
     if report_to == "trackio":
         kwargs.update(trackio_space_id=None)
     kwargs.update(extra)
@@ -152,7 +149,7 @@ def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe
     checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)
     served = served_name or Path(str(model_dir)).name
-    args = sync_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub, **config)
+    args = sync_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
     check_sampling({"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
                    RECIPE_SAMPLING.as_request())
     engine = InProcessEngine(model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING,
@@ -171,11 +168,14 @@ def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe
                                     engine=engine, fork_threshold=recipe.fork_threshold_tokens,
                                     receipts=Path(output_dir) / "receipts.jsonl")
         health = HealthWatch()
-        stamp = ProvenanceStamp({**provenance(suite), "recipe": {**asdict(recipe), "mode": "sync",
-                                                                 "harnesses": list(harnesses),
-                                                                 "sampling": RECIPE_SAMPLING.as_request()},
-                                 "model": str(model_dir)})
+        summary = {**asdict(recipe), "mode": "black-box sync", "harnesses": list(harnesses),
+                   "sampling": RECIPE_SAMPLING.as_request()}
+        stamp = ProvenanceStamp({**provenance(suite), "recipe": summary, "model": str(model_dir)})
         callbacks: list[Any] = [health, stamp]
+        if push_to_hub:
+            from dagent.train.hub_checkpoints import CheckpointPusher
+
+            callbacks.append(CheckpointPusher(push_to_hub, str(model_dir), summary, provenance(suite)))
         budget = None
         if max_minutes is not None:
             from dagent.train.budget import TimeBudget

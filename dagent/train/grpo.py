@@ -91,8 +91,10 @@ def cpu_has_bf16() -> bool:
 
 
 def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
-                project: str = "dagent", push_to_hub: str | None = None, **extra: Any) -> Any:
-    """TRL's GRPOConfig for `recipe`, sampling from RECIPE_SAMPLING (one source, F05)."""
+                project: str = "dagent", **extra: Any) -> Any:
+    """TRL's GRPOConfig for `recipe`, sampling from RECIPE_SAMPLING (one source, F05). Checkpoints
+    reach the Hub through `dagent.train.hub_checkpoints.CheckpointPusher`, not the Trainer's own
+    push (which keeps only `last-checkpoint/`)."""
     from trl import GRPOConfig
 
     kwargs: dict[str, Any] = dict(
@@ -110,8 +112,6 @@ def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "non
                       vllm_group_port=recipe.vllm_group_port)
     elif recipe.use_vllm:
         kwargs.update(vllm_mode="colocate", vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization)
-    if push_to_hub:
-        kwargs.update(push_to_hub=True, hub_model_id=push_to_hub, hub_strategy="checkpoint")
     if report_to == "trackio":
         kwargs.update(trackio_space_id=None)  # offline store; a Space only when asked for
     kwargs.update(extra)
@@ -151,7 +151,7 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
                   env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
                   push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
-                  **config: Any) -> TrainRun:
+                  hub_api: Any = None, **config: Any) -> TrainRun:
     """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
     after the preflight. `env_url` trains against a running white-box server (the HTTP client)."""
     import torch
@@ -180,11 +180,15 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
         env = white_box_env(suite, recipe.tools, backend=backend, config=recipe.episode, clock=timer.clock)
     dtype = torch.bfloat16 if recipe.bf16 and not recipe.use_cpu else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
-    args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, push_to_hub=push_to_hub,
-                       **config)
+    args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
     health = HealthWatch()
     stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": str(model_dir)})
     callbacks: list[Any] = [health, timer, stamp]
+    if push_to_hub:
+        from dagent.train.hub_checkpoints import CheckpointPusher
+
+        callbacks.append(CheckpointPusher(push_to_hub, str(model_dir), recipe_summary(recipe), provenance(suite),
+                                          api=hub_api))
     budget = None
     if max_minutes is not None:
         from dagent.train.budget import TimeBudget
@@ -203,19 +207,23 @@ def recipe_summary(recipe: Recipe) -> dict[str, Any]:
     return {**asdict(recipe), "sampling": RECIPE_SAMPLING.as_request()}
 
 
-def resolve_resume(spec: str | None, cache: Path) -> str | None:
+def resolve_resume(spec: str | None, cache: Path, *, api: Any = None) -> str | None:
     """`PATH` or `OWNER/NAME@checkpoint-N` -> a local checkpoint directory (TRL resumes from local
-    paths only: a Hub checkpoint is downloaded first)."""
+    paths only: a Hub checkpoint is downloaded first; `CheckpointPusher` put it there)."""
     if not spec:
         return None
     if Path(spec).exists():
         return spec
     if "@" not in spec:
         raise ConfigError(f"--resume-from {spec!r} is neither a local checkpoint nor OWNER/NAME@checkpoint-N")
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import HfApi
 
     repo, folder = spec.split("@", 1)
-    root = snapshot_download(repo, allow_patterns=[f"{folder}/*"], local_dir=cache / repo.replace("/", "--"))
+    root = (api or HfApi()).snapshot_download(repo, allow_patterns=[f"{folder}/*"],
+                                              local_dir=cache / repo.replace("/", "--"))
+    if not (Path(root) / folder / "trainer_state.json").is_file():
+        raise ConfigError(f"{repo} holds no {folder}/ with trainer state: push checkpoints with --push-to-hub "
+                          "(each as checkpoint-N/), then name one of them")
     return str(Path(root) / folder)
 
 
@@ -242,7 +250,7 @@ class WhiteboxArgs:
     report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
     run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     out: str = field(default="runs/grpo", metadata={"help": "Output directory (checkpoint-N/, final/)."})
-    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo for checkpoints (hub_strategy=checkpoint)."})
+    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
     resume_from: str | None = field(default=None, metadata={"help": "PATH or OWNER/NAME@checkpoint-N to resume from."})
     vllm_server_url: str | None = field(default=None, metadata={"help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."})
     vllm_group_port: int | None = field(default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."})

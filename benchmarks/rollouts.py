@@ -5,6 +5,7 @@
     python benchmarks/rollouts.py --n 20 --policy tiny-qwen3  # the random tiny Qwen3, real weights
     python benchmarks/rollouts.py --n 20 --policy steered     # the tiny Qwen3 steered to the script
     python benchmarks/rollouts.py --suite ~/.cache/dagent/suite --split test --n 20
+    python benchmarks/rollouts.py --harness pi --policy runs/lr/sft/final --suite ~/.cache/dagent/suite --split train:easy --n 12
 
 Prints per rollout: outcome, turns (agent / all), drift, transitions, wall time; then turns per
 rollout, drift mean/max, fork and realign fractions, samples per rollout and wall time p50/p95.
@@ -193,8 +194,12 @@ def main(args: argparse.Namespace) -> int:
     rows, started = [], time.monotonic()
     try:
         model = served_model(engine.url)
-        runtime = BlackBoxRuntime(suite, engine.url, model=model, timeout_s=args.timeout,
-                                  opencode=OpencodeConfig(model=model, max_output_tokens=args.max_output_tokens))
+        from dagent.harness.pi import PiConfig
+
+        runtime = BlackBoxRuntime(suite, engine.url, model=model, timeout_s=args.timeout, harness=args.harness,
+                                  opencode=OpencodeConfig(model=model, max_output_tokens=args.max_output_tokens),
+                                  pi=PiConfig(model=model, max_output_tokens=args.max_output_tokens,
+                                              context_tokens=args.context))
         with runtime:
             print(runtime.describe(), flush=True)
             n_tasks = len(suite.tasks(args.split))
@@ -210,7 +215,7 @@ def main(args: argparse.Namespace) -> int:
     gates = [r.gate for r in rows]
     walls = [r.wall_s for r in rows]
     transitions = sum(max(g.agent_turns - 1, 0) for g in gates)
-    label = f"{args.policy}/{args.template}" if args.policy == "scripted" else args.policy
+    label = (f"{args.policy}/{args.template}" if args.policy == "scripted" else args.policy) + f", {args.harness}"
     print(f"\n{len(rows)} rollouts ({label}) in {time.monotonic() - started:.0f}s")
     print("outcomes: " + ", ".join(f"{o} {sum(r.outcome == o for r in rows)}" for o in ("correct", "wrong", "ungraded")))
     print(f"turns per rollout: agent {statistics.mean(g.agent_turns for g in gates):.2f}, "
@@ -236,6 +241,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--split", default="train")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per rollout")
     p.add_argument("--max-output-tokens", type=int, default=256)
+    p.add_argument("--harness", default="opencode", choices=["opencode", "pi"], help="the agent that owns the loop")
+    p.add_argument("--context", type=int, default=32_768, help="the context window pi is told the model has")
     return p.parse_args(argv)
 
 

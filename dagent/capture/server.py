@@ -274,6 +274,10 @@ class CaptureServer:
         if kind != "http":
             return
         path, method = scope["path"], scope["method"]
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):  # mounted under a prefix (the black-box Space's /capture)
+            path = path[len(root):] or "/"
+            scope = {**scope, "path": path}
         if method == "POST" and path in CHAT_PATHS:
             key = wire.api_key(scope["headers"])
             state = self._sessions.get(key) if key else None

@@ -476,11 +476,19 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     app = openenv_create_app(environment_class(), CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_concurrent)
 
+    from dagent.envs.health import replace_health, sandbox_health
+
+    def published() -> dict[str, Any]:
+        reach = runtime.reach
+        return {"capture": None if reach is None else {"url": reach.base_url, "how": reach.how}}
+
+    replace_health(app, lambda: {"sandbox": sandbox_health(runtime.backend), **published()})
+
     @app.get(f"/{ENV_NAME}/info", tags=["Rollouts"])
     async def info() -> dict[str, Any]:
         return {"describe": runtime.describe(), "sampling": runtime.sampling.as_request(),
                 "steps": runtime.harness.config.steps, "harness": runtime.harness.name,
-                "reward": asdict(runtime.reward_config)}
+                "reward": asdict(runtime.reward_config), "sandbox": sandbox_health(runtime.backend), **published()}
 
     @app.get(f"/{ENV_NAME}/engine", tags=["Rollouts"], summary="Reach this server's engine from this host")
     async def engine() -> dict[str, Any]:
@@ -497,4 +505,59 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
         except (DagentError, TypeError, ValueError) as e:
             return JSONResponse(status_code=400, content={"detail": str(e)})
 
+    return app
+
+
+def capture_public_url(environ: Any) -> str | None:
+    """Where sandboxes on OTHER machines reach this Space's capture proxy: an explicit PUBLIC_URL
+    wins; else a Space's own public URL (`https://$SPACE_HOST`), since a Space is already public
+    (no second tunnel in front of it); both with `/capture`, where the proxy is mounted. None for
+    local sandboxes (the socket bridge) and for EXPOSE=gradio (the tunnel's URL, found at start)."""
+    if environ.get("DAGENT_SANDBOX", "local") == "local" or environ.get("EXPOSE", "direct") == "gradio":
+        return None
+    public = environ.get("PUBLIC_URL") or (f"https://{environ['SPACE_HOST']}" if environ.get("SPACE_HOST") else None)
+    if public is None:
+        raise ConfigError("remote sandboxes need a URL of this server they can reach: set PUBLIC_URL, run it as a "
+                          "Space (SPACE_HOST), or EXPOSE=gradio for a tunnel (F08)")
+    return public.rstrip("/") + "/capture"
+
+
+def space_app(environ: Any) -> Any:
+    """The black-box Space's app from its settings (spaces/data-agent-blackbox/server/app.py lists
+    them): the runtime started, the capture proxy also mounted at `/capture` so that the Space's
+    own public URL serves it (an explicit PUBLIC_URL wins; EXPOSE=gradio starts a tunnel instead)."""
+    import httpx
+
+    from dagent.hub import load_tasks
+    from dagent.harness.opencode import OpencodeConfig
+    from dagent.harness.pi import PiConfig
+
+    engine_url = environ.get("DAGENT_ENGINE_URL")
+    if not engine_url:
+        raise ConfigError("DAGENT_ENGINE_URL is not set: name the OpenAI-compatible engine capture forwards to "
+                          "(the training job's exposed vLLM), as a Space secret or variable")
+    model = environ.get("DAGENT_MODEL")
+    if not model:
+        try:
+            listed = httpx.get(engine_url.rstrip("/").removesuffix("/v1") + "/v1/models", timeout=30).json()
+            model = listed["data"][0]["id"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
+            raise ConfigError(f"DAGENT_MODEL is not set and {engine_url} does not list a model ({e}): set "
+                              "DAGENT_MODEL to the model id the engine serves") from e
+    steps = int(environ.get("DAGENT_STEPS", "15"))
+    max_output = int(environ.get("DAGENT_MAX_OUTPUT_TOKENS", "4096"))
+    expose = environ.get("EXPOSE", "direct")
+    sandbox = environ.get("DAGENT_SANDBOX", "local")
+    runtime = BlackBoxRuntime(
+        load_tasks(environ.get("DAGENT_SUITE") or None), engine_url, model=model, backend=sandbox,
+        harness=environ.get("DAGENT_HARNESS", "opencode"),
+        opencode=OpencodeConfig(model=model, steps=steps, max_output_tokens=max_output),
+        pi=PiConfig(model=model, steps=steps, max_output_tokens=max_output),
+        publish="gradio" if expose == "gradio" else "direct", public_url=capture_public_url(environ))
+    runtime.start()
+    app = create_app(runtime, max_concurrent=int(environ.get("DAGENT_MAX_ROLLOUTS", "16")))
+    app.mount("/capture", runtime.capture)  # the same proxy, on the Space's own URL
+    import atexit
+
+    atexit.register(runtime.stop)  # the tunnel, the bridge and the proxy, when the server process exits
     return app

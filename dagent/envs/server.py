@@ -110,6 +110,9 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
         _install_mcp(app, names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
     _install_episode_routes(app, names, max_episodes, config)
     _install_error_handlers(app)
+    from dagent.envs.health import replace_health, sandbox_health
+
+    replace_health(app, lambda: {"sandbox": sandbox_health(runtime.backend)})
     return app
 
 

@@ -25,7 +25,10 @@ def server(suite, backend):
 
 @pytest.mark.failure_mode("F30")
 def test_task_api_lives_under_the_environment_name(server):
-    assert httpx.get(f"{server.url}/health").json() == {"status": "healthy"}
+    health = httpx.get(f"{server.url}/health").json()
+    assert health["status"] == "healthy"  # and which sandbox backend serves, with what isolation
+    assert health["sandbox"]["backend"] == "local" and health["sandbox"]["isolation"] in ("bwrap", "mountns")
+    assert health["sandbox"]["remote"] is False
     assert httpx.get(f"{server.url}/splits").status_code == 404  # the route copied from another env
     splits = httpx.get(f"{server.url}/data_agent/splits").json()
     assert [s["name"] for s in splits][:4] == ["train", "train:easy", "train:medium", "train:hard"]

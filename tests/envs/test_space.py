@@ -68,9 +68,11 @@ def _shipped_tree(dest: Path) -> Path:
     return dest
 
 
-@pytest.mark.slow
-@pytest.mark.failure_mode("F44")
-def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_path, suite_dir):
+def installed_space(tmp_path: Path, space: Path, port: int, **settings: str) -> tuple[Path, dict[str, str], list[str]]:
+    """The package built into a wheel from the files git ships, installed into a throwaway venv (its
+    dependencies from this venv through a .pth line), the Space folder copied as its Dockerfile
+    copies it: (the app directory, the environment, the Dockerfile's CMD). Checks that `dagent`
+    imports from the INSTALLED copy there (F44)."""
     src = _shipped_tree(tmp_path / "src")
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(src), "-w", str(tmp_path / "wheels")]
     if subprocess.run([*build, "--no-build-isolation"], capture_output=True).returncode != 0:
@@ -83,23 +85,46 @@ def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_p
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "zz_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # deps only
     app_dir = tmp_path / "app"
-    shutil.copytree(SPACE, app_dir)  # COPY spaces/data-agent/ /app/ ; WORKDIR /app
-
-    port = free_port()
+    shutil.copytree(space, app_dir)  # COPY spaces/<name>/ /app/ ; WORKDIR /app
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOST="127.0.0.1", PORT=str(port),
-               DAGENT_SUITE=str(suite_dir), DAGENT_MAX_EPISODES="4", LOG_LEVEL="warning")
+    env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOST="127.0.0.1", PORT=str(port), LOG_LEVEL="warning",
+               **settings)
     where = subprocess.run(["python", "-c", "import dagent.envs.server, sys; print(dagent.__file__)"],
                            cwd=app_dir, env=env, capture_output=True, text=True)
     assert where.returncode == 0, where.stderr
     assert where.stdout.strip().startswith(str(site)), f"not the installed copy: {where.stdout}"
+    lines = [ln for ln in (space / "Dockerfile").read_text().splitlines() if ln.startswith("CMD ")]
+    assert len(lines) == 1, "the Dockerfile must have exactly one CMD"
+    return app_dir, env, json.loads(lines[0][4:])
 
+
+def openenv_validate(target: str, *args: str) -> dict:
+    """`openenv validate TARGET ... --json` (the CLI of the openenv this venv pins)."""
+    out = subprocess.run([str(Path(sys.executable).parent / "openenv"), "validate", target, *args, "--json"],
+                         capture_output=True, text=True, timeout=300)
+    return json.loads(out.stdout[out.stdout.index("{"):])
+
+
+def test_both_spaces_pass_openenv_validate_statically():
+    for space in (SPACE, ROOT / "spaces" / "data-agent-blackbox"):
+        report = openenv_validate(str(space), "--level", "static", "--skip-build")
+        assert report["verdict"] == "pass" and report["manifest"]["name"] in ("data_agent", "data_agent_blackbox")
+        assert [r["status"] for r in report["results"] if r["status"] not in ("skip",)] == ["pass"], report["results"]
+
+
+@pytest.mark.slow
+@pytest.mark.failure_mode("F44")
+def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_path, suite_dir):
+    port = free_port()
+    app_dir, env, cmd = installed_space(tmp_path, SPACE, port, DAGENT_SUITE=str(suite_dir), DAGENT_MAX_EPISODES="4")
     log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen(docker_cmd(), cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_serving(proc, f"{url}/health", log=tmp_path / "server.log")
         assert httpx.get(f"{url}/data_agent/splits").status_code == 200
+        report = openenv_validate("--url", url, "--level", "runtime")
+        assert report["passed"] and not report["summary"]["failed_criteria"], report["summary"]
         from dagent.envs.client import white_box_client
 
         env_ = white_box_client(url)()

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from dagent.cli_common import SuiteOpt, _build, _progress, console, load_suite, out
-from dagent.cli_launch import jobs_app, sandbox_app
+from dagent.cli_launch import jobs_app, sandbox_app, space_app
 from dagent.errors import DagentError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and evaluate LLM data agents.")
@@ -30,6 +30,7 @@ export_app = typer.Typer(no_args_is_help=True, help="Export the suite in other f
 app.add_typer(export_app, name="export")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(space_app, name="space")
 
 
 @suite_app.command("build")
@@ -62,6 +63,31 @@ def suite_validate(
         out.print(line, markup=False, highlight=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+@suite_app.command("push")
+def suite_push(
+    repo_id: Annotated[str, typer.Argument(help="The Hub dataset repo (OWNER/NAME) the rows go to.")],
+    suite: SuiteOpt = None,
+    bucket: Annotated[Optional[str], typer.Option("--bucket", help="A Hub storage bucket (OWNER/BUCKET) for the tables; the rows then name them there.")] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Prefix of the tables in the bucket (default: the repo's name).")] = None,
+    private: Annotated[bool, typer.Option(help="Private repo (and bucket).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be pushed; call nothing.")] = False,
+) -> None:
+    """Push a suite: the task rows as a Hub dataset, the tables in it or in a bucket (load_tasks reads it back)."""
+    from dagent.hub import suite_root
+    from dagent.suite_push import push_suite
+
+    root, label = suite_root(suite)
+    if dry_run:
+        loaded = load_suite(suite)
+        where = f"hf://buckets/{bucket}/{(prefix or repo_id.split('/')[-1]).strip('/')}" if bucket else f"datasets/{repo_id}/tables/"
+        out.print(f"push {label}: " + ", ".join(f"{s} {len(loaded.tasks(s))}" for s in loaded.bases)
+                  + f" tasks to datasets/{repo_id} (data/<split>-*.parquet, a card naming the splits); tables to {where}",
+                  markup=False, highlight=False)
+        return
+    push_suite(root, repo_id, bucket=bucket, prefix=prefix, private=private,
+               echo=lambda line: out.print(line, markup=False, highlight=False))
 
 
 @suite_app.command("import")

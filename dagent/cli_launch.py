@@ -119,3 +119,59 @@ def template_e2b(
     info = build_template(spec, on_log=lambda line: console.print(line, markup=False, highlight=False))
     out.print(f"built E2B template {alias!r} ({spec.cpus} cpu / {spec.memory_mb} MB): "
               f"{getattr(info, 'template_id', info)}")
+
+
+space_app = typer.Typer(no_args_is_help=True, help="Deploy or duplicate the environment Spaces.")
+
+
+def _pairs(items: Optional[list[str]]) -> dict[str, str]:
+    out_: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise typer.BadParameter(f"{item!r} is not KEY=VALUE")
+        key, value = item.split("=", 1)
+        out_[key] = value
+    return out_
+
+
+@space_app.command("deploy")
+def space_deploy(
+    kind: Annotated[str, typer.Argument(help="whitebox (the trainer owns the loop) or blackbox (the agent does).")],
+    repo_id: Annotated[str, typer.Argument(help="OWNER/NAME of the Space.")],
+    secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret by NAME, its value read from this environment (E2B_API_KEY, HF_TOKEN, ...).")] = None,
+    var: Annotated[Optional[list[str]], typer.Option("--var", help="Variable KEY=VALUE (DAGENT_SANDBOX=e2b, DAGENT_ENGINE_URL=...).")] = None,
+    private: Annotated[bool, typer.Option(help="A private Space.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health after the restart.")] = 1800.0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; call nothing.")] = False,
+) -> None:
+    """Create a Docker Space, upload what it builds from, set secrets by name, restart, wait for /health."""
+    from dagent.launch.space import deploy, plan
+
+    p = plan(kind, repo_id, secrets=secret or [], variables=_pairs(var), private=private)
+    for line in p.lines():
+        typer.echo(line)
+    if not dry_run:
+        try:
+            deploy(p, timeout_s=timeout, echo=typer.echo)
+        except DagentError as e:
+            console.print(str(e), markup=False, highlight=False)
+            raise typer.Exit(1) from None
+
+
+@space_app.command("duplicate")
+def space_duplicate(
+    from_id: Annotated[str, typer.Argument(help="The Space to copy (OWNER/NAME).")],
+    to_id: Annotated[str, typer.Argument(help="The new Space (OWNER/NAME).")],
+    secret: Annotated[Optional[list[str]], typer.Option("--secret", help="Secret by NAME for the copy (the Hub copies none).")] = None,
+    var: Annotated[Optional[list[str]], typer.Option("--var", help="Variable KEY=VALUE for the copy.")] = None,
+    private: Annotated[bool, typer.Option(help="A private copy.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be called; call nothing.")] = False,
+) -> None:
+    """Duplicate an environment Space (huggingface_hub's duplicate_repo), with its secrets by name."""
+    from dagent.launch.space import duplicate
+
+    if dry_run:
+        typer.echo(f"duplicate spaces/{from_id} -> spaces/{to_id} ({'private' if private else 'public'}); secrets "
+                   f"{', '.join(secret or []) or 'none'}; variables {', '.join(_pairs(var)) or 'none'}")
+        return
+    duplicate(from_id, to_id, secrets=secret or [], variables=_pairs(var), private=private, echo=typer.echo)

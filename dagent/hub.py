@@ -51,32 +51,38 @@ def parse_source(source: str | Path | None) -> tuple[str, str, str | None, str |
     )
 
 
-def load_tasks(source: str | Path | None = None) -> TaskSuite:
-    """Load a suite from the local build (default), a Hub dataset repo id, or an hf:// path."""
-    root, label = suite_root(source)
+def load_tasks(source: str | Path | None = None, *, api: object = None) -> TaskSuite:
+    """Load a suite from the local build (default), a Hub dataset repo id, or an hf:// path.
+    `api`: a `huggingface_hub.HfApi` for the downloads (default: a new one)."""
+    root, label = suite_root(source, api=api)
     if not (root / "data").is_dir():
         raise TaskError(f"no task suite at {root}: run `dagent suite build --out {root}` first")
-    return read_suite(root, source=label)
+    suite = read_suite(root, source=label)
+    if api is not None:
+        import functools
+
+        suite.remote_files = functools.partial(fetch_remote, api=api)
+    return suite
 
 
-def suite_root(source: str | Path | None = None) -> tuple[Path, str]:
+def suite_root(source: str | Path | None = None, *, api: object = None) -> tuple[Path, str]:
     """(the suite's directory on this machine, its source label): a local path as is, a Hub
     dataset downloaded (snapshot) first."""
     kind, where, revision, subdir = parse_source(source)
     if kind == "local":
         return Path(where), str(Path(where))
-    root = _download(where, revision)
+    root = _download(where, revision, api)
     return (root / subdir if subdir else root), f"hf://datasets/{where}"
 
 
-def _download(repo_id: str, revision: str | None) -> Path:
+def _download(repo_id: str, revision: str | None, api: object = None) -> Path:
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError
     except ImportError as e:  # pragma: no cover - huggingface_hub is a core dependency
         raise MissingDependencyError("huggingface_hub", purpose="loading tasks from the Hub") from e
     try:
-        path = snapshot_download(
+        path = (api.snapshot_download if api is not None else snapshot_download)(  # type: ignore[attr-defined]
             repo_id=repo_id,
             repo_type="dataset",
             revision=revision,
@@ -108,4 +114,12 @@ def read_suite(root: Path, *, source: str = "local") -> TaskSuite:
             raise TaskError(f"{files[0]} holds rows that are not dagent tasks: {e}") from e
     if not splits:
         raise TaskError(f"no data/<split>-*.parquet files under {root}; is this a dagent suite?")
-    return TaskSuite(splits=splits, tables_root=root / "tables", source=source)
+    return TaskSuite(splits=splits, tables_root=root / "tables", source=source, remote_files=fetch_remote)
+
+
+def fetch_remote(url: str, *, api: object = None) -> dict[str, Path]:
+    """A table named by a bucket URL, downloaded to this host's cache (`dagent.sandbox.staging`:
+    retries, nothing-at-prefix vs directory-empty, complete downloads only)."""
+    from dagent.sandbox.staging import fetch_bucket
+
+    return fetch_bucket(url, cache_dir() / "buckets", api=api)

@@ -12,7 +12,7 @@ conflicting golds (F11), so resolving a prompt text can never pick another task'
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +132,9 @@ class TaskSuite:
     tables_root: Path
     source: str = "local"
     _index: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    #: How a table named by URL (`hf://buckets/...`, a suite pushed with `--bucket`) reaches this
+    #: host: `url -> {base name: local path}`; set by `dagent.hub.read_suite` (bucket staging).
+    remote_files: Callable[[str], dict[str, Path]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for base, tasks in self.splits.items():
@@ -176,8 +179,18 @@ class TaskSuite:
         raise SplitError(f"no task in split {split!r} has that instruction")
 
     def files_for(self, task: Task) -> dict[str, Path]:
-        """The host files to stage for `task`: /workdir/input/<basename> -> tables_root/<path>."""
-        return {Path(f).name: self.tables_root / f for f in task.data_files}
+        """The host files to stage for `task`: /workdir/input/<basename> -> tables_root/<path>, or
+        for a table named by URL, the file `remote_files` brought to this host."""
+        out: dict[str, Path] = {}
+        for f in task.data_files:
+            if "://" in f:
+                if self.remote_files is None:
+                    raise SplitError(f"task {task.task_id} names its table {f}, and this suite has no way to fetch it: "
+                                     "load it with dagent.hub.load_tasks")
+                out.update(self.remote_files(f))
+            else:
+                out[Path(f).name] = self.tables_root / f
+        return out
 
     def find(self, task_id: str) -> tuple[str, int, Task]:
         """Locate a task id: (base split, index, task)."""

@@ -12,6 +12,8 @@ It serves what huggingface_hub 2.4's `whoami`, `create_repo`, `repo_info` and `c
 - `POST /api/{type}s/{namespace}/{name}/commit/{revision}`: the NDJSON payload (header, file,
   deletedFile, deletedFolder); the `commitUrl` uses the host the client called
 - `POST /api/validate-yaml` (create_commit sends a root README.md there; accepted unchecked)
+- Spaces: `POST .../secrets` and `.../variables` (kept in the repo's settings), `POST .../restart`
+  and `GET .../runtime` (stage RUNNING once restarted), `POST /api/{type}s/{id}/duplicate`
 
 Downloads: `GET /api/{type}s/{namespace}/{name}/tree/{revision}[/{path}]` (recursive listing) and
 `GET|HEAD /[datasets/|spaces/]{namespace}/{name}/resolve/{main or the commit}/{path}` (what
@@ -91,6 +93,9 @@ class FakeHub:
     def files(self, repo_id: str, repo_type: str = "model") -> dict[str, bytes]:
         """What the repo holds now, path -> bytes (KeyError when the repo was never created)."""
         return self.repos[(repo_type, repo_id)].files
+
+    def settings(self, repo_id: str, repo_type: str = "model") -> dict[str, Any]:
+        return self.repos[(repo_type, repo_id)].settings
 
     def commits(self, repo_id: str, repo_type: str = "model") -> list[dict[str, Any]]:
         return self.repos[(repo_type, repo_id)].commits
@@ -230,6 +235,45 @@ class FakeHub:
                           - ({prefix.rstrip("/")} if prefix else set()))
             return [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in dirs if d.startswith(prefix)] + [
                 {"type": "file", "oid": git_sha1(repo.files[p]), "size": len(repo.files[p]), "path": p} for p in files]
+
+        @app.post("/api/spaces/{namespace}/{name}/secrets")
+        @app.post("/api/spaces/{namespace}/{name}/variables")
+        async def space_setting(namespace: str, name: str, request: Request):
+            repo = find("spaces", namespace, name)
+            if isinstance(repo, Response):
+                return repo
+            body = await request.json()
+            which = "secrets" if request.url.path.endswith("/secrets") else "variables"
+            repo.settings.setdefault(which, {})[body["key"]] = body.get("value")
+            return {}
+
+        @app.post("/api/spaces/{namespace}/{name}/restart")
+        @app.get("/api/spaces/{namespace}/{name}/runtime")
+        async def space_runtime(namespace: str, name: str, request: Request):
+            repo = find("spaces", namespace, name)
+            if isinstance(repo, Response):
+                return repo
+            if request.method == "POST":
+                repo.settings["restarts"] = repo.settings.get("restarts", 0) + 1
+            return {"stage": "RUNNING" if repo.settings.get("restarts") else "BUILDING",
+                    "hardware": {"current": "cpu-basic", "requested": "cpu-basic"}}
+
+        @app.post("/api/{kind}/{namespace}/{name}/duplicate")
+        async def duplicate(kind: str, namespace: str, name: str, request: Request):
+            repo = find(kind, namespace, name)
+            if isinstance(repo, Response):
+                return repo
+            body = await request.json()
+            target = body["repository"]
+            if (repo.repo_type, target) in self.repos:
+                return JSONResponse({"error": "already exists"}, status_code=409)
+            settings = {k: v for k, v in repo.settings.items() if k not in ("secrets", "variables", "restarts")}
+            settings["secrets"] = {s["key"]: s["value"] for s in body.get("secrets") or []}
+            settings["variables"] = {v["key"]: v["value"] for v in body.get("variables") or []}
+            settings["duplicated_from"] = repo.repo_id
+            copy = FakeRepo(repo.repo_type, target, settings, files=dict(repo.files), commits=list(repo.commits))
+            self.repos[(repo.repo_type, target)] = copy
+            return {"url": f"{base(request)}/{URL_PREFIX[repo.repo_type]}{target}"}
 
         def resolve(kind: str, namespace: str, name: str, revision: str, path: str, head: bool) -> Response:
             repo = find(kind, namespace, name)

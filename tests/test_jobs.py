@@ -224,5 +224,11 @@ def test_the_to_the_hub_commands_run_offline_as_written():
             assert out.startswith("#!/bin/bash") and "train blackbox --mode async" in out and "SLURM_JOB_ID" in out
         elif argv[:2] == ["jobs", "slurm"]:
             assert out.startswith("#!/bin/bash") and "trl vllm-serve" in out
+        elif argv[:2] == ["suite", "push"]:
+            assert out.startswith("push ") and "tasks to datasets/OWNER/data-agent-suite" in out
+        elif argv[:2] == ["space", "deploy"]:
+            assert out.startswith("space OWNER/") and "secrets (by name" in out and "hf.space/health" in out
+        elif argv[:2] == ["space", "duplicate"]:
+            assert out.startswith("duplicate spaces/OWNER/data-agent-blackbox -> spaces/ME/")
         else:
             assert out.startswith("# E2B template") and "FROM python:" in out

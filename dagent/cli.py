@@ -82,9 +82,8 @@ def suite_push(
     if dry_run:
         loaded = load_suite(suite)
         where = f"hf://buckets/{bucket}/{(prefix or repo_id.split('/')[-1]).strip('/')}" if bucket else f"datasets/{repo_id}/tables/"
-        out.print(f"push {label}: " + ", ".join(f"{s} {len(loaded.tasks(s))}" for s in loaded.bases)
-                  + f" tasks to datasets/{repo_id} (data/<split>-*.parquet, a card naming the splits); tables to {where}",
-                  markup=False, highlight=False)
+        typer.echo(f"push {label}: " + ", ".join(f"{s} {len(loaded.tasks(s))}" for s in loaded.bases)
+                   + f" tasks to datasets/{repo_id} (data/<split>-*.parquet, a card naming the splits); tables to {where}")
         return
     push_suite(root, repo_id, bucket=bucket, prefix=prefix, private=private,
                echo=lambda line: out.print(line, markup=False, highlight=False))

@@ -12,6 +12,9 @@ It serves what huggingface_hub 2.4's `whoami`, `create_repo`, `repo_info` and `c
 - `POST /api/{type}s/{namespace}/{name}/commit/{revision}`: the NDJSON payload (header, file,
   deletedFile, deletedFolder); the `commitUrl` uses the host the client called
 - `POST /api/validate-yaml` (create_commit sends a root README.md there; accepted unchecked)
+- Jobs: `POST /api/jobs/{namespace}` (run_job; the spec kept in `hub.jobs`), `GET .../{id}`
+  (inspect_job), `GET .../{id}/logs` (an SSE stream); buckets: `GET /api/buckets/{id}/tree[/{prefix}]`
+  (list_bucket_tree over `hub.buckets`, seeded by a test: uploads and downloads go through Xet)
 - Spaces: `POST .../secrets` and `.../variables` (kept in the repo's settings), `POST .../restart`
   and `GET .../runtime` (stage RUNNING once restarted), `POST /api/{type}s/{id}/duplicate`
 
@@ -63,6 +66,8 @@ class FakeHub:
 
     def __init__(self, *, token: str = "hf_fake", user: str = "fake-user") -> None:
         self.token, self.user = token, user
+        self.jobs: dict[str, dict[str, Any]] = {}  # id -> {"spec": what run_job sent, "stage", "logs"}
+        self.buckets: dict[str, dict[str, bytes]] = {}  # bucket id -> path -> bytes (seeded: Xet is not served)
         self.repos: dict[tuple[str, str], FakeRepo] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path), in order
         self.app = self._build_app()
@@ -152,6 +157,8 @@ class FakeHub:
         @app.get("/api/{kind}/{namespace}/{name}")
         @app.get("/api/{kind}/{namespace}/{name}/revision/{revision:path}")
         async def repo_info(kind: str, namespace: str, name: str, revision: str = "main"):
+            if kind == "jobs":  # /api/jobs/{namespace}/{id} shares this route's shape
+                return await inspect_job(namespace, name)
             repo = find(kind, namespace, name)
             if isinstance(repo, Response):
                 return repo
@@ -223,7 +230,9 @@ class FakeHub:
 
         @app.get("/api/{kind}/{namespace}/{name}/tree/{revision}")
         @app.get("/api/{kind}/{namespace}/{name}/tree/{revision}/{path:path}")
-        async def tree(kind: str, namespace: str, name: str, revision: str, path: str = ""):
+        async def tree(kind: str, namespace: str, name: str, revision: str, request: Request, path: str = ""):
+            if kind == "buckets":  # /api/buckets/{id}/tree/{prefix}: the prefix, as the client sent it
+                return bucket_listing(namespace, name, request.url.path.split("/tree/", 1)[1])
             repo = find(kind, namespace, name)
             if isinstance(repo, Response):
                 return repo
@@ -274,6 +283,48 @@ class FakeHub:
             copy = FakeRepo(repo.repo_type, target, settings, files=dict(repo.files), commits=list(repo.commits))
             self.repos[(repo.repo_type, target)] = copy
             return {"url": f"{base(request)}/{URL_PREFIX[repo.repo_type]}{target}"}
+
+        def job_info(job: dict[str, Any]) -> dict[str, Any]:
+            return {"id": job["id"], "createdAt": "2026-12-02T00:00:00Z", "owner": {"id": "u1", "name": job["ns"],
+                                                                                  "type": "user"},
+                    "dockerImage": job["spec"].get("dockerImage"), "command": job["spec"].get("command"),
+                    "arguments": job["spec"].get("arguments"), "environment": job["spec"].get("environment"),
+                    "secrets": sorted(job["spec"].get("secrets") or {}),  # names back, never values
+                    "flavor": job["spec"].get("flavor"), "labels": job["spec"].get("labels"),
+                    "status": {"stage": job["stage"], "message": None}}
+
+        @app.post("/api/jobs/{namespace}")
+        async def run_job(namespace: str, request: Request):
+            spec = await request.json()
+            job = {"id": f"job{len(self.jobs) + 1:04d}", "ns": namespace, "spec": spec, "stage": "COMPLETED",
+                   "logs": [f"uv run {' '.join(spec.get('command') or [])}", "done"]}
+            self.jobs[job["id"]] = job
+            return job_info(job)
+
+        @app.get("/api/jobs/{namespace}/{job_id}")
+        async def inspect_job(namespace: str, job_id: str):
+            job = self.jobs.get(job_id)
+            return job_info(job) if job and job["ns"] == namespace else error(404, "Job not found")
+
+        @app.get("/api/jobs/{namespace}/{job_id}/logs")
+        async def job_logs(namespace: str, job_id: str):
+            job = self.jobs.get(job_id)
+            if not job:
+                return error(404, "Job not found")
+            lines = ["===== Job started ====="] + job["logs"]
+            body = "".join(f"data: {json.dumps({'data': ln, 'timestamp': '2026-12-02T00:00:00Z'})}\n\n" for ln in lines)
+            return Response(body, media_type="text/event-stream")
+
+        @app.get("/api/buckets/{namespace}/{name}/tree")
+        async def bucket_tree(namespace: str, name: str):
+            return bucket_listing(namespace, name, "")
+
+        def bucket_listing(namespace: str, name: str, prefix: str) -> Any:
+            files = self.buckets.get(f"{namespace}/{name}")
+            if files is None:
+                return error(404, "Bucket not found")
+            return [{"type": "file", "path": p, "size": len(data), "xetHash": git_sha1(data)}
+                    for p, data in sorted(files.items()) if p.startswith(prefix)]
 
         def resolve(kind: str, namespace: str, name: str, revision: str, path: str, head: bool) -> Response:
             repo = find(kind, namespace, name)

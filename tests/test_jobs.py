@@ -186,8 +186,8 @@ def test_submit_and_logs_call_huggingface_hub_with_secrets_by_name():
     with pytest.raises(ConfigError, match="HF_TOKEN not set"):
         submit(spec, api=Api(), environ={})
     info = submit(spec, api=Api(), environ={"HF_TOKEN": "hf_secret"})
-    (script,), kw = calls[0]
-    assert info.id == "job-1" and script == str(ROOT / "jobs/train_whitebox.py")
+    (script,), kw = calls[0]  # the pinned commit's own script, fetched by uv: no local copy uploaded
+    assert info.id == "job-1" and script == f"https://raw.githubusercontent.com/o/dagent/{'b' * 40}/jobs/train_whitebox.py"
     assert kw["dependencies"] == [spec.requirement] and kw["secrets"] == {"HF_TOKEN": "hf_secret"}
     assert kw["script_args"] == ["--preset", "gpu"] and kw["flavor"] == "a100-large" and kw["python"] == spec.python
     assert "hf_secret" not in spec.hf_line()  # names only, anywhere a line is printed
@@ -232,3 +232,55 @@ def test_the_to_the_hub_commands_run_offline_as_written():
             assert out.startswith("duplicate spaces/OWNER/data-agent-blackbox -> spaces/ME/")
         else:
             assert out.startswith("# E2B template") and "FROM python:" in out
+
+
+@pytest.mark.failure_mode("F22")
+def test_a_job_is_submitted_inspected_and_its_logs_read_against_a_local_endpoint():
+    """run_uv_job with the pinned commit's script URL is a plain run_job request (no Xet upload): the
+    local endpoint records exactly what huggingface_hub 2.4 sends. Not covered: the real Hub's job
+    scheduler and its encryption of secret values."""
+    from huggingface_hub import HfApi
+
+    from dagent.launch.job import job_spec, logs, submit
+    from tests.fake_hub import FakeHub
+
+    spec = job_spec("eval", ["--agent", "tools", "--timeout", "60"], flavor="l4x1", secrets=["HF_TOKEN"],
+                    requirement="dagent[all] @ git+https://github.com/o/dagent@" + "c" * 40)
+    with FakeHub() as hub:
+        api = HfApi(endpoint=hub.url, token=hub.token)
+        info = submit(spec, api=api, environ={"HF_TOKEN": "hf_value"})
+        (job,) = hub.jobs.values()
+        sent = job["spec"]
+        assert sent["command"] == ["uv", "run", "--with", spec.requirement, "--python", spec.python,
+                                   f"https://raw.githubusercontent.com/o/dagent/{'c' * 40}/jobs/eval.py",
+                                   "--agent", "tools", "--timeout", "60"]
+        assert sent["flavor"] == "l4x1" and {"app": "dagent", "job": "eval", "revision": "c" * 12}.items() <= sent["labels"].items()
+        assert sent["secrets"] == {"HF_TOKEN": "hf_value"} and "hf_value" not in str(sent["command"])
+        assert info.id == job["id"] and info.secrets == ["HF_TOKEN"]  # names come back, never values
+        assert api.inspect_job(job_id=info.id).status.stage == "COMPLETED"
+        assert list(logs(info.id, api=api))[-1] == "done"
+
+
+def test_bucket_listing_goes_through_the_endpoint_and_staging_refuses_an_empty_prefix(tmp_path):
+    from huggingface_hub import HfApi
+
+    from dagent.errors import StagingError
+    from dagent.sandbox.staging import fetch_bucket
+    from tests.fake_hub import FakeHub
+
+    with FakeHub() as hub:
+        hub.buckets["fake-user/tables"] = {"suite/demo/t.csv": b"a,b\n1,2\n"}
+        api = HfApi(endpoint=hub.url, token=hub.token)
+        listed = list(api.list_bucket_tree("fake-user/tables", prefix="suite/", recursive=True))
+        assert [(f.path, f.size) for f in listed] == [("suite/demo/t.csv", 8)]
+
+        class Download(HfApi):  # the download itself is Xet: written here from the fake's store
+            def download_bucket_files(self, bucket_id, files, raise_on_missing_files=True, token=None):
+                for f, dest in files:
+                    open(dest, "wb").write(hub.buckets[bucket_id][f.path])
+
+        got = fetch_bucket("hf://buckets/fake-user/tables/suite/demo/t.csv", tmp_path,
+                           api=Download(endpoint=hub.url, token=hub.token))
+        assert got["t.csv"].read_bytes() == b"a,b\n1,2\n"
+        with pytest.raises(StagingError, match="nothing at prefix"):
+            fetch_bucket("hf://buckets/fake-user/tables/nowhere/", tmp_path, api=api)

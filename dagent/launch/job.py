@@ -69,6 +69,14 @@ class JobSpec:
     def hf_line(self) -> str:
         return shlex.join(self.hf_command())
 
+    @property
+    def script_url(self) -> str | None:
+        """The job script at the pinned commit, for a project on GitHub: the job runs exactly that
+        commit's script, fetched by uv (no upload of a local copy through Xet storage)."""
+        m = re.match(r"^dagent(?:\[[a-z,-]+\])? @ git\+https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?@([0-9a-f]{40})$",
+                     self.requirement)
+        return f"https://raw.githubusercontent.com/{m[1]}/{m[2]}/{m[3]}/{self.script}" if m else None
+
 
 def _git(*args: str) -> str | None:
     from dagent.provenance import git
@@ -125,7 +133,8 @@ def submit(spec: JobSpec, *, api: Any = None, namespace: str | None = None,
         from huggingface_hub import HfApi
 
         api = HfApi()
-    return api.run_uv_job(str(ROOT / spec.script), script_args=list(spec.args), dependencies=[spec.requirement],
+    return api.run_uv_job(spec.script_url or str(ROOT / spec.script), script_args=list(spec.args),
+                          dependencies=[spec.requirement],
                           python=spec.python, env=dict(spec.env) or None,
                           secrets={n: environ[n] for n in spec.secrets} or None, flavor=spec.flavor,
                           timeout=spec.timeout, labels=dict(spec.labels), namespace=namespace)

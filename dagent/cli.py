@@ -219,6 +219,7 @@ def eval_cmd(
     tolerance: Annotated[float, typer.Option(help="Allowed distance from --expect-base.")] = 0.05,
     trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (offline store unless a Space is set).")] = None,
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
+    push_dataset: Annotated[Optional[str], typer.Option("--push-dataset", help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
     preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under: gpu (the published recipe) or cpu (dagent train whitebox --preset cpu).")] = "gpu",
     env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
@@ -237,6 +238,10 @@ def eval_cmd(
                          out_dir=target, baseline="baseline" if baseline else None, backend=backend,
                          expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
                          push_to=push_to, preset=preset, env_url=env_url, task_seed=task_seed)
+    if push_dataset:
+        from dagent.results_hub import push_results_dataset
+
+        out.print(f"pushed: {push_results_dataset(push_dataset, target, target.name)}", markup=False, highlight=False)
     if agent == "oracle":
         from dagent.report import load_records
 

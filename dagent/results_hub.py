@@ -153,3 +153,23 @@ def _redact(text: str, secrets: list[str]) -> str:
     for s in secrets:
         text = text.replace(s, "***")
     return _TOKEN_LIKE.sub("hf_***", text)
+
+
+def push_results_dataset(repo_id: str, out_dir: Path, run_name: str, *, api: HfApi | None = None,
+                         token: str | None = None) -> str:
+    """The evaluation directory (records, summaries, results.md, plots) under `runs/<run_name>/` of the
+    Hub DATASET repo `repo_id`: one results dataset gathering every run (`--push-dataset`). Returns
+    the commit URL."""
+    _check_repo_id(repo_id)
+    if not _FILE_NAME.match(run_name):
+        raise ConfigError(f"run name {run_name!r}: use letters, digits, '-', '_', '.'")
+    operations = _operations(Path(out_dir), {}, f"runs/{run_name}")
+    api = api if api is not None else HfApi(token=token)
+    secrets = [s for s in (token, getattr(api, "token", None)) if isinstance(s, str) and s]
+    try:
+        api.create_repo(repo_id, repo_type="dataset", exist_ok=True, token=token)
+        info = api.create_commit(repo_id, operations, commit_message=f"dagent evaluation {run_name}",
+                                 repo_type="dataset", token=token)
+    except HfHubHTTPError as e:
+        raise HubPushError(_redact(_http_message(e, repo_id, "committing to"), secrets)) from e
+    return str(info.commit_url)

@@ -156,3 +156,16 @@ def test_the_fake_hub_serves_dataset_and_space_repos_too(hub, tmp_path):
     assert sorted(hub.files("me/qwen-agent", "dataset")) == ["README.md", "data/train-00000-of-00001.parquet"]
     assert hub.files("me/env", "space") == {"Dockerfile": b"FROM python:3.12\n"}
     assert hub.repos[("space", "me/env")].settings["sdk"] == "docker"
+
+
+def test_a_run_lands_in_a_results_dataset_beside_earlier_runs(hub, out_dir):
+    from dagent.results_hub import push_results_dataset
+
+    api = HfApi(endpoint=hub.url, token=hub.token)
+    push_results_dataset("fake-user/dagent-results", out_dir, "eval-a", api=api)
+    push_results_dataset("fake-user/dagent-results", out_dir, "eval-b", api=api)
+    files = hub.files("fake-user/dagent-results", "dataset")
+    mine = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())
+    assert sorted(files) == sorted(f"runs/{run}/{p}" for run in ("eval-a", "eval-b") for p in mine)
+    with pytest.raises(ConfigError, match="run name"):
+        push_results_dataset("fake-user/dagent-results", out_dir, "../x", api=api)

@@ -32,7 +32,6 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -97,13 +96,16 @@ class SteeredPolicy:
     script's next token (then the stop token). The engine's logprobs are those of the steered
     logits (the engine's raw mode), so they are finite, model-dependent and near 0 on the script."""
 
-    def __init__(self, model: Any, tokenizer: Any, stop_id: int, bias: float = 100.0) -> None:
+    def __init__(self, model: Any, tokenizer: Any, stop_id: int, bias: float = 100.0,
+                 script: Any = None) -> None:
         self.model, self.tokenizer, self.stop_id, self.bias = model, tokenizer, stop_id, bias
+        self.script = script or script_for  # prompt text -> what to say
+        self.config = None  # not a PreTrainedModel: the engine serves it one sequence at a time
 
     def __call__(self, input_ids: Any, cache: Any = None, **kw: Any) -> Any:
         if cache is None:
             text = self.tokenizer.decode(input_ids[0].tolist())
-            script = self.tokenizer.encode(script_for(text), add_special_tokens=False) + [self.stop_id]
+            script = self.tokenizer.encode(self.script(text), add_special_tokens=False) + [self.stop_id]
             inner, pos = None, 0
         else:
             inner, script, pos = cache
@@ -118,24 +120,13 @@ class EngineThread:
     """A uvicorn server for an engine app on a free port, in a daemon thread."""
 
     def __init__(self, app: Any) -> None:
-        import uvicorn
+        from dagent.serving import ThreadedServer
 
-        from dagent.engine.process import free_port
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 60
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the engine server did not start")
-            time.sleep(0.05)
+        self._server = ThreadedServer(app).start()
+        self.port, self.url = self._server.port, self._server.url
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
+        self._server.stop()
 
 
 def scripted_engine(variant: str = "qwen3", context: int = 32_768) -> EngineThread:

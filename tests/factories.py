@@ -89,29 +89,16 @@ def write_solvable_suite(root: Path) -> Path:
 
 
 class LiveServer:
-    """A real uvicorn server on 127.0.0.1 in a thread (real HTTP, real sockets)."""
+    """A real uvicorn server on 127.0.0.1 in a thread (real HTTP, real sockets), started at once."""
 
     def __init__(self, app, **settings) -> None:
-        import threading
-        import time
+        from dagent.serving import ThreadedServer
 
-        import uvicorn
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                          **settings))
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
+        self._server = ThreadedServer(app, port=free_port(), **settings).start(timeout_s=30)
+        self.port, self.url = self._server.port, self._server.url
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
+        self._server.stop()
 
 
 def wait_serving(proc, url: str, *, log=None, timeout_s: float = 90.0) -> None:

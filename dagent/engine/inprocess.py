@@ -20,8 +20,6 @@ INVARIANTS
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,42 +46,26 @@ class InProcessEngine:
                                   name=served_model_name, max_num_seqs=max_num_seqs)
         self.dtype: torch.dtype = next(model.parameters()).dtype
         self.sampling = sampling
-        self.port = 0
         self._server: Any = None
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        if not self.port:
+        if self._server is None:
             raise EngineError("the in-process engine is not serving: call start()")
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
 
     def start(self, timeout_s: float = 60.0) -> InProcessEngine:
-        import uvicorn
-
-        from dagent.engine.process import free_port
         from dagent.engine.server import create_app
+        from dagent.serving import ThreadedServer
 
         app = create_app(self.engine, served_model_name=self.served, sampling=self.sampling)
-        self.port = free_port()
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                     timeout_keep_alive=75))
-        self._thread = threading.Thread(target=self._server.run, name=f"engine-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise EngineError(f"the in-process engine did not start on port {self.port}")
-            time.sleep(0.02)
+        self._server = ThreadedServer(app, timeout_keep_alive=75).start(timeout_s)
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self._server = self._thread = None
+            self._server.stop()
+        self._server = None
 
     def __enter__(self) -> InProcessEngine:
         return self.start()

@@ -9,13 +9,15 @@ server and how the sandbox reaches it) is given at construction, so one skeleton
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import Protocol
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from dagent.sandbox.base import ExecResult, Sandbox
 from dagent.task import Task
 from dagent.trajectory.analysis import Trajectory
-from dagent.trajectory.turn import Finding
+from dagent.trajectory.turn import CapturedTurn, Finding
 
 
 @dataclass(frozen=True)
@@ -77,3 +79,37 @@ class Agent(Protocol):
 
     def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
             seed: int | None = None) -> AgentRun: ...
+
+
+def json_events(stdout: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects a harness printed one a line (`--format json`, `--mode json`); other lines skipped."""
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def label_by_system_prompt(turns: Iterable[CapturedTurn], prompts: Sequence[tuple[str, str]], *,
+                           messages: int = 2, starts: bool = False) -> list[CapturedTurn]:
+    """Label a harness's auxiliary calls by their system prompt (F03): a call whose first `messages`
+    system/developer messages hold (or, `starts`, open with) one of `prompts`' texts gets that role
+    hint. Other calls are left for `dagent.trajectory.analyse` to place."""
+    out = []
+    for turn in turns:
+        head = ""
+        for message in turn.messages[:messages]:
+            if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
+                continue
+            content = message.get("content")
+            if isinstance(content, list):
+                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            head += str(content or "")[:200]
+        hint = next((role for text, role in prompts if (head.startswith(text) if starts else text in head)), None)
+        out.append(replace(turn, role_hint=hint) if hint and turn.role_hint is None else turn)
+    return out

@@ -36,13 +36,13 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagent.errors import ConfigError, HarnessError
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
-from dagent.harness.base import AgentRun, Captured
+from dagent.harness.base import AgentRun, Captured, json_events, label_by_system_prompt
 from dagent.sandbox.base import WORKDIR, Sandbox
 from dagent.task import Task
 from dagent.trajectory.analysis import Trajectory, analyse
@@ -210,14 +210,7 @@ def parse_events(stdout: str) -> dict[str, Any]:
     """What `opencode run --format json` reported: its session, tool uses, errors, last text."""
     out: dict[str, Any] = {"events": 0, "tool_uses": 0, "errors": [], "text": "", "session": None,
                            "step_finish": []}
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
+    for event in json_events(stdout):
         out["events"] += 1
         out["session"] = out["session"] or event.get("sessionID")
         kind, part = event.get("type"), event.get("part") or {}
@@ -302,21 +295,8 @@ class OpencodeHarness:
 
 def opencode_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
     """Label opencode's auxiliary calls by role (F03): the title generator, the session summary and
-    the compaction summariser, recognised by their system prompts. Other calls are left unlabelled
-    for `dagent.trajectory.analyse` to place."""
-    out = []
-    for turn in turns:
-        head = ""
-        for message in turn.messages[:2]:
-            if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
-                continue
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            head += str(content or "")[:200]
-        hint = next((role for prefix, role in AUX_PROMPTS if prefix in head), None)
-        out.append(replace(turn, role_hint=hint) if hint and turn.role_hint is None else turn)
-    return out
+    the compaction summariser, recognised by their system prompts."""
+    return label_by_system_prompt(turns, AUX_PROMPTS)
 
 
 def end_session(capture: CaptureServer, session_id: str,

@@ -43,13 +43,13 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
 from dagent.errors import HarnessError
-from dagent.harness.base import AgentRun
+from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
 from dagent.sandbox.base import WORKDIR, Sandbox
 from dagent.train.preflight import check_step_cap
 from dagent.trajectory.turn import CapturedTurn
@@ -235,14 +235,7 @@ def check_effective(effective: dict[str, Any], config: PiConfig) -> None:
 def parse_events(stdout: str) -> dict[str, Any]:
     """What `pi --mode json` reported: tool executions, the last assistant stop reason and error, text."""
     out: dict[str, Any] = {"events": 0, "tool_uses": 0, "errors": [], "text": "", "stop": None, "turns": 0}
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
+    for event in json_events(stdout):
         out["events"] += 1
         kind = event.get("type")
         if kind == "tool_execution_start":
@@ -323,15 +316,4 @@ class PiHarness:
 
 def pi_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
     """Label pi's auxiliary calls by their system prompt (F03): the compaction summariser."""
-    out = []
-    for turn in turns:
-        head = ""
-        for message in turn.messages[:1]:
-            if isinstance(message, dict) and message.get("role") in ("system", "developer"):
-                content = message.get("content")
-                if isinstance(content, list):
-                    content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-                head = str(content or "")[:200]
-        hint = next((role for prefix, role in AUX_PROMPTS if head.startswith(prefix)), None)
-        out.append(replace(turn, role_hint=hint) if hint and turn.role_hint is None else turn)
-    return out
+    return label_by_system_prompt(turns, AUX_PROMPTS, messages=1, starts=True)

@@ -98,8 +98,12 @@ def chain_sequences(trace_entries: list[dict[str, Any]], fork_threshold: int,
 
 def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
                 engine_completions: Sequence[Sequence[int]]) -> str:
-    """"exact" when the tokens under mask 1 are, in order, the engine's completion ids of the
-    chain's calls (each a contiguous run); otherwise what differs."""
+    """Whether every token under mask 1 is the engine's own: each run of trained tokens must be the
+    next call's engine completion, whole ("exact"), or its prefix where TRL's conversion REALIGNED
+    the rest (a harness that re-serialises its last answer: the drifted tail is overwritten with
+    what the next prompt holds and kept as context, mask 0), never a token the engine did not
+    produce there. Returns "exact", "exact; N realigned: M engine tokens kept as context", or what
+    differs."""
     runs: list[list[int]] = []
     current: list[int] | None = None
     for token, m in zip(completion_ids, env_mask, strict=True):
@@ -111,15 +115,19 @@ def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
             runs.append(current)
         current.append(token)
     want = [list(c) for c in engine_completions if c]
-    if runs == want:
-        return "exact"
-    trained = [t for r in runs for t in r]
-    engine = [t for c in want for t in c]
-    if trained == engine:
-        return f"the trained tokens equal the engine's, but in {len(runs)} runs for {len(want)} calls"
-    n = next((i for i, (a, b) in enumerate(zip(trained, engine)) if a != b), min(len(trained), len(engine)))
-    return (f"trained token {n} differs from the engine's ({len(trained)} trained, {len(engine)} produced by "
-            "the engine)")
+    if len(runs) != len(want):
+        return f"{len(runs)} trained runs for {len(want)} engine calls: a call boundary or a call was lost"
+    realigned = context = 0
+    for k, (run, engine) in enumerate(zip(runs, want)):
+        if run == engine:
+            continue
+        if len(run) < len(engine) and engine[:len(run)] == run:
+            realigned, context = realigned + 1, context + len(engine) - len(run)
+            continue
+        n = next((i for i, (a, b) in enumerate(zip(run, engine)) if a != b), min(len(run), len(engine)))
+        return (f"call {k}: trained token {n} differs from the engine's ({len(run)} trained, {len(engine)} produced "
+                "by the engine)")
+    return "exact" if not realigned else f"exact; {realigned} realigned: {context} engine tokens kept as context"
 
 
 def row_of(rollout: Any, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]) -> TrainRow:
@@ -140,7 +148,7 @@ def row_of(rollout: Any, harness: str, fork_threshold: int, placeholder: Callabl
         completion, mask = list(seq.input_ids[first:]), list(seq.completion_mask[first:])
         engine = [e["completion_token_ids"] for e in entries if any(e["loss_mask"])]
         audit = token_audit(completion, mask, engine)
-        if audit != "exact":
+        if not audit.startswith("exact"):
             raise TrajectoryError(f"rollout of {rollout.task_id}: {audit}; the capture or TRL's conversion changed "
                                   "a token the engine produced: nothing from this run may be trained")
         return TrainRow(prompt_ids=tuple(seq.input_ids[:first]), completion_ids=tuple(completion),

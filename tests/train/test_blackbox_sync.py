@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,31 +22,18 @@ WRONG = {"command": "wc -l < /workdir/input/t.csv > /workdir/answer.txt",
          "description": "Count the lines into the answer file"}
 
 
-class Alternating:
-    """The live module, steered towards the rollout script; every other answer step writes 4."""
+def alternating(model, tokenizer):
+    """The live module, steered towards the rollout script (benchmarks/rollouts.py SteeredPolicy);
+    every other answer step writes the header-inclusive line count (4, wrong)."""
+    from benchmarks.rollouts import SteeredPolicy, script_for, tool_call
 
-    def __init__(self, model, tokenizer, bias: float = 100.0) -> None:
-        self.model, self.tokenizer, self.bias = model, tokenizer, bias
-        self.stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self.writes = itertools.count()
-        self.config = None  # not a PreTrainedModel: the engine serves it one sequence at a time
+    writes = itertools.count()
 
-    def __call__(self, input_ids, cache=None, **kw):
-        from benchmarks.rollouts import script_for, tool_call
+    def script(prompt: str) -> str:
+        text = script_for(prompt)
+        return tool_call(WRONG) if "answer.txt" in text and next(writes) % 2 else text
 
-        if cache is None:
-            text = script_for(self.tokenizer.decode(input_ids[0].tolist()))
-            if "answer.txt" in text and next(self.writes) % 2:
-                text = tool_call(WRONG)
-            script = self.tokenizer.encode(text, add_special_tokens=False) + [self.stop]
-            inner, pos = None, 0
-        else:
-            inner, script, pos = cache
-            pos += 1
-        out = self.model(input_ids=input_ids, cache=inner, **kw)
-        logits = out.logits.clone()
-        logits[0, -1, script[min(pos, len(script) - 1)]] += self.bias
-        return SimpleNamespace(logits=logits, cache=(out.cache, script, pos))
+    return SteeredPolicy(model, tokenizer, tokenizer.convert_tokens_to_ids("<|im_end|>"), script=script)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +66,7 @@ def test_two_sync_steps_train_on_the_engines_own_tokens(rowcount_suite, tmp_path
     recipe = BlackboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, groups_per_step=1,
                                 learning_rate=1e-3, warmup_steps=0, agent_steps=6, max_output_tokens=256, beta=0.0,
                                 bf16=False)
-    run = build_sync_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, policy=Alternating,
+    run = build_sync_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, policy=alternating,
                              served_name="tiny-qwen3-steered", sandbox_dir=tmp_path / "sandboxes")
     assert [c.name for c in run.checks] == ["split", "step_cap", "group_size"]
     assert run.engine.dtype == next(run.trainer.model.parameters()).dtype  # the engine IS the trainer's module (F06)

@@ -58,8 +58,19 @@ def test_a_forked_chain_cannot_be_one_row_so_it_leaves_the_baseline_instead_of_t
 
 def test_the_audit_names_a_trained_token_the_engine_never_produced():
     assert token_audit([10, 11, 20, 30], [1, 1, 0, 1], [[10, 11], [30]]) == "exact"
-    assert "trained token 1 differs" in token_audit([10, 12, 20, 30], [1, 1, 0, 1], [[10, 11], [30]])
-    assert "runs" in token_audit([10, 11, 30], [1, 1, 1], [[10, 11], [30]])  # a call boundary lost
+    assert "call 0: trained token 1 differs" in token_audit([10, 12, 20, 30], [1, 1, 0, 1], [[10, 11], [30]])
+    assert "1 trained runs for 2 engine calls" in token_audit([10, 11, 30], [1, 1, 1], [[10, 11], [30]])
+
+
+def test_a_realigned_call_trains_the_engines_prefix_and_keeps_the_rest_as_context():
+    """A harness that re-serialises its last answer (pi writes tool-call arguments compactly): TRL
+    realigns, the drifted tail of that call becomes context (mask 0). Trained tokens are still the
+    engine's own; the audit says how many of its tokens became context (measured on a pi rollout)."""
+    chain = [entry("a", [1, 2, 3], [10, 11, 12, 13]), entry("b", [1, 2, 3, 10, 11, 99, 98, 20], [30])]
+    row = row_of(rollout(chain), "pi", 1024, PLACEHOLDER)
+    assert row.sequences == 1 and row.tally["realign"] == 1
+    assert row.completion_ids == (10, 11, 99, 98, 20, 30) and row.env_mask == (1, 1, 0, 0, 0, 1)
+    assert row.audit == "exact; 1 realigned: 2 engine tokens kept as context"
 
 
 def test_a_row_whose_tokens_differ_from_the_capture_is_refused(monkeypatch):

@@ -1,0 +1,57 @@
+"""An ASGI app served by uvicorn from a daemon thread of this process, on a loopback port: what the
+in-process engine, `dagent reproduce`'s local servers, the benchmarks and the tests all need."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from dagent.errors import DagentError
+
+
+class ThreadedServer:
+    """`with ThreadedServer(app) as s: httpx.get(s.url + "/health")`; uvicorn settings pass through."""
+
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int | None = None, log_level: str = "warning",
+                 **settings: Any) -> None:
+        self.app, self.host, self.port = app, host, port or 0
+        self.settings = {"log_level": log_level, **settings}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if not self.port or self._server is None:
+            raise DagentError("the server is not serving: call start()")
+        return f"http://127.0.0.1:{self.port}" if self.host in ("0.0.0.0", "127.0.0.1") else f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> ThreadedServer:
+        import uvicorn
+
+        from dagent.engine.process import free_port
+
+        self.port = self.port or free_port()
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host=self.host, port=self.port, **self.settings))
+        self._thread = threading.Thread(target=self._server.run, name=f"serve-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise DagentError(f"the server did not start on {self.host}:{self.port}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ThreadedServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -55,3 +55,17 @@ class ThreadedServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def stop_process(proc: Any, timeout_s: float = 30.0) -> None:
+    """SIGTERM a child process, wait up to `timeout_s`, then SIGKILL it: a survivor would hold its port."""
+    import subprocess
+
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

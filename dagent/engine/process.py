@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from dagent.errors import EngineError
+from dagent.serving import stop_process
 
 ENGINE_CONTEXT = 32_768  # opencode's system prompt and tools alone are ~6k tokens
 
@@ -60,13 +61,7 @@ class LocalEngineProcess:
                           f"{self.start_timeout_s:.0f}s on port {self.port}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 15)
         self.proc = None
         if self._log is not None:
             self._log.close()

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ import httpx
 from dagent.errors import ConfigError, DagentError
 from dagent.sampling import RECIPE_SAMPLING
 from dagent.train.preflight import Check, PreflightError
+from dagent.serving import stop_process
 
 #: The reference run's values (module docstring; each checked by `check_config`).
 TOKEN_BUDGET = 40_960
@@ -243,12 +243,7 @@ class Processes:
             except Exception:  # noqa: BLE001 - keep stopping the rest
                 pass
         for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_process(p)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) -> None:

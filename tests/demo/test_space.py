@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from dagent.engine.process import free_port
+from dagent.serving import stop_process
 from tests.factories import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,9 +68,5 @@ def test_the_dockerfile_command_serves_the_demo(tmp_path, suite_dir):
                       if c.get("props", {}).get("label") == "split")
         assert [choice[0] for choice in splits] == ["train", "test", "eval"]  # the suite it was given
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 20)
         log.close()

@@ -17,6 +17,7 @@ import yaml
 from dagent.engine.process import free_port
 from dagent.envs.blackbox import capture_public_url
 from dagent.errors import ConfigError
+from dagent.serving import stop_process
 from tests.envs.test_space import installed_space, openenv_validate
 from tests.factories import wait_serving
 
@@ -84,10 +85,6 @@ def test_the_dockerfile_command_serves_a_rollout_from_the_installed_wheel(tmp_pa
         assert r["outcome"] == "correct" and r["reward"] > 1.0 and r["trace_entries"], r
         assert r["roles"][0] == "auxiliary" or "auxiliary" in r["roles"]  # opencode's title call, not trained
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 30)
         log.close()
         engine.stop()

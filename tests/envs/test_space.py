@@ -24,6 +24,7 @@ import yaml
 
 from dagent.tools import select
 from dagent.engine.process import free_port
+from dagent.serving import stop_process
 from tests.factories import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,9 +134,5 @@ def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_p
         assert env_.submit_solution(answer=3).startswith("Answer submitted")
         assert env_.get_reward() > 1.0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 20)
         log.close()

@@ -63,8 +63,8 @@ EOF
 }
 if has control; then
   P=$(base_pass1)
-  CONTROL_STEPS=${CONTROL_STEPS:-$(grpo_steps)}
-  stage "control: lr=0, $CONTROL_STEPS steps (the GRPO run's length), same code path"
+  G_STEPS=$(grpo_steps); CONTROL_STEPS=${CONTROL_STEPS:-$G_STEPS}
+  stage "control: lr=0, $CONTROL_STEPS steps (the GRPO run's length: $G_STEPS), same code path"
   $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$CONTROL_STEPS" \
     --learning-rate 0 --save-steps "$CONTROL_STEPS" --out "$OUT/control" --run-name control ${FORCE:+--force}
   $PY - "$OUT/sft/final" "$OUT/control/final" <<'EOF'

@@ -210,6 +210,7 @@ class BlackboxArgs:
     max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes."})
     num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
     learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0: a control run)."})
+    warmup_steps: int | None = field(default=None, metadata={"help": "Linear warm-up steps (default: the preset's); 0 for a short smoke, whose first step would otherwise have lr 0."})
     agent_steps: int | None = field(default=None, metadata={"help": "The agent's own step cap (at most the environment's budget, F35)."})
     save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps."})
     seed: int = field(default=0, metadata={"help": "Seed of the trainer."})
@@ -228,7 +229,7 @@ class BlackboxArgs:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
         given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
-                                      learning_rate=self.learning_rate, save_steps=self.save_steps,
+                                      learning_rate=self.learning_rate, warmup_steps=self.warmup_steps, save_steps=self.save_steps,
                                       agent_steps=self.agent_steps, seed=self.seed).items() if v is not None}
         return PRESETS[self.preset](**given)
 

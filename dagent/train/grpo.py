@@ -241,6 +241,7 @@ class WhiteboxArgs:
     max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes; a control of the same length then takes --max-steps of the steps done."})
     num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
     learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0 for a control run of the same length)."})
+    warmup_steps: int | None = field(default=None, metadata={"help": "Linear warm-up steps (default: the preset's); 0 for a short smoke, whose first step would otherwise have lr 0."})
     tools: str | None = field(default=None, metadata={"help": "Toolset the episodes serve: all (bash + SETA's file tools) or bash (default: the preset's; gpu all, cpu bash)."})
     max_completion_length: int | None = field(default=None, metadata={"help": "Completion budget, tool-result tokens included."})
     save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps (optimizer, scheduler and trainer state)."})
@@ -259,7 +260,7 @@ class WhiteboxArgs:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
         given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
-                                      learning_rate=self.learning_rate, save_steps=self.save_steps, tools=self.tools,
+                                      learning_rate=self.learning_rate, warmup_steps=self.warmup_steps, save_steps=self.save_steps, tools=self.tools,
                                       max_completion_length=self.max_completion_length, seed=self.seed,
                                       vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port).items()
                  if v is not None}

@@ -130,6 +130,11 @@ def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
     return "exact" if not realigned else f"exact; {realigned} realigned: {context} engine tokens kept as context"
 
 
+def audit_clean(audit: str) -> bool:
+    """A row's audit passes: every trained token the engine's ("exact", realigned included) or none trained."""
+    return audit.startswith("exact") or audit == "nothing trained"
+
+
 def row_of(rollout: Any, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]) -> TrainRow:
     """One black-box `Rollout` -> the row the sync trainer trains (module docstring)."""
     from dagent.trajectory.analysis import AGENT

@@ -50,6 +50,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dagent.harness.stack import engine_cores  # noqa: E402
+
 SYSTEM = (
     "You are a careful data analysis agent working inside a sandbox. You answer questions about the "
     "tables of the task by calling tools: list the tables, describe their columns, run SQL queries "
@@ -323,7 +325,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shape", default="agent", choices=["agent", "short"],
                    help="agent: the ~1-2k-token tool-calling conversation; short: a one-line question")
     p.add_argument("--allow-eos", action="store_true", help="let requests stop early (default: ignore_eos)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of each engine (1 suits 2 cores)")
+    p.add_argument("--threads", type=int, default=engine_cores(1),
+                   help="torch threads of each engine (default: this machine's cores, as `dagent eval` gives "
+                        "its one engine; arms are driven one at a time)")
     p.add_argument("--start-timeout", type=float, default=900.0)
     p.add_argument("--request-timeout", type=float, default=3600.0)
     return p.parse_args(argv)

@@ -138,7 +138,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
     at once (module docstring). Returns each arm's records in (task, sample) order. With `env_url`
     the episodes run on that white-box server (its tasks, sandboxes and grader; tools agents only:
     dagent.harness.remote)."""
-    from dagent.harness.stack import agent_stack
+    from dagent.harness.stack import agent_stack, engine_cores
 
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
@@ -155,12 +155,13 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
     indices = task_indices(n, limit, task_seed)
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
+    local_engines = sum(1 for a in arms if a.agent != "oracle" and a.engine_url is None and a.engine == "local")
     with ExitStack() as stack:
         stacks = {}
         for arm in arms:
             stacks[arm.name] = stack.enter_context(agent_stack(
                 arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
-                timeout_s=timeout_s, preset=preset, echo=echo))
+                timeout_s=timeout_s, preset=preset, engine_threads=engine_cores(local_engines), echo=echo))
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
         if http is not None:
             from dagent.harness.remote import check_surface, play_remote

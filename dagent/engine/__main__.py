@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="concurrent requests batched into each forward pass (vLLM's name)")
     parser.add_argument("--prefix-cache-gib", type=float, default=1.0,
                         help="memory for reusing finished requests' prompt prefixes (0: off)")
+    parser.add_argument("--no-pack-weights", dest="pack_weights", action="store_false",
+                        help="serve half-precision linear layers with PyTorch's plain kernel instead of "
+                             "weights pre-packed for oneDNN (dagent.engine.packing)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's choice; 1 is best on a busy small machine)")
     args = parser.parse_args(argv)
@@ -40,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(args.model, args.host, args.port, served_model_name=args.served_model_name,
               logprobs_mode=args.logprobs_mode, max_model_len=args.max_model_len, dtype=args.dtype,
-              threads=args.threads, max_num_seqs=args.max_num_seqs, prefix_cache_gib=args.prefix_cache_gib)
+              threads=args.threads, max_num_seqs=args.max_num_seqs, prefix_cache_gib=args.prefix_cache_gib,
+              pack_weights=args.pack_weights)
     except KeyboardInterrupt:
         return 130
     except DagentError as e:

@@ -22,6 +22,8 @@ sampling, detokenizing and stop rules) is `dagent.engine.generation`'s.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -130,7 +132,8 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
     outs = []
     for keys, values, past, start, n in key.rows:
         if n == 1:
-            outs.append(decode_attention(query[:, :, start: start + 1], keys, values, scaling))
+            kernel = decode_kernel(query.dtype, keys.shape[1], query.shape[1], query.shape[3])
+            outs.append(kernel(query[:, :, start: start + 1], keys, values, scaling))
             continue
         mask = None
         if n > 1 and past > 0:  # a prefill chunk after earlier positions: causal, offset by past
@@ -145,9 +148,11 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
 def decode_attention(query: Any, keys: Any, values: Any, scaling: float | None) -> Any:
     """One new token against a sequence's keys/values, query heads grouped onto their key/value
     head (transformers' `repeat_kv` order: query head h reads kv head h // group), computed in
-    float32 whatever the model's dtype. `scaled_dot_product_attention`'s CPU kernel is slow for
-    one query in bfloat16 (measured with SmolLM2 at a 1.7k context, 2 threads, on an AVX512-BF16
-    CPU: a decode step of 8 rows 239 ms with it, 86 ms with bfloat16 matmuls, 66 ms in float32)."""
+    float32 whatever the model's dtype. On some CPUs `scaled_dot_product_attention` is slow for
+    one query in bfloat16 (measured with SmolLM2 at a 1.7k context, 2 threads, on an AMD
+    AVX512-BF16 CPU: a decode step of 8 rows 239 ms with it, 86 ms with bfloat16 matmuls, 66 ms in
+    float32); on others it is the faster (a Sapphire Rapids, 1 thread, 30 layers at a 1.7k context:
+    4.4 ms against 13.8 here). `decode_kernel` times both on the machine it runs on."""
     import torch
 
     _, heads, _, dim = query.shape
@@ -156,6 +161,40 @@ def decode_attention(query: Any, keys: Any, values: Any, scaling: float | None) 
     scores = torch.matmul(grouped, keys.float().transpose(-1, -2)) * (dim ** -0.5 if scaling is None else scaling)
     out = torch.matmul(torch.softmax(scores, dim=-1), values.float())
     return out.to(query.dtype).reshape(1, heads, 1, dim)
+
+
+def sdpa_decode(query: Any, keys: Any, values: Any, scaling: float | None) -> Any:
+    """One new token against a sequence's keys/values with `scaled_dot_product_attention`."""
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(query, keys, values, scale=scaling,
+                                          enable_gqa=query.shape[1] != keys.shape[1])
+
+
+DECODE_KERNELS = {"float32": decode_attention, "sdpa": sdpa_decode}
+
+
+@functools.cache
+def decode_kernel(dtype: Any, kv_heads: int, heads: int, head_dim: int) -> Any:
+    """The faster decode-attention kernel for this shape on this CPU, timed once per process on a
+    1,024-token context (the best of 3 runs of 8 calls each; either kernel gives the same
+    attention to the dtype's rounding, so a noisy timing costs speed, never correctness)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    query = torch.randn(1, heads, 1, head_dim, generator=gen).to(dtype)
+    keys, values = (torch.randn(1, kv_heads, 1024, head_dim, generator=gen).to(dtype) for _ in range(2))
+    timings = {}
+    with torch.inference_mode():
+        for name, kernel in DECODE_KERNELS.items():
+            runs = []
+            for _ in range(3):
+                start = time.perf_counter()
+                for _ in range(8):
+                    kernel(query, keys, values, None)
+                runs.append(time.perf_counter() - start)
+            timings[name] = min(runs)
+    return DECODE_KERNELS[min(timings, key=timings.__getitem__)]
 
 
 def _register_attention() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from dagent.errors import EngineError
+from dagent.errors import ConfigError, EngineError
 from dagent.serving import stop_process
 
 ENGINE_CONTEXT = 32_768  # opencode's system prompt and tools alone are ~6k tokens
@@ -28,8 +28,10 @@ class LocalEngineProcess:
     """`python -m dagent.engine` in a subprocess on a free port; a context manager."""
 
     def __init__(self, model: str = "tiny-qwen3", *, port: int | None = None,
-                 max_model_len: int = ENGINE_CONTEXT, start_timeout_s: float = 300.0) -> None:
-        self.model, self.port = model, port or free_port()
+                 max_model_len: int = ENGINE_CONTEXT, start_timeout_s: float = 300.0, threads: int = 1) -> None:
+        if threads < 1:
+            raise ConfigError(f"threads must be at least 1, got {threads}")
+        self.model, self.port, self.threads = model, port or free_port(), threads
         self.max_model_len, self.start_timeout_s = max_model_len, start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
@@ -38,7 +40,7 @@ class LocalEngineProcess:
     def command(self) -> tuple[list[str], dict[str, str] | None]:
         """The engine's argv and environment (None: this process's)."""
         return [sys.executable, "-m", "dagent.engine", "--model", self.model, "--port", str(self.port),
-                "--max-model-len", str(self.max_model_len), "--threads", "1"], None
+                "--max-model-len", str(self.max_model_len), "--threads", str(self.threads)], None
 
     def start(self) -> LocalEngineProcess:
         cmd, env = self.command()

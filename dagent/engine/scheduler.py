@@ -6,7 +6,8 @@ running sequences decode one token per step, and prompts are prefilled in chunks
 `chunk_tokens` tokens in the same steps (so a long prompt does not stall the others for its
 whole prefill), first come first served, at most `max_num_seqs` running. A backend that cannot
 batch (`SerialBackend`) gets one sequence at a time and its whole prompt in one step. The thread
-starts with the first request and ends when none is left (and at interpreter exit).
+starts with the first request and ends when none is left (and at interpreter exit), unless a
+thread made itself the model's home with `serve_here` (the engine process's main thread: see there).
 """
 
 from __future__ import annotations
@@ -66,15 +67,50 @@ class Scheduler:
         self._cond = threading.Condition()
         self._waiting: deque[Row] = deque()
         self._thread: threading.Thread | None = None
+        self._resident = False
         self.steps = 0
 
     def submit(self, seq: Row) -> None:
         with self._cond:
             self._waiting.append(seq)
-            if self._thread is None:
+            if self._resident:
+                self._cond.notify()
+            elif self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="dagent-engine", daemon=True)
                 _THREADS.add(self._thread)
                 self._thread.start()
+
+    def serve_here(self, until: threading.Event) -> None:
+        """Run the model on the calling thread until `until` is set (or the process exits).
+
+        For the engine process's MAIN thread: torch's OpenMP kernels ran 1.7x slower when a
+        secondary thread called them with 2 threads (libgomp; SmolLM2-135M decoding at a 1.7k
+        context on 2 cores: 16-18 tokens/s from a thread, 30-34 from the main thread, measured
+        side by side in one process), so the server runs in a thread and the model stays here.
+        A step that raises fails its sequences (as on the scheduler thread) and serving goes on."""
+        with self._cond:
+            if self._thread is not None:
+                raise EngineError("the scheduler already runs on a thread of its own")
+            self._resident = True
+        try:
+            while not until.is_set() and not _SHUTDOWN.is_set():
+                with self._cond:
+                    if not self._waiting:
+                        self._cond.wait(timeout=0.25)
+                        continue
+                try:
+                    self._run()
+                except Exception:  # noqa: BLE001 - _run failed every stranded sequence already
+                    import traceback
+
+                    traceback.print_exc()
+        finally:
+            with self._cond:
+                self._resident = False
+                if self._waiting and self._thread is None:  # nobody serves these now: a thread does
+                    self._thread = threading.Thread(target=self._run, name="dagent-engine", daemon=True)
+                    _THREADS.add(self._thread)
+                    self._thread.start()
 
     def _run(self) -> None:
         import torch

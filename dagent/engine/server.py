@@ -16,6 +16,8 @@ GET /v1/models, GET /health, POST /tokenize, POST /detokenize.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,17 +35,22 @@ from dagent.sampling import DEFAULT_SAMPLING, Sampling
 
 def build_engine(model: str | Path, *, logprobs_mode: str = "raw_logprobs",
                  max_model_len: int | None = None, dtype: str = "auto", max_num_seqs: int = 16,
-                 prefix_cache_gib: float = DEFAULT_PREFIX_CACHE_BYTES / 2**30) -> LocalEngine:
+                 prefix_cache_gib: float = DEFAULT_PREFIX_CACHE_BYTES / 2**30,
+                 pack_weights: bool = True) -> LocalEngine:
     """Load a named model ("tiny-qwen3", "smollm2-135m", ...) or a local directory.
 
     max_num_seqs: sequences batched together; prefix_cache_gib: keys/values kept for prefix
-    reuse (0 turns it off). See `LocalEngine`.
+    reuse (0 turns it off). See `LocalEngine`. pack_weights: pre-pack half-precision linear
+    layers for oneDNN (`dagent.engine.packing`; the weights served here never change).
     """
     from dagent.engine.models import load_model
+    from dagent.engine.packing import pack_linears
 
     if prefix_cache_gib < 0:
         raise ConfigError("prefix_cache_gib must be 0 (off) or more")
     loaded = load_model(model, dtype=dtype)
+    if pack_weights:
+        pack_linears(loaded.model)
     return LocalEngine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                        max_model_len=max_model_len or loaded.max_model_len,
                        logprobs_mode=logprobs_mode, dtype=loaded.dtype, name=str(loaded.path),
@@ -354,4 +361,18 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
     app = create_app(model, served_model_name=served_model_name, sampling=sampling,
                      logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype,
                      **engine_options)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # The HTTP server runs in a thread and the model on this (main) thread: see Scheduler.serve_here.
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, name="dagent-engine-http", daemon=True)
+    thread.start()
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        watch = threading.Thread(target=lambda: (thread.join(), stopped.set()), daemon=True)
+        watch.start()
+        app.state.service.engine.scheduler.serve_here(stopped)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    if not server.started:
+        raise EngineError(f"the engine's HTTP server did not start on {host}:{port} (is the port taken?)")

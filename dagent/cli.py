@@ -173,19 +173,23 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
     from dagent.experiment import run_experiment
 
     from dagent.envs.client import WhiteBoxHTTP
-    from dagent.experiment import Progress, split_size, task_indices
+    from dagent.experiment import PlainProgress, Progress, split_size, task_indices
 
     s = load_suite(suite)
     http = WhiteBoxHTTP(env_url) if env_url else None
     n = len(task_indices(split_size(s, split, http), limit, task_seed))
 
     running = Progress()
+    total = n * max(1, samples) * len(arms)
+    plain = PlainProgress(total, every_s=60.0) if not console.is_terminal else None
     with _progress() as bar:
-        tid = bar.add_task(f"{split}", total=n * max(1, samples) * len(arms))
+        tid = bar.add_task(f"{split}", total=total)
 
         def done(arm: str, rec) -> None:
             running.add(arm, rec)
             bar.update(tid, advance=1, description=running.text())
+            if plain is not None and (line := plain.advance(running.text())):
+                console.print(line, markup=False, highlight=False)
 
         outcome = run_experiment(s, split, arms, out_dir, baseline=baseline, samples=samples, k_values=k,
                                  limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,

@@ -95,6 +95,29 @@ class Progress:
         return "  ".join(parts)
 
 
+class PlainProgress:
+    """Progress as occasional plain lines, for logs that are not a terminal (HF Jobs, CI, nohup),
+    where a progress bar shows nothing until it ends: a line at most every `every_s` seconds
+    and at the last sample, with the samples done, elapsed time, rate and a projected total."""
+
+    def __init__(self, total: int, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.every_s, self.clock = total, every_s, clock
+        self.done, self.start = 0, clock()
+        self.last = self.start
+
+    def advance(self, detail: str = "") -> str | None:
+        self.done += 1
+        now = self.clock()
+        if now - self.last < self.every_s and self.done < self.total:
+            return None
+        self.last = now
+        elapsed = now - self.start
+        rate = self.done / elapsed * 60 if elapsed > 0 else 0.0
+        projected = f", ~{elapsed * self.total / self.done / 60:.0f} min in all" if self.done else ""
+        return (f"{self.done}/{self.total} samples in {elapsed / 60:.1f} min ({rate:.1f}/min{projected})"
+                + (f"  {detail}" if detail else ""))
+
+
 def check_baseline(pass1: float | None, expect: float, tolerance: float, arm: str) -> None:
     """Refuse a baseline far from its known value (F41); None (nothing graded) is far too."""
     if pass1 is None or abs(pass1 - expect) > tolerance:

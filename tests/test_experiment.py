@@ -128,3 +128,17 @@ def test_a_seeded_task_sample_spans_the_split_and_is_reproducible():
     assert task_indices(5, 9, 7) == list(range(5))
     assert jobs([4, 9], 2, ["a", "b"]) == [(4, 0, "a"), (4, 0, "b"), (4, 1, "a"), (4, 1, "b"),
                                           (9, 0, "a"), (9, 0, "b"), (9, 1, "a"), (9, 1, "b")]
+
+
+def test_plain_progress_prints_at_most_once_a_minute_and_always_at_the_end():
+    from dagent.experiment import PlainProgress
+
+    now = [0.0]
+    plain = PlainProgress(5, every_s=60.0, clock=lambda: now[0])
+    lines = []
+    for t in (10.0, 30.0, 70.0, 80.0, 90.0):
+        now[0] = t
+        lines.append(plain.advance("base pass@1 50%"))
+    assert lines[:2] == [None, None] and lines[3] is None
+    assert lines[2] == "3/5 samples in 1.2 min (2.6/min, ~2 min in all)  base pass@1 50%"
+    assert lines[4].startswith("5/5 samples in 1.5 min")  # the last sample always prints

@@ -20,7 +20,9 @@ INVARIANTS
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from dagent.engine.generation import LocalEngine
@@ -82,6 +84,14 @@ class InProcessEngine:
         prefix = getattr(self.engine.backend, "prefix", None)
         if prefix is not None:
             prefix.clear()
+
+    def serve_until(self, futures: Sequence[Future[Any]]) -> None:
+        """Compute the engine's steps on the calling thread until every future is done: the
+        trainer's main thread, idle while its rollouts run, is where torch's kernels run fastest
+        (`dagent.engine.scheduler.Scheduler.serve_here`: 1.7x a secondary thread's speed on 2 cores)."""
+        done = threading.Event()
+        threading.Thread(target=lambda: (wait(futures), done.set()), name="rollouts-done", daemon=True).start()
+        self.engine.scheduler.serve_here(done)
 
     @contextlib.contextmanager
     def generating(self) -> Iterator[InProcessEngine]:

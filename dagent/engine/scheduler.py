@@ -87,16 +87,15 @@ class Scheduler:
         secondary thread called them with 2 threads (libgomp; SmolLM2-135M decoding at a 1.7k
         context on 2 cores: 16-18 tokens/s from a thread, 30-34 from the main thread, measured
         side by side in one process), so the server runs in a thread and the model stays here.
-        A step that raises fails its sequences (as on the scheduler thread) and serving goes on."""
+        A step that raises fails its sequences (as on the scheduler thread) and serving goes on.
+        A scheduler thread already running keeps its burst; this thread takes over after it."""
         with self._cond:
-            if self._thread is not None:
-                raise EngineError("the scheduler already runs on a thread of its own")
             self._resident = True
         try:
             while not until.is_set() and not _SHUTDOWN.is_set():
                 with self._cond:
-                    if not self._waiting:
-                        self._cond.wait(timeout=0.25)
+                    if not self._waiting or self._thread is not None:
+                        self._cond.wait(timeout=0.05 if self._waiting else 0.25)
                         continue
                 try:
                     self._run()
@@ -128,8 +127,10 @@ class Scheduler:
                             if not seq.cancelled:
                                 admitted.append(seq)
                         if not running and not admitted:
-                            _THREADS.discard(self._thread)
-                            self._thread = None
+                            if self._thread is threading.current_thread():
+                                _THREADS.discard(self._thread)
+                                self._thread = None
+                                self._cond.notify_all()
                             return
                     for seq in admitted:
                         self.backend.admit(seq, running)
@@ -139,8 +140,9 @@ class Scheduler:
             with self._cond:
                 stranded = running + list(self._waiting)
                 self._waiting.clear()
-                _THREADS.discard(self._thread)
-                self._thread = None
+                if self._thread is threading.current_thread():
+                    _THREADS.discard(self._thread)
+                    self._thread = None
             for seq in stranded:
                 seq.fail(EngineError(f"the local engine stopped: {e}"))
             if not isinstance(e, EngineError):

@@ -224,7 +224,10 @@ class BlackBoxRollouts:
         started = time.monotonic()
         with self.engine.generating() if self.engine is not None else contextlib.nullcontext():
             with ThreadPoolExecutor(max_workers=self.workers or len(jobs)) as pool:
-                rows = list(pool.map(lambda job: self._one(*job), jobs))
+                futures = [pool.submit(self._one, *job) for job in jobs]
+                if self.engine is not None:  # this (the trainer's main) thread computes the steps
+                    self.engine.serve_until(futures)
+                rows = [f.result() for f in futures]
         self._record(rows, trainer, time.monotonic() - started)
         return {"prompt_ids": [list(r.prompt_ids) for r in rows],
                 "completion_ids": [list(r.completion_ids) for r in rows],

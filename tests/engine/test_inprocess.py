@@ -1,0 +1,52 @@
+"""The trainer's own module served from its process: rollouts' model calls are computed on the
+thread that waits for them (the trainer's main thread), and a phase leaves the module as it was."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+from dagent.engine.inprocess import InProcessEngine  # noqa: E402
+from dagent.engine.models import load_model  # noqa: E402
+
+
+def test_rollouts_calls_are_computed_on_the_waiting_thread_and_the_mode_is_restored() -> None:
+    loaded = load_model("tiny-qwen3")
+    model = loaded.model.train()
+    with InProcessEngine(model, loaded.tokenizer, served_model_name="policy") as served:
+        threads: list[str] = []
+        forward = served.engine.backend.forward
+
+        def recording(rows: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return forward(rows)
+
+        served.engine.backend.forward = recording
+
+        def rollout(seed: int) -> list[int]:
+            body = {"model": "policy", "prompt": "count: 1 2 3", "max_tokens": 6, "seed": seed,
+                    "ignore_eos": True, "return_token_ids": True}
+            reply = httpx.post(f"{served.url}/v1/completions", json=body, timeout=120).json()
+            return reply["choices"][0]["token_ids"]
+
+        with served.generating():
+            assert not model.training
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                futures = [pool.submit(rollout, s) for s in (1, 2, 1)]
+                served.serve_until(futures)
+                assert all(f.done() for f in futures)
+                tokens = [f.result() for f in futures]
+        assert model.training  # the trainer's mode back
+        assert len(tokens[0]) == 6 and tokens[0] == tokens[2]  # one seed, one answer
+        assert threads and set(threads) == {threading.current_thread().name}
+        assert served.engine.scheduler._thread is None
+        # with nobody waiting here, a call is served by a scheduler thread of its own again
+        threads.clear()
+        assert rollout(3) and set(threads) == {"dagent-engine"}

@@ -43,6 +43,11 @@ class ThreadedServer:
             time.sleep(0.02)
         return self
 
+    def join(self) -> None:
+        """Wait until the server's thread ends (it stopped, or uvicorn gave up)."""
+        if self._thread is not None:
+            self._thread.join()
+
     def stop(self, timeout_s: float = 30.0) -> None:
         if self._server is not None:
             self._server.should_exit = True

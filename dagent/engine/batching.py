@@ -130,9 +130,9 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
                                       scaling=scaling, **kwargs)
     gqa = query.shape[1] != key.rows[0][0].shape[1]
     outs = []
+    kernel = decode_kernel(query.dtype, key.rows[0][0].shape[1], query.shape[1], query.shape[3])
     for keys, values, past, start, n in key.rows:
         if n == 1:
-            kernel = decode_kernel(query.dtype, keys.shape[1], query.shape[1], query.shape[3])
             outs.append(kernel(query[:, :, start: start + 1], keys, values, scaling))
             continue
         mask = None

@@ -20,9 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-PACKED_DTYPES = ("bfloat16", "float16")
-
-
 def packable(model: Any) -> bool:
     """Whether this model's linear layers would be packed: half precision on a CPU whose oneDNN
     computes it natively (AVX512-BF16/AMX or AVX512-FP16)."""
@@ -31,7 +28,7 @@ def packable(model: Any) -> bool:
     from dagent.engine.models import native_half_precision
 
     dtype = getattr(model, "dtype", None)
-    return (isinstance(dtype, torch.dtype) and str(dtype).removeprefix("torch.") in PACKED_DTYPES
+    return (dtype in (torch.bfloat16, torch.float16)
             and torch.backends.mkldnn.is_available() and native_half_precision(dtype)
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 

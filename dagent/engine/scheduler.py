@@ -76,9 +76,13 @@ class Scheduler:
             if self._resident:
                 self._cond.notify()
             elif self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="dagent-engine", daemon=True)
-                _THREADS.add(self._thread)
-                self._thread.start()
+                self._start_thread()
+
+    def _start_thread(self) -> None:
+        """Start the scheduler thread (the caller holds `_cond` and saw no thread running)."""
+        self._thread = threading.Thread(target=self._run, name="dagent-engine", daemon=True)
+        _THREADS.add(self._thread)
+        self._thread.start()
 
     def serve_here(self, until: threading.Event) -> None:
         """Run the model on the calling thread until `until` is set (or the process exits).
@@ -107,9 +111,7 @@ class Scheduler:
             with self._cond:
                 self._resident = False
                 if self._waiting and self._thread is None:  # nobody serves these now: a thread does
-                    self._thread = threading.Thread(target=self._run, name="dagent-engine", daemon=True)
-                    _THREADS.add(self._thread)
-                    self._thread.start()
+                    self._start_thread()
 
     def _run(self) -> None:
         import torch

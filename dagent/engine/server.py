@@ -362,17 +362,13 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
                      logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype,
                      **engine_options)
     # The HTTP server runs in a thread and the model on this (main) thread: see Scheduler.serve_here.
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
-    thread = threading.Thread(target=server.run, name="dagent-engine-http", daemon=True)
-    thread.start()
+    from dagent.serving import ThreadedServer
+
+    server = ThreadedServer(app, host=host, port=port, log_level=log_level).start()
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    threading.Thread(target=lambda: (server.join(), stopped.set()), daemon=True).start()
     try:
-        watch = threading.Thread(target=lambda: (thread.join(), stopped.set()), daemon=True)
-        watch.start()
         app.state.service.engine.scheduler.serve_here(stopped)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-    if not server.started:
-        raise EngineError(f"the engine's HTTP server did not start on {host}:{port} (is the port taken?)")
+        server.stop(timeout_s=10)

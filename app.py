@@ -166,8 +166,11 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
     # -- Replay -------------------------------------------------------------------------------
     recorded: dict[str, list] = {}
 
-    @_friendly(2, 1)
+    @_friendly(7, 1)
     def open_recording(path, request: gr.Request):
+        """Lists the recording's episodes and shows the first. It renders that episode itself
+        rather than through the dropdown's change event: whether Gradio fires `change` on a
+        programmatic update has varied between releases, and a chained event raced here."""
         from dagent.recording import load_recording
 
         if not (path or "").strip():
@@ -175,15 +178,15 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         items = load_recording(Path(path.strip()))
         recorded[request.session_hash] = items
         choices = [(f"{i}: {r.label}", str(i)) for i, r in enumerate(items)]
-        return gr.update(choices=choices, value=choices[0][1] if choices else None), f"{len(items)} episode(s)"
+        first = choices[0][1] if choices else None
+        return (gr.update(choices=choices, value=first), f"{len(items)} episode(s)",
+                *_recorded_views(items, first))
 
-    @_friendly(5, 0)
-    def show_recorded(pick, request: gr.Request):
+    def _recorded_views(items, pick):
         from dagent.recording import read_trace
         from dagent.trajectory import analyse
         from dagent.trajectory.gate import gate
 
-        items = recorded.get(request.session_hash) or []
         if pick is None or not items:
             return "", "", "", "", ""
         item = items[int(pick)]
@@ -200,6 +203,10 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             messages = [*last.messages, last.metadata.get("response_message") or {}]
         return (record_md, views.format_conversation(messages), views.format_token_chain(trajectory, decode),
                 views.format_turns(trajectory), views.format_verdict(gate(trajectory), trajectory.findings))
+
+    @_friendly(5, 0)
+    def show_recorded(pick, request: gr.Request):
+        return _recorded_views(recorded.get(request.session_hash) or [], pick)
 
     with gr.Blocks(title="dagent: step through a data-agent task") as demo:
         gr.Markdown("# dagent · data-agent tasks on real tables\nLoad a task, act in its sandbox by hand or "
@@ -282,8 +289,9 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         step_btn.click(model_acts(False), [model, engine_url], model_outputs)
         episode_btn.click(model_acts(True), [model, engine_url], model_outputs)
         save_btn.click(save, [], [saved])
-        rec_btn.click(open_recording, [rec_path], [rec_pick, rec_count])
-        rec_pick.change(show_recorded, [rec_pick], [rec_md, rec_conv, rec_chain, rec_turns, rec_verdict])
+        rec_views = [rec_md, rec_conv, rec_chain, rec_turns, rec_verdict]
+        rec_btn.click(open_recording, [rec_path], [rec_pick, rec_count, *rec_views])
+        rec_pick.input(show_recorded, [rec_pick], rec_views)  # a person's pick; opening renders its own
         def tab_closed(request: gr.Request):
             state.close(request.session_hash)
             recorded.pop(request.session_hash, None)

@@ -193,7 +193,8 @@ class Reproduction:
 
     def stage_smoke_blackbox(self, stage: Stage) -> None:
         from dagent.engine.process import LocalEngineProcess
-        from dagent.envs.blackbox import BlackBoxRuntime, create_app
+        from dagent.envs.blackbox import BlackBoxRuntime
+        from dagent.envs.blackbox_server import create_app
         from dagent.envs.trl_session import BlackBoxSessionFactory
         from dagent.harness.opencode import OpencodeConfig
         from dagent.train.rollouts import row_of

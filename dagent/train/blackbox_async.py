@@ -339,7 +339,8 @@ def _serve_environment(suite: Any, engine_url: str, recipe: Any, served: str, po
 
     import uvicorn
 
-    from dagent.envs.blackbox import BlackBoxRuntime, create_app
+    from dagent.envs.blackbox import BlackBoxRuntime
+    from dagent.envs.blackbox_server import create_app
     from dagent.harness.opencode import OpencodeConfig
 
     runtime = BlackBoxRuntime(suite, engine_url, model=served, sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,

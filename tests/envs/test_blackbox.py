@@ -22,7 +22,8 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from dagent.envs.blackbox import BlackBoxRuntime, create_app
+from dagent.envs.blackbox import BlackBoxRuntime
+from dagent.envs.blackbox_server import create_app
 from dagent.harness.opencode import infra_cause
 from dagent.errors import ConfigError, HarnessError
 from dagent.harness.opencode import OpencodeConfig, find_opencode

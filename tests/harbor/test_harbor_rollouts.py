@@ -18,7 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dagent.envs.blackbox import BlackBoxRuntime, create_app
+from dagent.envs.blackbox import BlackBoxRuntime
+from dagent.envs.blackbox_server import create_app
 from dagent.harbor.job import harbor_binary
 from dagent.harness.opencode import OpencodeConfig
 from dagent.reward import reward

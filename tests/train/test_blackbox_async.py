@@ -127,7 +127,8 @@ def test_ports_derive_from_the_job_id_and_a_job_without_one_is_refused():
 
 
 def test_the_server_probes_its_engine_from_its_own_host(suite):
-    from dagent.envs.blackbox import BlackBoxRuntime, create_app
+    from dagent.envs.blackbox import BlackBoxRuntime
+    from dagent.envs.blackbox_server import create_app
 
     engine = LiveServer(engine_app(served=("OWNER/SFT",)))
     servers = []

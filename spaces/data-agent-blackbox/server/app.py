@@ -29,7 +29,7 @@ the published URL, never a loopback one (F08). Run: `python -m server.app` from 
 
 import os
 
-from dagent.envs.blackbox import space_app
+from dagent.envs.blackbox_server import space_app
 
 app = space_app(os.environ)
 

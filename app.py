@@ -270,7 +270,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
                                       value=str(recordings_dir()), elem_id="rec-path")
                 rec_btn = gr.Button("Open", elem_id="rec-open")
             rec_pick = gr.Dropdown([], label="episode", elem_id="rec-pick")
-            rec_count = gr.Markdown()
+            rec_count = gr.Markdown(elem_id="rec-count")
             rec_md = gr.Markdown(elem_id="rec-record")
             rec_conv = gr.HTML()
             rec_chain = gr.HTML(elem_id="rec-chain")

@@ -8,6 +8,7 @@ tiny Qwen3 (random weights, the real Qwen3 tokenizer and template), started by t
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -147,6 +148,24 @@ def test_a_person_steps_through_a_task_and_sees_what_the_trainer_sees(page, app_
     assert page.locator("#rec-chain [data-mask='1']").count() == trained
     assert "trainability" in text(page, "rec-verdict")
     shot(page, "5-replay")
+
+    # save the episode again; reopened, the list has both, and a person's pick shows the one picked
+    records = Path(saved.split("saved to ")[-1].split(": open ")[0].strip())
+    tab(page, "Let a model act")
+    page.locator("#save").click()
+    for _ in range(100):
+        if len(records.read_text().splitlines()) == 2:
+            break
+        page.wait_for_timeout(100)
+    first, second = (json.loads(line) for line in records.read_text().splitlines())
+    assert f"{first['duration_s']:.1f}s" != f"{second['duration_s']:.1f}s"  # the two renderings differ
+    tab(page, "Replay")
+    page.locator("#rec-open").click()
+    wait_text(page, "rec-count", "2 episode(s)")
+    assert f"{first['duration_s']:.1f}s" in text(page, "rec-record")  # opening shows the first
+    page.locator("#rec-pick input").click()
+    page.get_by_role("option").nth(1).click()
+    assert "demo.t101" in wait_text(page, "rec-record", f"{second['duration_s']:.1f}s")
 
     # bad input keeps the app working: an unknown task id gets a message
     tab(page, "Task")

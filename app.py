@@ -25,7 +25,7 @@ from pathlib import Path
 from dagent.demo import views
 from dagent.demo.session import MODELS, Demo, DemoError
 from dagent.errors import DagentError
-from dagent.grading import Grade
+from dagent.grading.value import Grade
 from dagent.tools import TERMINATOR
 
 TIERS = ("any", "easy", "medium", "hard")
@@ -33,7 +33,7 @@ RECORDINGS_ENV = "DAGENT_DEMO_RECORDINGS"  # where "Save recording" writes (defa
 
 
 def recordings_dir() -> Path:
-    from dagent.hub import cache_dir
+    from dagent.suites.sources import cache_dir
 
     return Path(os.environ.get(RECORDINGS_ENV) or cache_dir() / "demo-recordings")
 
@@ -64,7 +64,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
     if demo_state is None:
         load = None
         if suite is None:
-            from dagent.cli_common import load_suite
+            from dagent.cli.common import load_suite
 
             load = load_suite  # the bundled build, built on first use as the CLI does
         demo_state = Demo(backend, suite=suite, load=load)
@@ -171,7 +171,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         """Lists the recording's episodes and shows the first. It renders that episode itself
         rather than through the dropdown's change event: whether Gradio fires `change` on a
         programmatic update has varied between releases, and a chained event raced here."""
-        from dagent.recording import load_recording
+        from dagent.eval.recordings import load_recording
 
         if not (path or "").strip():
             raise DemoError("give a recording directory (or a records.jsonl)")
@@ -183,7 +183,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
                 *_recorded_views(items, first))
 
     def _recorded_views(items, pick):
-        from dagent.recording import read_trace
+        from dagent.eval.recordings import read_trace
         from dagent.trajectory import analyse
         from dagent.trajectory.gate import gate
 

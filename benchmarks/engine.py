@@ -50,7 +50,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dagent.harness.stack import engine_cores  # noqa: E402
+from dagent.eval.stack import engine_cores  # noqa: E402
 
 SYSTEM = (
     "You are a careful data analysis agent working inside a sandbox. You answer questions about the "

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from dagent.engine.process import free_port
+from dagent.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "spaces" / "data-agent"
@@ -54,7 +54,7 @@ def write_suite(root: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dagent.task import TableSource, Task
+    from dagent.core.task import TableSource, Task
 
     src = TableSource(table_id="bench/t", path="bench/t.csv", package="none", origin="synthetic", licence="CC0")
     tasks = [Task(task_id=f"bench.{i}", instruction=f"[{i}] How many data rows does /workdir/input/t.csv have? "

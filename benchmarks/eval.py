@@ -5,7 +5,7 @@
 """Benchmark: rollouts per minute per agent, and the evaluation's own overhead per rollout.
 
 Each agent runs N episodes of the bundled suite's `test:easy` through the real episode skeleton
-(`dagent.runner.play`), with the time spent in GENERATION (engine HTTP calls: the tool loop's
+(`dagent.harness.play.play`), with the time spent in GENERATION (engine HTTP calls: the tool loop's
 requests; for opencode its whole process, whose own loop is generation plus its commands) and in
 SANDBOX COMMANDS (`exec`, reads and writes) measured by wrapping the agent's engine client and the
 sandbox (`dagent.clock.PhaseClock`, `dagent.sandbox.timed`). Overhead = wall - generation - sandbox
@@ -30,10 +30,10 @@ def main() -> None:
     p.add_argument("--split", default="test:easy")
     args = p.parse_args()
 
-    from dagent.cli import load_suite
+    from dagent.cli.app import load_suite
     from dagent.clock import PhaseClock
-    from dagent.harness.stack import agent_stack
-    from dagent.runner import play
+    from dagent.eval.stack import agent_stack
+    from dagent.harness.play import play
     from dagent.sandbox.timed import TimedBackend
 
     suite = load_suite(None)

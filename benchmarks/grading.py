@@ -16,7 +16,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from dagent.grading import grade_answer
+from dagent.grading.dispatch import grade_answer
 
 Case = tuple[str, str, str, float, float]
 

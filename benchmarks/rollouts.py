@@ -164,10 +164,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
+    from dagent.engine.process import LocalEngineProcess, served_model
     from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.harness.opencode import OpencodeConfig
-    from dagent.hub import load_tasks
-    from dagent.engine.process import LocalEngineProcess, served_model
+    from dagent.suites.sources import load_tasks
 
     if args.suite:
         suite = load_tasks(args.suite)

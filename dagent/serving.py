@@ -1,8 +1,12 @@
-"""An ASGI app served by uvicorn from a daemon thread of this process, on a loopback port: what the
-in-process engine, `dagent reproduce`'s local servers, the benchmarks and the tests all need."""
+"""Serving from this process: an ASGI app on uvicorn in a daemon thread on a loopback port (the
+in-process engine, the capture proxy, `dagent reproduce`'s local servers, the async trainer's
+environment server, the benchmarks and the tests), a free loopback port, and stopping a child
+process so that it cannot keep holding its port."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import threading
 import time
 from typing import Any
@@ -10,12 +14,21 @@ from typing import Any
 from dagent.errors import DagentError
 
 
+def free_port() -> int:
+    """A port nothing listens on now, on 127.0.0.1 (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class ThreadedServer:
     """`with ThreadedServer(app) as s: httpx.get(s.url + "/health")`; uvicorn settings pass through."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int | None = None, log_level: str = "warning",
-                 **settings: Any) -> None:
-        self.app, self.host, self.port = app, host, port or 0
+                 sock: socket.socket | None = None, **settings: Any) -> None:
+        """`sock`: a socket the caller bound already (its own options, its own bind error); the
+        server listens on it instead of binding host:port."""
+        self.app, self.host, self.port, self.sock = app, host, port or 0, sock
         self.settings = {"log_level": log_level, **settings}
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -29,18 +42,17 @@ class ThreadedServer:
     def start(self, timeout_s: float = 60.0) -> ThreadedServer:
         import uvicorn
 
-        from dagent.engine.process import free_port
-
-        self.port = self.port or free_port()
+        self.port = self.sock.getsockname()[1] if self.sock is not None else self.port or free_port()
         self._server = uvicorn.Server(uvicorn.Config(self.app, host=self.host, port=self.port, **self.settings))
-        self._thread = threading.Thread(target=self._server.run, name=f"serve-{self.port}", daemon=True)
+        run = {"sockets": [self.sock]} if self.sock is not None else {}
+        self._thread = threading.Thread(target=self._server.run, kwargs=run, name=f"serve-{self.port}", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
                 raise DagentError(f"the server did not start on {self.host}:{self.port}")
-            time.sleep(0.02)
+            time.sleep(0.01)
         return self
 
     def join(self) -> None:
@@ -64,8 +76,6 @@ class ThreadedServer:
 
 def stop_process(proc: Any, timeout_s: float = 30.0) -> None:
     """SIGTERM a child process, wait up to `timeout_s`, then SIGKILL it: a survivor would hold its port."""
-    import subprocess
-
     if proc is None or proc.poll() is not None:
         return
     proc.terminate()

@@ -11,7 +11,7 @@ from dagent.errors import DagentError
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dagent.hub import default_suite_dir
+    from dagent.suites.sources import default_suite_dir
 
     parser = argparse.ArgumentParser(prog="python -m datasets_build", description=__doc__)
     parser.add_argument("--out", type=Path, default=None,

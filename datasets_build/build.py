@@ -6,7 +6,7 @@ Invariants (tests/datasets_build/test_build.py):
   nothing, prints several lines or prints nan is dropped and counted in the report, never kept.
 - Every (primary table, template) pair belongs to exactly one split, chosen by a hash of the pair,
   so train, test and eval are disjoint by construction (F15).
-- Instructions are unique: `dagent.suite.dedupe` keeps the first and the report counts conflicting
+- Instructions are unique: `dagent.core.suite.dedupe` keeps the first and the report counts conflicting
   golds (F11).
 - Two builds give byte-identical files (fixed order, seeded choices, deterministic writers; the
   report carries no timings).
@@ -32,16 +32,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from dagent.core.suite import BASE_SPLITS, dedupe
+from dagent.core.task import TIER_OF_LEVEL, TIERS, TableSource, Task
 from dagent.errors import SuiteBuildError
-from dagent.record import parse_gold
+from dagent.grading.fields import parse_gold
 from dagent.sandbox.base import Resources, SandboxBackend
-from dagent.suite import BASE_SPLITS, dedupe
-from dagent.task import TIER_OF_LEVEL, TIERS, TableSource, Task
 from datasets_build import instructions
+from datasets_build.catalogue import catalogue
 from datasets_build.handwritten import handwritten
 from datasets_build.joins import joins
-from datasets_build.tables import Table, catalogue, write_table
-from datasets_build.templates import Candidate, generic
+from datasets_build.shapes import generic
+from datasets_build.tables import Table, write_table
+from datasets_build.templates import Candidate
 
 Progress = Callable[[str, int, int], None]
 RUNNER = Path(__file__).with_name("runner.py")

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
-from datasets_build.tables import Table, by_key
-from datasets_build.templates import (MONTHS, ONE_DP, THREE_DP, TIE, TIE_NUM, TWO_DP, Candidate,
-                                      num_out, program, reader)
+from datasets_build.catalogue import by_key
+from datasets_build.tables import Table
+from datasets_build.templates import MONTHS, ONE_DP, THREE_DP, TIE, TIE_NUM, TWO_DP, Candidate, num_out, program, reader
 
 DAYS = "If several tie, give the one that comes first in the ISO week."
 JOIN_KEYS = ["origin", "year", "month", "day", "hour"]
@@ -116,7 +116,7 @@ def flights(tables_dir) -> Iterator[Candidate]:
                        f"written in airports.csv (match `dest` to `faa`). {TIE}",
                        [R("origin", "dest", "distance"), reader(ap, name="airports"),
                         f"d = df[df['origin'] == {o!r}].merge(airports, left_on='dest', right_on='faa')",
-                        f"m = d.groupby('name')['distance'].max().sort_index()", f"print(m.{fn}())"],
+                        "m = d.groupby('name')['distance'].max().sort_index()", f"print(m.{fn}())"],
                        "string", 0, 2)
         for tz in ("America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles"):
             yield cand([fl, ap], "fl_tz_count", (o, tz), f"How many flights from {o} went to airports in the "

@@ -39,10 +39,10 @@ from pathlib import Path
 import tomli_w
 
 import dagent
+from dagent.core.suite import TaskSuite
+from dagent.core.task import ANSWER_PATH, INPUT_DIR, WORKDIR, Task
 from dagent.errors import ConfigError
 from dagent.sandbox.image import TABLE_PACKAGES, pins, python_version
-from dagent.suite import TaskSuite
-from dagent.task import ANSWER_PATH, INPUT_DIR, WORKDIR, Task
 
 ORG = "dagent"
 SCHEMA_VERSION = "1.4"
@@ -54,7 +54,8 @@ BUILD_TIMEOUT_S = 900.0
 DEFAULT_ALLOWED_HOSTS = ("127.0.0.1",)
 AGENT_PACKAGES = TABLE_PACKAGES  # what the flat suite's sandbox offers for tables
 VERIFIER_PACKAGES = ("pydantic", "math-verify", "latex2sympy2_extended", "sympy")
-GRADER_MODULES = ("errors.py", "task.py", "grading.py", "record.py", "reward.py")
+GRADER_MODULES = ("errors.py", "core/__init__.py", "core/task.py", "core/reward.py", "grading/__init__.py",
+                  "grading/value.py", "grading/fields.py", "grading/dispatch.py")
 _IGNORED = {"__pycache__", ".DS_Store", ".git"}  # never part of a task's digest (Harbor's rule)
 
 

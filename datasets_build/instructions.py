@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from dagent.task import ANSWER_PATH, INPUT_DIR
+from dagent.core.task import ANSWER_PATH, INPUT_DIR
 from datasets_build.templates import Candidate
 
 EXAMPLES = (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from datasets_build.tables import by_key
+from datasets_build.catalogue import by_key
 from datasets_build.templates import TIE, TWO_DP, Candidate, clear_top, program, reader
 
 

@@ -1,6 +1,6 @@
 """What a build leaves on disk: the task Parquet per split, the dataset card and the build report.
 
-Layout (read by `dagent.hub.read_suite`):
+Layout (read by `dagent.suites.sources.read_suite`):
     README.md                          dataset card (YAML front matter names the three splits)
     data/<split>-00000-of-00001.parquet one row per task, columns = Task.to_row()
     tables/<package>/<file>             the tables
@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dagent.suite import DedupReport
-from dagent.task import TIERS, Task
+from dagent.core.suite import DedupReport
+from dagent.core.task import TIERS, Task
 from datasets_build.instructions import has_example
 from datasets_build.templates import Candidate
 
@@ -43,7 +43,7 @@ tags:
 # dagent data-agent tasks
 
 Questions about real tables, each with a gold answer printed by a reference pandas program run in a
-sandbox on the same files the agent gets (`/workdir/input/`). Every row is a `dagent.task.Task`:
+sandbox on the same files the agent gets (`/workdir/input/`). Every row is a `dagent.core.task.Task`:
 `instruction`, `data_files` (paths under `tables/`), `gold`, `answer_type`, `atol`/`rtol`,
 `solution`, `difficulty_level` (1-3) and `difficulty_tier`, `cpus`/`memory_mb`, `sources` and
 `template_id`. Splits are disjoint by (table, template) pair. Built by `python -m datasets_build`.

@@ -2,6 +2,7 @@
 groups, rankings with ties, multi-step questions and record (several named values) answers.
 
 The same rules as `templates.py`: the data only picks parameters; the gold is what the program prints.
+`generic` is every generic question of one table: the templates' tiers, then these shapes.
 """
 
 from __future__ import annotations
@@ -11,8 +12,20 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from datasets_build.templates import (TWO_DP, Candidate, Ctx, clear_top, is_code,
-                                      level_lit, level_text, num_out)
+from datasets_build.tables import Table
+from datasets_build.templates import (
+    TWO_DP,
+    Candidate,
+    Ctx,
+    clear_top,
+    easy,
+    hard,
+    is_code,
+    level_lit,
+    level_text,
+    medium,
+    num_out,
+)
 
 # columns whose sum means nothing (a year, an age, a rate, a score): the "total" question skips them
 NOT_SUMMABLE = re.compile(r"year|\bage\b|date|rank|score|rate|ratio|percent|%|proportion|share|index|"
@@ -116,3 +129,9 @@ def shapes(x: Ctx) -> Iterator[Candidate]:
                       f"high = d[{n1!r}] > d[{n1!r}].median()",
                       num_out(f"d.loc[high, {n2!r}].mean() - d.loc[~high, {n2!r}].mean()", 2)],
                      "number", 0.01, 3, [n1, n2])
+
+
+def generic(t: Table, df: pd.DataFrame) -> list[Candidate]:
+    """Every generic question for one table, in a fixed order: the templates' tiers, then the shapes."""
+    x = Ctx(t, df)
+    return [*easy(x), *medium(x), *hard(x), *shapes(x)]

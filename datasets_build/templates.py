@@ -409,11 +409,3 @@ def hard(x: Ctx) -> Iterator[Candidate]:
                      f"{x.name(n)} (its maximum minus its minimum)?{x.missing(n)} {x.tie(c)}",
                      [f"g = df.groupby({c!r})[{n!r}]", "r = (g.max() - g.min()).dropna()",
                       x.out_level(c, "r.idxmax()")], x.kind(c), 0, 3, [c, n])
-
-
-def generic(t: Table, df: pd.DataFrame) -> list[Candidate]:
-    """Every generic question for one table, in a fixed order."""
-    from datasets_build.shapes import shapes
-
-    x = Ctx(t, df)
-    return [*easy(x), *medium(x), *hard(x), *shapes(x)]

@@ -18,7 +18,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dagent.cli import main as cli
+    from dagent.cli.app import main as cli
 
     sys.argv = ["dagent", "eval", *(sys.argv[1:] if argv is None else argv)]
     cli()

@@ -50,7 +50,7 @@ def main(args: SFTArgs) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from dagent.cli import load_suite
+    from dagent.cli.app import load_suite
     from dagent.engine.models import model_dir
     from dagent.errors import ConfigError
     from dagent.sandbox.local import LocalBackend

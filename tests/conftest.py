@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dagent.suite import TaskSuite
+from dagent.core.suite import TaskSuite
 from tests.factories import write_suite
 
 pytest_plugins = ["pytester"]
@@ -39,7 +39,7 @@ def suite_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def suite(suite_dir) -> TaskSuite:
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
 
     return load_tasks(suite_dir)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagent.engine.process import free_port
-from dagent.task import TIER_OF_LEVEL, TableSource, Task
+from dagent.core.task import TIER_OF_LEVEL, TableSource, Task
+from dagent.serving import free_port
 
 SOURCE = TableSource(table_id="demo/t", path="demo/t.csv", package="demo==0", origin="test", licence="CC0")
 
@@ -53,7 +53,7 @@ def demo_tasks(offset: int = 0) -> list:
 
 
 def write_suite(root: Path) -> Path:
-    """The Hub layout (`data/<split>-*.parquet`, `tables/`) that `dagent.hub.load_tasks` reads."""
+    """The Hub layout (`data/<split>-*.parquet`, `tables/`) that `dagent.suites.sources.load_tasks` reads."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from dagent.grading import ANSWER_TYPES
-from dagent.task import TableSource, Task
+from dagent.core.task import TableSource, Task
+from dagent.grading.dispatch import ANSWER_TYPES
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "suite.md").read_text()
 

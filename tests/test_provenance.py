@@ -8,12 +8,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from dagent.cli import app
+from dagent.cli.app import app
 from dagent.errors import ConfigError
+from dagent.eval.report import load_records
 from dagent.harness.oracle import OracleAgent
+from dagent.harness.play import run_eval
 from dagent.provenance import LIBRARIES, grader_digest, provenance, void_reason, void_run
-from dagent.report import load_records
-from dagent.runner import run_eval
 
 
 def test_provenance_names_revision_libraries_grader_hardware_and_suite(suite):
@@ -29,7 +29,7 @@ def test_provenance_names_revision_libraries_grader_hardware_and_suite(suite):
 def test_the_suite_digest_changes_with_a_gold(suite_dir, tmp_path):
     import shutil
 
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
 
     copy = tmp_path / "s"
     shutil.copytree(suite_dir, copy)
@@ -67,7 +67,7 @@ def test_an_evaluation_records_it_and_a_void_run_drops_out(suite, backend, tmp_p
 
 
 def test_results_md_carries_provenance(suite, backend, tmp_path):
-    from dagent.experiment import write_arms
+    from dagent.eval.experiment import write_arms
 
     records, _ = run_eval(suite, "train", OracleAgent(), backend, workers=1)
     write_arms(tmp_path, "train", {"oracle": records}, baseline=None, provenance=provenance(suite))

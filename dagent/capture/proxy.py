@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from dagent.capture import wire
-from dagent.capture.upstream import EngineClient, Response
 from dagent.capture.store import SessionState, TurnRecord
+from dagent.capture.upstream import EngineClient, Response
+from dagent.core.sampling import Sampling
 from dagent.errors import EngineError
-from dagent.sampling import Sampling
 
 CONTEXT_OVERFLOW = (  # lower-cased markers of an engine refusing a call that does not fit its window
     b"maximum context length",  # vLLM (prompt too long), OpenAI, dagent's local engine

@@ -17,7 +17,7 @@ OpenEnv's session routes behind the admin token: `POST /sessions`, `GET /session
 `GET /sessions/{id}`, `GET /sessions/{id}/rollout`, `GET /sessions/{id}/trace_entries`,
 `DELETE /sessions/{id}` (same paths, same bodies; 401 with OpenEnv's message without the token).
 
-INVARIANTS (tests/test_capture.py): an unknown API key is refused with 401 and an OpenAI-style
+INVARIANTS (tests/capture/test_server.py): an unknown API key is refused with 401 and an OpenAI-style
 body; sampling is pinned from the one `Sampling` on every forwarded call and the engine is asked
 for `return_token_ids` and `logprobs` (F05); past a session's budget the proxy answers a terminal
 completion itself, the engine is never called and the stop is counted (F10); an engine that is
@@ -45,10 +45,11 @@ from dagent.capture import wire
 from dagent.capture.journal import Journal
 from dagent.capture.proxy import Forwarder
 from dagent.capture.store import SessionState, session_findings
-from dagent.errors import CaptureError, ConfigError, MissingDependencyError, RequestRejected
-from dagent.trajectory.export import to_rollout_document, to_trace_entries
-from dagent.sampling import DEFAULT_SAMPLING, Sampling
+from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
+from dagent.errors import CaptureError, ConfigError, DagentError, MissingDependencyError, RequestRejected
+from dagent.serving import ThreadedServer
 from dagent.trajectory import DEFAULT_FORK_THRESHOLD, FORK, CapturedTurn, Finding, Trajectory, analyse
+from dagent.trajectory.export import to_rollout_document, to_trace_entries
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
@@ -119,8 +120,7 @@ class CaptureServer:
             for state in self.journal.reopen():
                 state.journal = self.journal
                 self._sessions[state.session_id] = state
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._server: ThreadedServer | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -133,10 +133,10 @@ class CaptureServer:
     def start(self, timeout_s: float = 30.0) -> CaptureServer:
         """Serve on host:port from a background thread; return once it listens."""
         try:
-            import uvicorn
+            import uvicorn  # noqa: F401  (a clear error before any socket is bound)
         except ImportError as e:
             raise MissingDependencyError("uvicorn", purpose="serving the capture proxy") from e
-        if self._thread is not None:
+        if self._server is not None:
             raise CaptureError("the capture server is already started: stop() it first")
         # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and without it
         # Nagle and delayed ACKs add tens of milliseconds to every answer.
@@ -149,27 +149,20 @@ class CaptureServer:
             raise CaptureError(f"cannot bind the capture proxy to {self.host}:{self.port} ({e}): "
                                "pass another port, or port=0 for a free one") from e
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self, log_level="warning", access_log=False, lifespan="on",
-                                timeout_keep_alive=75, backlog=4096)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name=f"capture-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise CaptureError(f"the capture proxy did not start on {self.host}:{self.port}")
-            time.sleep(0.01)
+        self._server = ThreadedServer(self, host=self.host, sock=sock, access_log=False, lifespan="on",
+                                      timeout_keep_alive=75, backlog=4096)
+        try:
+            self._server.start(timeout_s)
+        except DagentError as e:
+            self._server = None
+            raise CaptureError(f"the capture proxy did not start on {self.host}:{self.port}") from e
         return self
 
     def stop(self) -> None:
         """Stop serving. Sessions stay readable."""
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+            self._server.stop(timeout_s=10)
+        self._server = None
 
     def __enter__(self) -> CaptureServer:
         return self.start()
@@ -369,7 +362,7 @@ class CaptureServer:
         unknown = set(payload) - SESSION_FIELDS
         if unknown:
             raise RequestRejected(f"unsupported session fields {sorted(unknown)}: sampling is pinned by the "
-                             "server from dagent.sampling and the engine is the server's; send only "
+                             "server from dagent.core.sampling and the engine is the server's; send only "
                              f"{sorted(SESSION_FIELDS)}")
         budget, metadata = payload.get("max_model_calls", 0), payload.get("metadata") or {}
         if type(budget) is not int or budget < 0:

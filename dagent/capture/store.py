@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dagent.capture.wire import EngineCall, Prepared
-from dagent.sampling import Sampling
+from dagent.core.sampling import Sampling
 from dagent.trajectory.turn import CapturedTurn, Finding
 
 BASE_CANDIDATES = 4  # earlier records a new prompt is compared with when compacting
@@ -215,5 +215,5 @@ def session_findings(state: SessionState, sampling: Sampling) -> list[Finding]:
     if state.overridden:
         asked = ", ".join(f"{k}={v!r}" for k, v in sorted(state.overridden.items()))
         out.append(Finding("info", "sampling_pinned", f"the agent asked for {asked}; the engine was "
-                           f"sent {sampling.as_request()} from dagent.sampling (F05)"))
+                           f"sent {sampling.as_request()} from dagent.core.sampling (F05)"))
     return out

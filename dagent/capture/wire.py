@@ -2,7 +2,7 @@
 dicts in and out, no network, no server, no tokenizer.
 
 REQUEST. `prepare` rewrites an agent's chat request into the one the engine gets: sampling pinned
-from `dagent.sampling` (temperature/top_p/top_k overwrite whatever the client sent or omitted, F05;
+from `dagent.core.sampling` (temperature/top_p/top_k overwrite whatever the client sent or omitted, F05;
 penalties, min_p and logit_bias are removed because the trainer models none of them), the capture
 fields `return_token_ids` and `logprobs` (with `top_logprobs` at least 0, which vLLM needs to fill
 `logprobs.content`), empty `tools` dropped with its companions (vLLM refuses `tools: []`), and
@@ -26,8 +26,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from dagent.core.sampling import Sampling
 from dagent.errors import RequestRejected
-from dagent.sampling import Sampling
 
 try:  # orjson when installed (faster on engine answers); the stdlib is the fallback
     import orjson

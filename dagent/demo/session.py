@@ -1,7 +1,7 @@
 """The demo's live state: one session per browser tab over a REAL white-box episode, the engines
 and capture proxies the tabs share, and what a model did, as the trainer would receive it.
 
-- A session is `dagent.envs.episode.open_episode` of the chosen task: its sandbox, staged tables,
+- A session is `dagent.tools.episode.open_episode` of the chosen task: its sandbox, staged tables,
   step budget, clipping and grading are the training environment's, so a call typed by hand gets
   exactly the text a model would (the tool surface is the one registry, F25).
 - A model acts through `ToolLoopAgent.step` (the loop `--agent tools` evaluates and TRL's
@@ -26,16 +26,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagent.capture.server import CaptureServer
+from dagent.core.outcome import EvalRecord, cause_head, outcome_of
+from dagent.core.sampling import RECIPE_SAMPLING
+from dagent.core.suite import TaskSuite
+from dagent.core.task import Task
+from dagent.engine.models import model_dir
+from dagent.engine.process import LocalEngineProcess, served_model
 from dagent.errors import DagentError, EngineError
-from dagent.evaluation import EvalRecord, cause_head, outcome_of
-from dagent.envs.episode import EpisodeConfig, EpisodeError, close_episode, open_episode, reword_submission
+from dagent.eval.recordings import append_recording
 from dagent.harness.base import AgentRun, sample_seed
-from dagent.harness.tools import LoopAborted, LoopLimits, ToolLoopAgent, Transcript
-from dagent.sampling import RECIPE_SAMPLING
+from dagent.harness.toolloop import LoopAborted, LoopLimits, ToolLoopAgent, Transcript
 from dagent.sandbox.base import SandboxBackend
-from dagent.suite import TaskSuite
-from dagent.task import Task
+from dagent.sandbox.local import LocalBackend
+from dagent.suites.sources import load_tasks
 from dagent.tools import ToolResult
+from dagent.tools.episode import EpisodeConfig, EpisodeError, close_episode, open_episode, reword_submission
+from dagent.trajectory.gate import gate
 
 DEMO_COMMAND_TIMEOUT_S = 30.0  # a command that hangs is killed here and the tab keeps working
 DEMO_IDLE_S = 900.0
@@ -53,7 +60,7 @@ class ModelRun:
 
     agent: ToolLoopAgent
     transcript: Transcript
-    capture: Any  # the CaptureServer its calls go through
+    capture: CaptureServer  # its calls go through it
     capture_session: str
     seed: int
     model: str  # the served model id
@@ -75,7 +82,7 @@ class DemoSession:
     task: Task
     split: str
     index: int
-    episode: Any  # dagent.envs.episode.Episode
+    episode: Any  # dagent.tools.episode.Episode
     log: list[str] = field(default_factory=list)
     hand_calls: int = 0
     model: ModelRun | None = None
@@ -95,8 +102,6 @@ class Engines:
     def upstream(self, model: str, engine_url: str | None) -> tuple[str, str]:
         """(the engine's URL, its served model id): the URL given, or the local engine for `model`
         started on first use."""
-        from dagent.engine.process import LocalEngineProcess, served_model
-
         if engine_url:
             return engine_url.rstrip("/"), served_model(engine_url)
         if model not in MODELS:
@@ -108,8 +113,6 @@ class Engines:
         return engine.url, served_model(engine.url)
 
     def capture(self, upstream: str, served: str) -> Any:
-        from dagent.capture.server import CaptureServer
-
         with self._lock:
             server = self._captures.get(upstream)
             if server is None:
@@ -126,7 +129,6 @@ class Engines:
             if model not in self._decoders:
                 from transformers import AutoTokenizer
 
-                from dagent.engine.models import model_dir
 
                 tok = AutoTokenizer.from_pretrained(model_dir(model))
                 self._decoders[model] = lambda tid, tok=tok: tok.decode([tid])
@@ -150,8 +152,6 @@ class Demo:
                  config: EpisodeConfig | None = None, limits: LoopLimits = LoopLimits(),
                  idle_s: float = DEMO_IDLE_S, max_sessions: int = MAX_SESSIONS) -> None:
         if backend is None:
-            from dagent.sandbox.local import LocalBackend
-
             backend = LocalBackend()
         self.backend = backend
         self.config = config or EpisodeConfig(command_timeout_s=DEMO_COMMAND_TIMEOUT_S, idle_timeout_s=idle_s)
@@ -169,8 +169,6 @@ class Demo:
             if key in self._suites:
                 return self._suites[key]
         if self._load is None:
-            from dagent.hub import load_tasks
-
             self._load = load_tasks
         try:
             suite = self._load(key or None)
@@ -360,8 +358,6 @@ class Demo:
 
     def analysis(self, key: str) -> tuple[Any, list[Any], Any]:
         """The model run's trajectory, findings (the proxy's, then the analysis') and gate verdict."""
-        from dagent.trajectory.gate import gate
-
         run = self.get(key).model
         if run is None:
             raise DemoError("no model has acted in this tab yet: let the model take a step first")
@@ -389,8 +385,6 @@ class Demo:
 
     def save(self, key: str, out_dir: Path) -> Path:
         """Append the finished model episode and its capture log to a recording directory."""
-        from dagent.recording import append_recording
-
         record = self.record(key)
         trajectory, _, _ = self.analysis(key)
         return append_recording(Path(out_dir), record, trajectory)

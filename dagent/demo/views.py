@@ -3,7 +3,7 @@ Pure: no gradio, no processes, no network (tests/demo/test_views.py).
 
 Every view shows what the MODEL or the TRAINER gets, not a prettier version of it: a tool's
 output is `ToolResult.render()` after the episode's clipping, the instruction is the one each loop
-hands the agent, a grade names the rule that decided and the reward is `dagent.reward` of it, the
+hands the agent, a grade names the rule that decided and the reward is `dagent.core.reward` of it, the
 token chain is `Trajectory.sequences()` (the engine's ids, the loss mask, the engine's logprobs).
 """
 
@@ -18,10 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from dagent.grading import Grade
-from dagent.reward import RewardConfig, reward
-from dagent.task import INPUT_DIR, PublicTask
+from dagent.core.reward import RewardConfig, reward
+from dagent.core.task import INPUT_DIR, PublicTask
+from dagent.grading.value import Grade
 from dagent.tools import TERMINATOR, Signatures, ToolResult, signature, usage
+from dagent.trajectory.analysis import Trajectory
 
 PREVIEW_ROWS = 5
 MAX_CHAIN_TOKENS = 4000  # per sequence; the middle of a longer one is elided with a marker
@@ -216,7 +217,7 @@ def _token_text(decode: Callable[[int], str] | None, tid: int) -> str:
     return text.replace("\n", "↵\n") if text else "∅"
 
 
-def format_token_chain(trajectory: Any, decode: Callable[[int], str] | None = None,
+def format_token_chain(trajectory: Trajectory, decode: Callable[[int], str] | None = None,
                        max_tokens: int = MAX_CHAIN_TOKENS) -> str:
     """The agent chain as the trainer receives it (`Trajectory.sequences()`): every token of each
     sequence, trained ones (loss mask 1) highlighted with the engine's logprob on hover, prompts and
@@ -259,7 +260,7 @@ def format_token_chain(trajectory: Any, decode: Callable[[int], str] | None = No
     return "".join(out)
 
 
-def format_turns(trajectory: Any) -> str:
+def format_turns(trajectory: Trajectory) -> str:
     """Every captured call with the role it was given (agent chain, auxiliary, sub-agent,
     discarded), its sizes and its link: a markdown table."""
     if not trajectory.turns:

@@ -1,7 +1,7 @@
 """`python -m dagent.engine --model tiny-qwen3 --port 8000`: serve a model like vLLM would.
 
 A stand-in until `dagent engine serve` is wired to `dagent.engine.server.serve`. Sampling
-defaults are deliberately not options: they come from `dagent.sampling.DEFAULT_SAMPLING`, which
+defaults are deliberately not options: they come from `dagent.core.sampling.DEFAULT_SAMPLING`, which
 the trainer reads too (F05).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dagent.engine.server import serve
 from dagent.errors import DagentError
 
 
@@ -38,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch CPU threads (default: torch's choice; 1 is best on a busy small machine)")
     args = parser.parse_args(argv)
 
-    from dagent.engine.server import serve
 
     try:
         serve(args.model, args.host, args.port, served_model_name=args.served_model_name,

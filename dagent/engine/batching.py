@@ -26,12 +26,27 @@ import functools
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dagent.errors import EngineError
 
-if TYPE_CHECKING:
-    from dagent.engine.scheduler import Row
+
+class Row(Protocol):
+    """What the scheduler needs of a sequence (`dagent.engine.generation.Sequence`)."""
+
+    prompt: list[int]
+    pos: int  # prompt tokens fed so far
+    last_token: int | None
+    state: Any  # the backend's per-sequence state
+    wait: Any  # the backend's note of a prefix it waits for
+    cancelled: bool  # set by the consumer: stop generating
+    finished: bool  # set by advance/fail: nothing more to generate
+    done: bool  # set by the scheduler: no longer running (no more keys/values will be computed)
+
+    def reserve(self) -> int: ...
+    def advance(self, logits: Any) -> None: ...
+    def fail(self, error: BaseException) -> None: ...
+
 
 ATTENTION = "dagent_ragged"
 
@@ -149,10 +164,8 @@ def decode_attention(query: Any, keys: Any, values: Any, scaling: float | None) 
     """One new token against a sequence's keys/values, query heads grouped onto their key/value
     head (transformers' `repeat_kv` order: query head h reads kv head h // group), computed in
     float32 whatever the model's dtype. On some CPUs `scaled_dot_product_attention` is slow for
-    one query in bfloat16 (measured with SmolLM2 at a 1.7k context, 2 threads, on an AMD
-    AVX512-BF16 CPU: a decode step of 8 rows 239 ms with it, 86 ms with bfloat16 matmuls, 66 ms in
-    float32); on others it is the faster (a Sapphire Rapids, 1 thread, 30 layers at a 1.7k context:
-    4.4 ms against 13.8 here). `decode_kernel` times both on the machine it runs on."""
+    one query in bfloat16, on others it is the faster (figures: benchmarks/README.md), so
+    `decode_kernel` times both on the machine it runs on."""
     import torch
 
     _, heads, _, dim = query.shape
@@ -256,9 +269,8 @@ class PrefixCache:
 def within_rounding(got: Any, want: Any, dtype: Any) -> bool:
     """Whether log-probabilities `got` equal `want` to the rounding of `dtype`. float32: every id
     within 1e-3. Half precision rounds each logit to ~3 significant digits, so a cached forward
-    differs from a full one on tail ids by tenths of a nat whatever computes it (measured with
-    SmolLM2 in bfloat16: transformers' own cached decode 0.23 max, 0.04-0.05 expected under the
-    distribution; the packed rows 0.24-0.40 max, 0.04-0.06 expected): there the expected error
+    differs from a full one on tail ids by tenths of a nat whatever computes it (transformers' own
+    cached decode included; figures: benchmarks/README.md): there the expected error
     under `want` must stay under 0.1 nats and no id may move by a nat. A leak between rows or a
     wrong position moves the expected error by nats (tests/engine/test_batching.py)."""
     import torch

@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dagent.core.sampling import Sampling
 from dagent.engine.batching import backend_for
 from dagent.engine.scheduler import Scheduler
 from dagent.errors import ConfigError, RequestRejected
-from dagent.sampling import Sampling
 
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
@@ -126,8 +126,8 @@ _BLOCK = 1024
 
 def _draw(probs: Any, generator: Any) -> int:
     """One inverse-CDF draw (one uniform per token) from 1-D probabilities. Sums are float64,
-    over 1,024-id blocks and then within the chosen block (a float64 cumsum of the whole
-    vocabulary costs 2-3 ms at 152k ids here; this about 0.1 ms). Zero-probability ids are never
+    over 1,024-id blocks and then within the chosen block (a float64 cumsum of the whole vocabulary
+    costs tens of times more at 152k ids). Zero-probability ids are never
     drawn: the first cumulative value above u is never that of an id adding nothing."""
     import torch
 

@@ -20,7 +20,7 @@ real vLLM can serve, and building one twice gives the same bytes for the same se
   in a trainer renders and parses tool calls exactly as the engine does.
 
 generation_config.json carries the model's stop ids and dagent's shared sampling defaults
-(`dagent.sampling.DEFAULT_SAMPLING`), so a vLLM serving the directory with its default
+(`dagent.core.sampling.DEFAULT_SAMPLING`), so a vLLM serving the directory with its default
 `--generation-config auto` samples like the local engine does (F05).
 """
 
@@ -31,12 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dagent.core.sampling import DEFAULT_SAMPLING
 from dagent.engine.tokenizer import (
-    CHATML_RESPONSE_TEMPLATE, SMOLLM2_NAMES, VARIANTS, build_once, cache_root, qwen3_tokenizer,
-    smollm2_chat_template, smollm2_paths,
+    CHATML_RESPONSE_TEMPLATE,
+    SMOLLM2_NAMES,
+    VARIANTS,
+    build_once,
+    cache_root,
+    qwen3_tokenizer,
+    smollm2_chat_template,
+    smollm2_paths,
 )
 from dagent.errors import ConfigError, EngineError, MissingDependencyError
-from dagent.sampling import DEFAULT_SAMPLING
 
 if TYPE_CHECKING:
     import torch
@@ -179,10 +185,9 @@ def native_half_precision(dtype: torch.dtype) -> bool:
 
 def _dtype(name: str, config_dtype: Any) -> torch.dtype:
     """"auto": the config's dtype, but float32 where it is a half precision this CPU only
-    emulates. Measured with SmolLM2 on an AVX2 CPU (one thread): bfloat16 prefills 38 tokens/s
-    against float32's ~200, decodes 8 tokens/s against 12 at a 1.7k-token context and batches
-    badly (8 rows cost 5x one); only a lone short-context decode is faster in bfloat16 (16 vs 13:
-    half the weight bytes). float32 is also what the trainer computes in on a CPU (F06)."""
+    emulates: emulated bfloat16 prefills, decodes and batches slower than float32; only a lone
+    short-context decode gains from half the weight bytes (benchmarks/README.md). float32 is also
+    what the trainer computes in on a CPU (F06)."""
     import torch
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -203,7 +208,7 @@ def load_model(name_or_dir: str | Path, dtype: str = "auto") -> LoadedModel:
     float32 where this CPU lacks native half precision; see `_dtype`)."""
     path = model_dir(name_or_dir)
     try:
-        import torch
+        import torch  # noqa: F401  (present, or the error below names what to install)
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:
         raise MissingDependencyError("transformers", purpose="the local inference engine") from e

@@ -1,12 +1,11 @@
 """Linear layers with weights pre-packed for oneDNN, for a served model whose weights never change.
 
 A decode step multiplies one row per sequence by every weight matrix (a matrix-vector product),
-so it is bound by how fast the weights stream from memory. PyTorch's plain `linear` in bfloat16
-streams them at about 11 GB/s on this project's CPUs; the same matrices packed once into oneDNN's
-blocked layout (`torch.ops.mkldnn._reorder_linear_weight`, what inductor's freezing does) and
-multiplied by `_linear_pointwise` stream at about 16 GB/s (SmolLM2-135M's 30 layers, measured on a
-2-core Sapphire Rapids: 19.6 ms -> 13.3 ms a step, one row or eight; `benchmarks/engine.py`).
-float32 is not packed: its plain kernel already streams at the memory's speed (26 GB/s here).
+so it is bound by how fast the weights stream from memory. The same matrices packed once into
+oneDNN's blocked layout (`torch.ops.mkldnn._reorder_linear_weight`, what inductor's freezing does)
+and multiplied by `_linear_pointwise` stream faster than PyTorch's plain `linear` in bfloat16
+(figures: benchmarks/README.md, `benchmarks/engine.py`). float32 is not packed: its plain kernel
+already streams at the memory's speed.
 
 The packed copy is taken once, so it must only be used where the weights are frozen for the
 process's life: the engine process (`dagent.engine.server.build_engine`), never the in-process
@@ -20,12 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from dagent.engine.models import native_half_precision
+
+
 def packable(model: Any) -> bool:
     """Whether this model's linear layers would be packed: half precision on a CPU whose oneDNN
     computes it natively (AVX512-BF16/AMX or AVX512-FP16)."""
     import torch
 
-    from dagent.engine.models import native_half_precision
 
     dtype = getattr(model, "dtype", None)
     return (dtype in (torch.bfloat16, torch.float16)

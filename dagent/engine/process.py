@@ -3,7 +3,6 @@ any engine by URL: the model id it serves (identity, not reachability, F36)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import tempfile
@@ -12,16 +11,11 @@ from typing import Any
 
 import httpx
 
+from dagent.engine.models import model_dir
 from dagent.errors import ConfigError, EngineError
-from dagent.serving import stop_process
+from dagent.serving import free_port, stop_process
 
 ENGINE_CONTEXT = 32_768  # opencode's system prompt and tools alone are ~6k tokens
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalEngineProcess:
@@ -124,7 +118,6 @@ class VllmProcess(LocalEngineProcess):
         import os
         from pathlib import Path
 
-        from dagent.engine.models import model_dir
 
         path = model_dir(self.model)
         python = self.python or (sys.executable if self.gpu else os.environ.get(VLLM_CPU_PYTHON_ENV)

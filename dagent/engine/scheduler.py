@@ -15,33 +15,16 @@ from __future__ import annotations
 import atexit
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from dagent.errors import EngineError
 
 if TYPE_CHECKING:
-    from dagent.engine.batching import RaggedBackend, SerialBackend
+    from dagent.engine.batching import RaggedBackend, Row, SerialBackend
 
-# Prompt tokens prefilled per step. Measured with SmolLM2 on one busy core: 184-218 tokens/s in
-# 256-token chunks, 202-219 in 512, 218-231 whole; 256 keeps a decoding row's wait per step ~1.3 s.
+# Prompt tokens prefilled per step: small enough that the rows decoding beside a long prefill wait
+# about a second a step, large enough to prefill nearly as fast as whole (benchmarks/README.md).
 _PREFILL_TOKENS = 256
-
-
-class Row(Protocol):
-    """What the scheduler needs of a sequence (`dagent.engine.generation.Sequence`)."""
-
-    prompt: list[int]
-    pos: int  # prompt tokens fed so far
-    last_token: int | None
-    state: Any  # the backend's per-sequence state
-    wait: Any  # the backend's note of a prefix it waits for
-    cancelled: bool  # set by the consumer: stop generating
-    finished: bool  # set by advance/fail: nothing more to generate
-    done: bool  # set by the scheduler: no longer running (no more keys/values will be computed)
-
-    def reserve(self) -> int: ...
-    def advance(self, logits: Any) -> None: ...
-    def fail(self, error: BaseException) -> None: ...
 
 
 _SHUTDOWN = threading.Event()
@@ -87,10 +70,9 @@ class Scheduler:
     def serve_here(self, until: threading.Event) -> None:
         """Run the model on the calling thread until `until` is set (or the process exits).
 
-        For the engine process's MAIN thread: torch's OpenMP kernels ran 1.7x slower when a
-        secondary thread called them with 2 threads (libgomp; SmolLM2-135M decoding at a 1.7k
-        context on 2 cores: 16-18 tokens/s from a thread, 30-34 from the main thread, measured
-        side by side in one process), so the server runs in a thread and the model stays here.
+        For the engine process's MAIN thread: torch's OpenMP kernels (libgomp) ran markedly slower
+        when a secondary thread called them (benchmarks/README.md, `benchmarks/inprocess.py`), so
+        the server runs in a thread and the model stays here.
         A step that raises fails its sequences (as on the scheduler thread) and serving goes on.
         A scheduler thread already running keeps its burst; this thread takes over after it."""
         with self._cond:

@@ -7,7 +7,7 @@ encoded without extra special tokens, as vLLM does), `choices[0].token_ids` are 
 `token_ids[t]` (see `dagent.engine.generation` for "raw_logprobs" vs "processed_logprobs").
 Streaming returns the same ids, text and logprobs as a non-streamed request with the same seed.
 
-Sampling values a request omits come from `dagent.sampling.DEFAULT_SAMPLING` (or the `sampling`
+Sampling values a request omits come from `dagent.core.sampling.DEFAULT_SAMPLING` (or the `sampling`
 given to `create_app`), never from the model's generation_config: the trainer reads the same
 object (F05). Endpoints: POST /v1/chat/completions, POST /v1/completions (not streamed),
 GET /v1/models, GET /health, POST /tokenize, POST /detokenize.
@@ -23,14 +23,28 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.engine.generation import DEFAULT_PREFIX_CACHE_BYTES, Generation, GenerationRequest, LocalEngine
+from dagent.engine.models import load_model
 from dagent.engine.openai_wire import (
-    TOOL_CALL_START, ChatRequest, CompletionRequest, RequestError, TokenizeRequest, chat_logprobs,
-    completion_logprobs, dump_tools, error_body, model_card, parse_messages, parse_tool_calls,
-    random_id, usage,
+    TOOL_CALL_START,
+    ChatRequest,
+    CompletionRequest,
+    RequestError,
+    TokenizeRequest,
+    chat_logprobs,
+    completion_logprobs,
+    dump_tools,
+    error_body,
+    model_card,
+    parse_messages,
+    parse_tool_calls,
+    random_id,
+    usage,
 )
+from dagent.engine.packing import pack_linears
 from dagent.errors import ConfigError, EngineError, MissingDependencyError
-from dagent.sampling import DEFAULT_SAMPLING, Sampling
+from dagent.serving import ThreadedServer
 
 
 def build_engine(model: str | Path, *, logprobs_mode: str = "raw_logprobs",
@@ -43,9 +57,6 @@ def build_engine(model: str | Path, *, logprobs_mode: str = "raw_logprobs",
     reuse (0 turns it off). See `LocalEngine`. pack_weights: pre-pack half-precision linear
     layers for oneDNN (`dagent.engine.packing`; the weights served here never change).
     """
-    from dagent.engine.models import load_model
-    from dagent.engine.packing import pack_linears
-
     if prefix_cache_gib < 0:
         raise ConfigError("prefix_cache_gib must be 0 (off) or more")
     loaded = load_model(model, dtype=dtype)
@@ -351,7 +362,7 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
     engine_options go to `build_engine` (max_num_seqs, prefix_cache_gib).
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (present, or the error below names what to install)
     except ImportError as e:
         raise MissingDependencyError("uvicorn", purpose="serving the local engine") from e
     if threads is not None:
@@ -362,7 +373,6 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
                      logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype,
                      **engine_options)
     # The HTTP server runs in a thread and the model on this (main) thread: see Scheduler.serve_here.
-    from dagent.serving import ThreadedServer
 
     server = ThreadedServer(app, host=host, port=port, log_level=log_level).start()
     stopped = threading.Event()

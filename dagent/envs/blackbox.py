@@ -1,7 +1,7 @@
 """The black-box environment: the AGENT owns its loop (opencode), we observe its model calls.
 
 A rollout (`BlackBoxRuntime.run_rollout`) is one run of the episode skeleton
-(`dagent.runner.play`) with `OpencodeAgent`: a sandbox sized by the task, its tables staged at
+(`dagent.harness.play.play`) with `CapturedAgent`: a sandbox sized by the task, its tables staged at
 /workdir/input, a capture session opened, opencode launched against it (the URL
 `dagent.capture.reach` resolved at start-up), /workdir/answer.txt graded server side with the FULL
 task (F14), the session's turns analysed (opencode's title/summary calls labelled auxiliary by
@@ -14,7 +14,7 @@ INVARIANTS (tests/envs/test_blackbox.py):
   `engine_unreachable` (the agent's loop ended on an engine failure), `staging_failed`,
   `sandbox_unavailable`, `harness_crash` (opencode died without an answer). Otherwise graded:
   correct, or wrong with reward 0.0 (no answer file counts as wrong).
-- The reward is `dagent.reward.reward(correct, tool_calls)` with `tool_calls` counted from the
+- The reward is `dagent.core.reward.reward(correct, tool_calls)` with `tool_calls` counted from the
   captured agent chain (F34), never from a file.
 - Start-up refuses what would fail every rollout silently: a remote backend with a loopback proxy
   URL (F08), a tunnel that does not come up within its bound (F09), a step cap above the reward's
@@ -37,20 +37,33 @@ from pathlib import Path
 from typing import Any
 
 from dagent.capture import CaptureServer
-from dagent.capture.reach import SANDBOX_SOCKET_DIR, Publisher, Reach, Tunnel
+from dagent.capture.reach import SANDBOX_PORT, SANDBOX_SOCKET_DIR, Publisher, Reach, Tunnel
+from dagent.core.outcome import EvalRecord, cause_head, outcome_of
+from dagent.core.reward import RewardConfig, reward
+from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
+from dagent.core.suite import TaskSuite
 from dagent.errors import ConfigError
-from dagent.evaluation import EvalRecord
+from dagent.grading.settle import settle
+from dagent.grading.value import Grade
+from dagent.harbor.job import run_harbor
+from dagent.harness.base import AgentRun
+from dagent.harness.captured import EXTRA_CALLS, CapturedAgent, count_tool_calls, end_session, infra_cause
 from dagent.harness.opencode import (
-    OpencodeAgent, OpencodeConfig, OpencodeHarness, check_rendered, check_version, find_opencode, render_config,
+    OpencodeConfig,
+    OpencodeHarness,
+    check_rendered,
+    check_version,
+    find_opencode,
+    opencode_role_hints,
+    render_config,
     rendered_agent,
 )
-from dagent.reward import RewardConfig
-from dagent.runner import play
-from dagent.sampling import DEFAULT_SAMPLING, Sampling
-from dagent.sandbox.base import SandboxBackend
-from dagent.sandbox.isolation import suite_paths
+from dagent.harness.pi import PiConfig, PiHarness
+from dagent.harness.play import clip_answer, play
+from dagent.sandbox import get_backend
+from dagent.sandbox.base import ExecResult, SandboxBackend
+from dagent.sandbox.isolation import require_isolation, suite_paths
 from dagent.sandbox.local import LocalBackend
-from dagent.suite import TaskSuite
 from dagent.trajectory.analysis import Trajectory, analyse
 from dagent.trajectory.export import to_trace_entries
 from dagent.trajectory.gate import GateVerdict, gate
@@ -149,8 +162,6 @@ class BlackBoxRuntime:
             self.harness: Any = OpencodeHarness(self.opencode)  # F35, before anything starts
             max_output = self.opencode.max_output_tokens
         elif harness == "pi":
-            from dagent.harness.pi import PiConfig, PiHarness
-
             self.harness = PiHarness(pi or PiConfig(model=model))
             max_output = self.harness.config.max_output_tokens
         else:
@@ -185,7 +196,6 @@ class BlackBoxRuntime:
                 return spec
             from urllib.parse import urlsplit
 
-            from dagent.sandbox import get_backend
 
             # remote: opencode comes with the image (E2B) or is installed at run time (HF). E2B
             # sandboxes start with no internet: the agent may reach only the capture URL's host.
@@ -217,7 +227,6 @@ class BlackBoxRuntime:
         try:
             self.backend = self._make_backend(self._bridge_dir)
             if not self.backend.remote:  # from inside a sandbox: no gold within reach
-                from dagent.sandbox.isolation import require_isolation
 
                 require_isolation(self.backend, suite_dir=self.suite.tables_root.parent)
             self.capture.start()
@@ -250,15 +259,15 @@ class BlackBoxRuntime:
         return f"engine {self.engine_url} ({self.model}); capture -> sandboxes at {reach}; sandbox: {backend}"
 
     # -- one rollout ----------------------------------------------------------------------------
-    def agent(self) -> OpencodeAgent:
+    def agent(self) -> CapturedAgent:
         """The Agent the episode skeleton runs: opencode against this runtime's capture and reach."""
         if self.reach is None or self.backend is None:
             raise ConfigError("the black-box runtime is not started: call start() (or use it as a context manager)")
-        return OpencodeAgent(self.harness, self.capture, self.reach, fork_threshold_tokens=self.fork_threshold_tokens)
+        return CapturedAgent(self.harness, self.capture, self.reach, fork_threshold_tokens=self.fork_threshold_tokens)
 
     def run_rollout(self, split: str, index: int, *, task_id: str | None = None,
                     timeout_s: float | None = None, memory_mb: int | None = None) -> Rollout:
-        """Run, grade and analyse one rollout through the episode skeleton (`dagent.runner.play`).
+        """Run, grade and analyse one rollout through the episode skeleton (`dagent.harness.play.play`).
         Infrastructure failures come back as UNGRADED data."""
         agent = self.agent()
         task = self.suite.task_at(split, index)
@@ -284,20 +293,10 @@ class BlackBoxRuntime:
         (`dagent.harbor.agent`) in dagent's Harbor provider, pointed at a capture session of this
         runtime through the provider's socket bridge; Harbor's separate verifier (dagent's grader)
         decides. The same receipts as `run_rollout`: the captured turns, findings, gate, and a
-        record whose reward is `dagent.reward` of the verifier's verdict and the captured tool
+        record whose reward is `dagent.core.reward` of the verifier's verdict and the captured tool
         calls (F34). An infrastructure cause (no model call answered, F07; a timeout) voids the
         grade as in `settle`; a verifier that wrote no reward leaves the rollout ungraded (F32)."""
         import time
-
-        from dagent.capture.reach import SANDBOX_PORT
-        from dagent.evaluation import cause_head, outcome_of, settle
-        from dagent.grading import Grade
-        from dagent.harbor.job import run_harbor
-        from dagent.harness.base import AgentRun
-        from dagent.harness.opencode import EXTRA_CALLS, count_tool_calls, end_session, infra_cause
-        from dagent.reward import reward
-        from dagent.runner import clip_answer
-        from dagent.sandbox.base import ExecResult
 
         assert self.harbor_catalog is not None
         task = self.suite.task_at(split, index)
@@ -325,7 +324,7 @@ class BlackBoxRuntime:
                 ran = json.loads(trial.file("agent/dagent-run.json") or b"null")
                 verdict = json.loads(trial.file("verifier/grade.json") or b"null")
         finally:  # no session left open, whatever happened
-            proxy, stats, turns = end_session(self.capture, session.session_id)
+            proxy, stats, turns = end_session(self.capture, session.session_id, opencode_role_hints)
         trajectory = analyse(turns, self.fork_threshold_tokens)
         findings = (*proxy, *trajectory.findings)
         timed_out = bool(trial.error and "Timeout" in trial.error)

@@ -14,7 +14,11 @@ from dataclasses import asdict
 from typing import Any
 
 from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
-from dagent.errors import ConfigError
+from dagent.envs.status import replace_health, sandbox_health
+from dagent.errors import ConfigError, DagentError
+from dagent.harness.opencode import OpencodeConfig
+from dagent.harness.pi import PiConfig
+from dagent.suites.sources import load_tasks
 
 _RUNTIME: BlackBoxRuntime | None = None
 
@@ -127,13 +131,11 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     from openenv.core.env_server import CallToolAction, CallToolObservation
     from openenv.core.env_server import create_app as openenv_create_app
 
-    from dagent.errors import DagentError
 
     configure(runtime)
     app = openenv_create_app(environment_class(), CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_concurrent)
 
-    from dagent.envs.health import replace_health, sandbox_health
 
     def published() -> dict[str, Any]:
         reach = runtime.reach
@@ -184,10 +186,6 @@ def space_app(environ: Any) -> Any:
     them): the runtime started, the capture proxy also mounted at `/capture` so that the Space's
     own public URL serves it (an explicit PUBLIC_URL wins; EXPOSE=gradio starts a tunnel instead)."""
     import httpx
-
-    from dagent.hub import load_tasks
-    from dagent.harness.opencode import OpencodeConfig
-    from dagent.harness.pi import PiConfig
 
     engine_url = environ.get("DAGENT_ENGINE_URL")
     if not engine_url:

@@ -35,7 +35,9 @@ from openenv.core.env_server import CallToolAction, CallToolObservation
 from openenv.core.env_server import create_app as openenv_create_app
 from openenv.core.env_server.mcp_environment import get_server_tools
 
+from dagent.core.suite import TaskSuite
 from dagent.envs.contract import ENV_NAME, ROUTING_ARG, task_api
+from dagent.envs.status import replace_health, sandbox_health
 from dagent.envs.whitebox import (
     Runtime,
     TaskMismatchError,
@@ -44,7 +46,12 @@ from dagent.envs.whitebox import (
     environment_class,
     mcp_server,
 )
-from dagent.envs.episode import (
+from dagent.errors import ConfigError, SplitError, TaskError
+from dagent.sandbox.base import SandboxBackend
+from dagent.sandbox.isolation import require_isolation
+from dagent.suites.sources import load_tasks
+from dagent.tools import select
+from dagent.tools.episode import (
     CapacityError,
     EpisodeConfig,
     EpisodeError,
@@ -53,10 +60,6 @@ from dagent.envs.episode import (
     close_episode,
     episode_summary,
 )
-from dagent.errors import ConfigError, SplitError, TaskError
-from dagent.sandbox.base import SandboxBackend
-from dagent.suite import TaskSuite
-from dagent.tools import select
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_MAX_EPISODES = 64
@@ -91,13 +94,10 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
                            command_timeout_s=base.command_timeout_s, reward=base.reward,
                            idle_timeout_s=base.idle_timeout_s)
     if not isinstance(suite, TaskSuite):
-        from dagent.hub import load_tasks
-
         suite = load_tasks(suite)
     runtime = configure(Runtime(suite, backend=backend, config=config, max_episodes=max_episodes))
     _ = runtime.backend  # probe the sandbox backend now: a broken one fails at start-up, not mid-rollout
     if isolation_check and not runtime.backend.remote:  # from inside a sandbox: no gold within reach
-        from dagent.sandbox.isolation import require_isolation
 
         _LOG.info("sandbox %s", require_isolation(runtime.backend, suite_dir=suite.tables_root.parent).summary())
     env_cls = environment_class(names)
@@ -110,7 +110,6 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
         _install_mcp(app, names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
     _install_episode_routes(app, names, max_episodes, config)
     _install_error_handlers(app)
-    from dagent.envs.health import replace_health, sandbox_health
 
     replace_health(app, lambda: {"sandbox": sandbox_health(runtime.backend)})
     return app

@@ -13,7 +13,7 @@ back to ONE task on the server, by exact instruction text within the factory's s
 the suite resolves prompts (F11, F12); a row dict with `split`/`index` is used as it is.
 
 The trainer's sampling reaches the factory; it must equal the sampling the capture proxy pins on
-every engine call (dagent.sampling), or the importance ratio is computed against a distribution
+every engine call (dagent.core.sampling), or the importance ratio is computed against a distribution
 that never produced the samples (F05): a mismatch is refused at construction, naming both.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, TrainingTrace, VerifyResult
 
-from dagent.errors import ConfigError, DagentError
 from dagent.envs.blackbox import ENV_NAME
+from dagent.errors import ConfigError, DagentError
 
 
 class RolloutRequestError(DagentError):
@@ -55,7 +55,7 @@ def check_sampling(trainer: dict[str, Any], server: dict[str, Any]) -> None:
         raise ConfigError(
             f"the trainer samples with {dict(zip(('temperature', 'top_p', 'top_k'), norm(trainer)))} but the "
             f"capture proxy pins {dict(zip(('temperature', 'top_p', 'top_k'), norm(server)))} on every engine "
-            "call: set both from dagent.sampling (one source of truth, F05)")
+            "call: set both from dagent.core.sampling (one source of truth, F05)")
 
 
 class BlackBoxSession(ResourceSession):

@@ -9,7 +9,7 @@ All three are generated from `dagent.tools.Signatures` for the same selection; t
 test_faces.py asserts they agree in both directions for every selection (F25).
 
 `WhiteBoxEnvironment` keeps no per-episode state (openenv builds and discards an instance per
-HTTP request): episodes live in `dagent.envs.episode`'s module-level registry behind a lock, and the
+HTTP request): episodes live in `dagent.tools.episode`'s module-level registry behind a lock, and the
 suite, backend and settings in one module-level `Runtime`. That is what makes
 `SUPPORTS_CONCURRENT_SESSIONS = True` true rather than declared. The price: one served runtime
 per process (building a second app re-points the first); the TRL class carries its own.
@@ -31,8 +31,17 @@ from openenv.core.env_server.mcp_types import RESERVED_TOOL_NAMES
 from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
 from pydantic import Field
 
+from dagent.clock import PhaseClock
+from dagent.core.suite import TaskSuite
 from dagent.envs.contract import ENV_NAME, REWARD_COLUMN, ROUTING_ARG
-from dagent.envs.episode import (
+from dagent.errors import ConfigError, SplitError, TaskError
+from dagent.sandbox.base import SandboxBackend
+from dagent.sandbox.isolation import suite_paths
+from dagent.sandbox.local import LocalBackend
+from dagent.sandbox.timed import TimedBackend
+from dagent.suites.sources import load_tasks
+from dagent.tools import ToolResult, select, tool_function
+from dagent.tools.episode import (
     Episode,
     EpisodeConfig,
     EpisodeError,
@@ -41,12 +50,6 @@ from dagent.envs.episode import (
     get_episode,
     open_episode,
 )
-from dagent.clock import PhaseClock
-from dagent.errors import ConfigError, SplitError, TaskError
-from dagent.sandbox.base import SandboxBackend
-from dagent.sandbox.timed import TimedBackend
-from dagent.suite import TaskSuite
-from dagent.tools import ToolResult, select, tool_function
 
 
 class TaskMismatchError(TaskError):
@@ -68,9 +71,6 @@ class Runtime:
     def backend(self) -> SandboxBackend:
         with self._backend_lock:
             if self._backend is None:
-                from dagent.sandbox.isolation import suite_paths
-                from dagent.sandbox.local import LocalBackend
-
                 self._backend = LocalBackend(hidden=suite_paths(self.suite.tables_root.parent))  # never in reach
             if self.clock is not None and not isinstance(self._backend, TimedBackend):
                 self._backend = TimedBackend(self._backend, self.clock)
@@ -271,8 +271,6 @@ def white_box_env(suite: TaskSuite | str | Path | Runtime | None = None, tools: 
         runtime = suite
     else:
         if not isinstance(suite, TaskSuite):
-            from dagent.hub import load_tasks
-
             suite = load_tasks(suite)
         base = config or EpisodeConfig()
         runtime = Runtime(suite, backend=backend, config=EpisodeConfig(

@@ -29,9 +29,9 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from dagent.harness.opencode import (LAUNCH_SCRIPT, OPENCODE_VERSION, OpencodeConfig, opencode_env,
-                                     parse_events, render_config)
-from dagent.task import WORKDIR
+from dagent.core.task import WORKDIR
+from dagent.harness.opencode import LAUNCH_SCRIPT, OpencodeConfig, opencode_env, parse_events, render_config
+from dagent.sandbox.image import OPENCODE_VERSION
 
 RUN_RECORD = "dagent-run.json"
 

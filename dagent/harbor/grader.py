@@ -6,7 +6,7 @@ case by case). Writes to the verifier log directory:
 - `grade.json`: correct (true / false / null), the deciding rule, its note, whether an answer
   file was there;
 - `reward.json` (what Harbor reads): `reward` (correctness: 1.0 or 0.0) and `correct`, plus
-  `answer_present`. The efficiency bonus of `dagent.reward` needs the episode's tool calls,
+  `answer_present`. The efficiency bonus of `dagent.core.reward` needs the episode's tool calls,
   which a verifier cannot see: a trainer adds it from the captured trajectory.
 
 A missing or empty answer file is graded wrong (reward 0.0). A grade that cannot be made (the
@@ -25,8 +25,8 @@ _HERE = Path(__file__).resolve().parent
 if (_HERE / "lib" / "dagent").is_dir():  # the exported task's copy of dagent's grader
     sys.path.insert(0, str(_HERE / "lib"))
 
-from dagent.grading import grade_answer  # noqa: E402
-from dagent.reward import RewardConfig, reward  # noqa: E402
+from dagent.core.reward import RewardConfig, reward  # noqa: E402
+from dagent.grading.dispatch import grade_answer  # noqa: E402
 
 ANSWER = "/workdir/answer.txt"
 LOGS = "/logs/verifier"

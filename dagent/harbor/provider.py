@@ -47,9 +47,18 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
 
+from dagent.capture.reach import FORWARDER_SOURCE, SANDBOX_PORT, SANDBOX_SOCKET_DIR, SOCKET_NAME, SocketBridge
+from dagent.core.task import INPUT_DIR, WORKDIR
+from dagent.harbor.job import HarborError
 from dagent.sandbox.base import Resources
 from dagent.sandbox.local import LocalBackend, LocalSandbox
-from dagent.task import INPUT_DIR, WORKDIR
+
+
+class ProviderError(HarborError, RuntimeError):
+    """The dagent sandbox provider cannot do what a task's environment asks (a Dockerfile instruction
+    it does not emulate, a path outside the environment or in its read-only system, an environment
+    that is not running); the message names which. A RuntimeError still, as Harbor expects."""
+
 
 _READ_ONLY = frozenset("usr bin sbin lib lib32 lib64 libx32 etc proc dev sys run".split())
 _PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s=]+)$")
@@ -120,8 +129,6 @@ class SandboxEnvironment(BaseEnvironment):
     def _backend(self) -> LocalBackend:
         ro: tuple = tuple((p, p) for p in (self.options.ro_binds or "").split(",") if p)
         if self.options.capture_host and self.options.capture_port:
-            from dagent.capture.reach import SANDBOX_SOCKET_DIR, SocketBridge
-
             self._bridge_dir = tempfile.mkdtemp(prefix="dagent-harbor-bridge-")
             self._bridge = SocketBridge(self.options.capture_host, self.options.capture_port,
                                         Path(self._bridge_dir)).start()
@@ -175,7 +182,7 @@ class SandboxEnvironment(BaseEnvironment):
             elif op in ("COPY", "ADD"):
                 *sources, dest = shlex.split(value)
                 if any(s.startswith("--") for s in sources):
-                    raise RuntimeError(f"{path}: COPY flags are not emulated ({value!r})")
+                    raise ProviderError(f"{path}: COPY flags are not emulated ({value!r})")
                 self._copy(sources, dest)
             elif op == "WORKDIR":
                 self._cwd = posixpath.join(self._cwd, value)
@@ -187,7 +194,7 @@ class SandboxEnvironment(BaseEnvironment):
                     key, _, val = part.partition("=")
                     self._image_env[key] = val
             elif op not in ("LABEL", "COMMENT", "ARG", "EXPOSE"):
-                raise RuntimeError(f"{path}: the dagent sandbox provider does not emulate {op} "
+                raise ProviderError(f"{path}: the dagent sandbox provider does not emulate {op} "
                                    "(it reads FROM, RUN pip/useradd, COPY, WORKDIR, USER, ENV)")
         self._check_pins(pins)
 
@@ -222,7 +229,7 @@ class SandboxEnvironment(BaseEnvironment):
             message = (f"the image pins packages {self._python} does not have ({detail}): pass "
                        "--ek python=INTERPRETER with those versions, or --ek strict_pins=false")
             if self.options.strict_pins:
-                raise RuntimeError(message)
+                raise ProviderError(message)
             self.logger.warning(message)
 
     def _copy(self, sources: list[str], dest: str) -> None:
@@ -231,7 +238,7 @@ class SandboxEnvironment(BaseEnvironment):
         for src in sources:
             host_src = (self.environment_dir / src).resolve()
             if not host_src.is_relative_to(self.environment_dir.resolve()) or not host_src.exists():
-                raise RuntimeError(f"COPY {src}: not a path inside {self.environment_dir}")
+                raise ProviderError(f"COPY {src}: not a path inside {self.environment_dir}")
             if posixpath.normpath(dest) == INPUT_DIR:  # the tables: staged, read-only (F21)
                 files = {p.relative_to(host_src).as_posix(): p for p in sorted(host_src.rglob("*"))
                          if p.is_file()} if host_src.is_dir() else {host_src.name: host_src}
@@ -248,18 +255,18 @@ class SandboxEnvironment(BaseEnvironment):
     def _host(self, path: str) -> Path:
         """The host path behind an absolute environment path (binding its top directory)."""
         if self._sb is None or self._fs is None:
-            raise RuntimeError(f"{path}: the environment is not running (start failed or it stopped)")
+            raise ProviderError(f"{path}: the environment is not running (start failed or it stopped)")
         norm = posixpath.normpath(posixpath.join("/", path))
         parts = norm.strip("/").split("/")
         top, rest = parts[0], parts[1:]
         if top == "":
-            raise RuntimeError("the environment's / itself cannot be written")
+            raise ProviderError("the environment's / itself cannot be written")
         if top == WORKDIR.strip("/"):
             return self._sb.host_workdir.joinpath(*rest)
         if top == "root":
             return self._sb.host_home.joinpath(*rest)
         if top in _READ_ONLY:
-            raise RuntimeError(f"{norm} is in the read-only system of the dagent sandbox")
+            raise ProviderError(f"{norm} is in the read-only system of the dagent sandbox")
         host = self._fs / top
         host.mkdir(exist_ok=True)
         self._sb.binds[f"/{top}"] = host
@@ -278,15 +285,15 @@ class SandboxEnvironment(BaseEnvironment):
         elif str(user) in self._users:
             uid = self._users[str(user)]
         else:
-            raise RuntimeError(f"user {user!r} is not declared in the image (RUN useradd)")
+            raise ProviderError(f"user {user!r} is not declared in the image (RUN useradd)")
         return None if uid == 0 else uid
 
     async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                    timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
         if self._sb is None:
-            raise RuntimeError("the environment is not started")
+            raise ProviderError("the environment is not started")
         cwd = cwd or self._cwd
-        with contextlib.suppress(RuntimeError):
+        with contextlib.suppress(ProviderError):
             self._host(cwd).mkdir(parents=True, exist_ok=True)
         merged = {**self._image_env, **(self._merge_env(env) or {})}
         if self._bridge is not None and self._network_policy.network_mode == "allowlist":
@@ -340,8 +347,6 @@ def _with_forwarder(command: str) -> str:
     """Run the capture forwarder for the length of one command (each exec is its own namespace);
     the command does not start until the forwarder listens, and a forwarder that cannot start
     fails the command (exit 97), naming it."""
-    from dagent.capture.reach import FORWARDER_SOURCE, SANDBOX_PORT, SANDBOX_SOCKET_DIR, SOCKET_NAME
-
     return (f"__ready=$(mktemp -u /tmp/.dagent-forward.XXXXXX)\n"
             f"python3 -c {shlex.quote(FORWARDER_SOURCE)} {SANDBOX_SOCKET_DIR}/{SOCKET_NAME} {SANDBOX_PORT} "
             f'"$__ready" 2>"$__ready.log" & __fwd=$!\n'

@@ -1,7 +1,7 @@
 """The one agent protocol, and what every agent returns after working in a sandbox.
 
 Every agent (the oracle, the built-in tool loop, opencode through capture) is an `Agent`: it is
-handed a FULL task and a staged sandbox by the episode skeleton (`dagent.runner.play`) and leaves
+handed a FULL task and a staged sandbox by the episode skeleton (`dagent.harness.play.play`) and leaves
 its answer in /workdir/answer.txt. Whatever it needs to reach its engine (an engine URL, a capture
 server and how the sandbox reaches it) is given at construction, so one skeleton runs them all.
 """
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from dagent.core.task import Task
 from dagent.sandbox.base import ExecResult, Sandbox
-from dagent.task import Task
 from dagent.trajectory.analysis import Trajectory
 from dagent.trajectory.turn import CapturedTurn, Finding
 
@@ -44,7 +44,7 @@ class AgentRun:
 
     @property
     def cutoff(self) -> str | None:
-        """Where the run was cut off (`dagent.evaluation.CUTOFFS`), or None: read from what the
+        """Where the run was cut off (`dagent.core.outcome.CUTOFFS`), or None: read from what the
         agent's own records say (the environment's refused calls, the proxy's budget stops, the
         loop's stop reason, the process's timeout)."""
         if self.metadata.get("step_capped"):

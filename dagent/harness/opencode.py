@@ -1,4 +1,4 @@
-"""The real opencode (`opencode-ai@1.18.33` from npm) as a black-box agent: it owns its loop.
+"""The real opencode (`opencode-ai`, pinned in `dagent.sandbox.image`, from npm) as a black-box agent: it owns its loop.
 
 Installed by scripts/setup.sh into the project's `node_modules/` (git-ignored); `find_opencode()`
 locates the platform binary. Per rollout the harness writes three control files into the sandbox
@@ -12,7 +12,7 @@ process environment:
   tool out of the request; a top-level `"permission": "allow"` would override it, so there is
   none), and the agent's step limit at `agent.build.steps` (the key `opencode debug config`
   renders; `maxSteps` is its deprecated alias). The step limit must not exceed the environment's
-  step budget (`dagent.train.preflight.check_step_cap`, F35).
+  step budget (`dagent.harness.contract.check_step_cap`, F35).
 - `task.md`, the instruction, fed to `opencode run` on STDIN. Never a shell word (F19): inside
   double quotes backticks run as commands; and opencode 1.18 itself rewrites a positional message
   that contains a space into `"..."` with inner quotes backslash-escaped, so even
@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -40,32 +39,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagent.errors import ConfigError, HarnessError
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
-from dagent.harness.base import AgentRun, Captured, json_events, label_by_system_prompt
+from dagent.errors import HarnessError
+from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
+from dagent.harness.captured import write_stage
+from dagent.harness.contract import check_step_cap
 from dagent.sandbox.base import WORKDIR, Sandbox
-from dagent.task import Task
-from dagent.trajectory.analysis import Trajectory, analyse
-from dagent.trajectory.linking import DEFAULT_FORK_THRESHOLD
-from dagent.train.preflight import StepCapError, check_step_cap  # noqa: F401  (re-exported)
-from dagent.trajectory.turn import CapturedTurn, Finding
+from dagent.sandbox.image import OPENCODE_PACKAGE, OPENCODE_VERSION
+from dagent.tools.episode import MAX_STEPS
+from dagent.trajectory.turn import CapturedTurn
 
 if TYPE_CHECKING:
-    from dagent.capture.server import CaptureServer
+    pass
 
-OPENCODE_VERSION = "1.18.33"
-OPENCODE_PACKAGE = f"opencode-ai@{OPENCODE_VERSION}"
 PROVIDER_ID = "dagent"
 DISABLED_TOOLS = ("webfetch", "task", "question")  # no egress to fetch; no sub-agents; nobody to ask
 DEFAULT_STEPS = 15  # opencode's agent step limit; at most the environment's step budget (F35)
-ENV_MAX_STEPS = 30  # = EpisodeConfig().max_steps: tool calls an episode serves
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: System-prompt openings of opencode 1.18's auxiliary agents (title, summary, compaction).
 AUX_PROMPTS = (("You are a title generator", "title"),
                ("Summarize what was done in this conversation", "summary"),
                ("You are a context summarization agent", "compaction"))
-PROXY_CODES = frozenset({"budget_exhausted", "engine_error", "sampling_pinned", "request_too_large"})  # proxy findings kept
-EXTRA_CALLS = 3  # beyond the step limit: the title call, a summary, the forced last step
 #: Exit codes of the launch script itself (opencode never uses them).
 EXIT_SETUP, EXIT_FORWARDER = 96, 97
 
@@ -232,7 +226,7 @@ class OpencodeHarness:
     name = "opencode"
 
     def __init__(self, config: OpencodeConfig = OpencodeConfig(), *, binary: str | None = None,
-                 max_steps: int = ENV_MAX_STEPS) -> None:
+                 max_steps: int = MAX_STEPS) -> None:
         check_step_cap(config.steps, max_steps)
         self.config = config
         self.binary = binary or "opencode"  # the path INSIDE the sandbox
@@ -279,9 +273,7 @@ class OpencodeHarness:
     def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
                timeout_s: float | None = None) -> AgentRun:
         """Write the control files, launch, wait. Command failures come back as data."""
-        stage = f"{WORKDIR}/.dagent-{secrets.token_hex(6)}"
-        for name, text in self.files(instruction, reach, api_key).items():
-            sandbox.write_file(f"{stage}/{name}", text)
+        stage = write_stage(sandbox, self.files(instruction, reach, api_key))
         result = sandbox.exec(LAUNCH_SCRIPT, timeout_s=timeout_s, env=self.env(sandbox.home, reach, stage),
                               cwd=WORKDIR)
         events = parse_events(result.stdout)
@@ -297,81 +289,3 @@ def opencode_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
     """Label opencode's auxiliary calls by role (F03): the title generator, the session summary and
     the compaction summariser, recognised by their system prompts."""
     return label_by_system_prompt(turns, AUX_PROMPTS)
-
-
-def end_session(capture: CaptureServer, session_id: str,
-                hints: Any = None) -> tuple[list[Finding], Any, list[CapturedTurn]]:
-    """Close a rollout's capture session: the proxy findings a rollout keeps (PROXY_CODES), its
-    counters (`CaptureStats`) and its turns, the harness's auxiliary calls labelled by role (F03;
-    `hints`: the harness's labeller, opencode's by default)."""
-    proxy = [f for f in capture.findings(session_id) if f.code in PROXY_CODES]
-    stats = capture.stats(session_id)
-    return proxy, stats, (hints or opencode_role_hints)(capture.close_session(session_id))
-
-
-def count_tool_calls(trajectory: Trajectory) -> int:
-    """Tool calls the agent made, read off the engine answers in its chain (F34)."""
-    return sum(len((t.metadata.get("response_message") or {}).get("tool_calls") or [])
-               for t in trajectory.chain_turns())
-
-
-def infra_cause(run: AgentRun, turns: list[CapturedTurn], findings: list[Finding], answer: bytes | None) -> str | None:
-    """The infrastructure cause of a black-box run, in order of precedence: killed for memory or
-    time (F18), no model call answered (F07), the loop ended on an engine failure, the harness's own
-    crash, a non-zero exit without an answer."""
-    result = run.exec_result
-    if result is not None and result.oom_killed:
-        return "sandbox_oom"
-    if result is not None and result.timed_out:
-        return "sandbox_timeout"
-    if not turns:
-        return "zero_model_calls"
-    if any(f.code == "engine_error" and f.level == "fatal" for f in findings):
-        return "engine_unreachable"
-    if run.cause:
-        return run.cause
-    if answer is None and (result is None or result.exit_code != 0):
-        return "harness_crash"
-    return None
-
-
-class OpencodeAgent:
-    """A loop-owning harness as an `Agent` (opencode's, or any with the same interface, e.g.
-    `dagent.harness.pi.PiHarness`): one capture session per run, the harness pointed at it, the
-    session's turns analysed (auxiliary calls labelled by the harness's role hints, F03) and handed
-    back with the run."""
-
-    def __init__(self, harness: Any, capture: CaptureServer, reach: Reach, *,
-                 fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> None:
-        self.harness, self.capture, self.reach = harness, capture, reach
-        self.model: str | None = capture.model
-        self.fork_threshold_tokens = fork_threshold_tokens
-
-    @property
-    def name(self) -> str:
-        return self.harness.name
-
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
-            seed: int | None = None) -> AgentRun:
-        # seed: opencode sends none of its own; sampling is pinned by the proxy from dagent.sampling (F05)
-        from dagent.sandbox.remote import RemoteSandbox
-
-        if isinstance(sandbox, RemoteSandbox):  # the image may lack it (HF sandboxes): before any model call
-            failed = self.harness.ensure_installed(sandbox)
-            if failed is not None:
-                return AgentRun(model_calls=0, cause=failed, metadata={"install": failed})
-        session = self.capture.open_session(self.harness.config.steps + EXTRA_CALLS,
-                                            metadata={"task_id": task.task_id})
-        try:
-            launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key,
-                                           timeout_s=timeout_s)
-        finally:  # a sandbox failure, a bug or Ctrl-C: no session is left open
-            proxy, stats, turns = end_session(self.capture, session.session_id, self.harness.role_hints)
-        trajectory = analyse(turns, self.fork_threshold_tokens)
-        findings = (*proxy, *trajectory.findings)
-        return AgentRun(
-            exec_result=launched.exec_result, model_calls=stats.model_calls,
-            tool_calls=count_tool_calls(trajectory), cause=infra_cause(launched, turns, list(findings), None),
-            captured=Captured(session_id=session.session_id, trajectory=trajectory, findings=findings,
-                              budget_stops=stats.budget_stops, engine_errors=stats.engine_errors),
-            metadata={**launched.metadata, "engine_errors": stats.engine_errors})

@@ -8,9 +8,9 @@ gold and the grader shows up as a non-100% oracle score (F16). The oracle needs 
 
 from __future__ import annotations
 
+from dagent.core.task import ANSWER_PATH, WORKDIR, Task
 from dagent.harness.base import AgentRun
 from dagent.sandbox.base import Sandbox
-from dagent.task import ANSWER_PATH, WORKDIR, Task
 
 SOLUTION_PATH = f"{WORKDIR}/solution.py"
 

@@ -1,4 +1,4 @@
-"""pi (`@mariozechner/pi-coding-agent@0.73.1` from npm) as a second black-box agent: it owns its
+"""pi (`@mariozechner/pi-coding-agent`, pinned in `dagent.sandbox.image`, from npm) as a second black-box agent: it owns its
 loop, speaks to an OpenAI-compatible URL, and goes through the same capture proxy as opencode.
 
 Installed by scripts/setup.sh into the project's `node_modules/` (a plain Node ESM script, run with
@@ -28,17 +28,15 @@ every discovery switched off (`--no-extensions -e dagent_ext.ts --no-skills --no
 
 pi never sends temperature or top_p; capture pins the recipe's sampling on every call (F05). In
 json mode pi exits 0 even when the endpoint failed; the capture proxy's findings decide the cause
-(`infra_cause`). Measured (helper research, this machine): a 2-call rollout runs in ~1.8 s wall
-and ~180 MB RSS of pi itself; pi appends messages (the second request's messages start with the
-first's), re-serialising tool-call arguments compactly, so transitions realign by a few tokens
-rather than fork.
+(`infra_cause`). pi appends messages (the second request's messages start with the first's),
+re-serialising tool-call arguments compactly, so transitions realign by a few tokens rather than
+fork. Its cost per rollout: benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -50,17 +48,17 @@ from typing import Any
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
 from dagent.errors import HarnessError
 from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
+from dagent.harness.captured import write_stage
+from dagent.harness.contract import check_step_cap
 from dagent.sandbox.base import WORKDIR, Sandbox
-from dagent.train.preflight import check_step_cap
+from dagent.sandbox.image import PI_PACKAGE, PI_VERSION
+from dagent.tools.episode import MAX_STEPS
 from dagent.trajectory.turn import CapturedTurn
 
-PI_VERSION = "0.73.1"
-PI_PACKAGE = f"@mariozechner/pi-coding-agent@{PI_VERSION}"
 PROVIDER_ID = "dagent"
 KEY_VARIABLE = "DAGENT_API_KEY"
 DEFAULT_TOOLS = ("bash", "read")  # pi's grep/find need rg/fd (downloaded on first use); edit/write unneeded
 DEFAULT_STEPS = 15
-ENV_MAX_STEPS = 30
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: System-prompt openings of pi's calls. The agent's own; the compaction summariser (auxiliary).
 AGENT_PROMPT = "You are an expert coding assistant operating inside pi"
@@ -260,7 +258,7 @@ class PiHarness:
 
     name = "pi"
 
-    def __init__(self, config: PiConfig = PiConfig(), *, cli: str | None = None, max_steps: int = ENV_MAX_STEPS) -> None:
+    def __init__(self, config: PiConfig = PiConfig(), *, cli: str | None = None, max_steps: int = MAX_STEPS) -> None:
         check_step_cap(config.steps, max_steps)
         self.config = config
         self.cli = cli or "pi"
@@ -298,9 +296,7 @@ class PiHarness:
 
     def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
                timeout_s: float | None = None) -> AgentRun:
-        stage = f"{WORKDIR}/.dagent-{secrets.token_hex(6)}"
-        for name, text in self.files(instruction, reach, api_key).items():
-            sandbox.write_file(f"{stage}/{name}", text)
+        stage = write_stage(sandbox, self.files(instruction, reach, api_key))
         result = sandbox.exec(LAUNCH_SCRIPT, timeout_s=timeout_s, env=self.env(sandbox.home, reach, stage, api_key),
                               cwd=WORKDIR)
         events = parse_events(result.stdout)

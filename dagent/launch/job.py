@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dagent.errors import ConfigError
+from dagent.provenance import git
 from dagent.sandbox.image import python_version
 
 __all__ = ["JOB_SCRIPTS", "JobSpec", "job_spec", "logs", "project_requirement", "submit"]
@@ -79,8 +80,6 @@ class JobSpec:
 
 
 def _git(*args: str) -> str | None:
-    from dagent.provenance import git
-
     return git(*args)
 
 

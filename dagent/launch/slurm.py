@@ -29,7 +29,7 @@ def _command(spec: JobSpec) -> list[str]:
            "jobs/train_blackbox.py": ["train", "blackbox"]}.get(spec.script)
     if sub is None:
         raise ConfigError(f"{spec.script} has no dagent command to run on Slurm: run it from a checkout")
-    return ["-m", "dagent.cli", *sub]
+    return ["-m", "dagent.cli.app", *sub]
 
 
 def sbatch_script(spec: JobSpec, *, gpus: int = 8, engine_gpus: int = 1, model: str | None = None,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagent.task import INPUT_DIR, WORKDIR  # the instruction contract owns the paths
+from dagent.core.task import INPUT_DIR, WORKDIR  # the instruction contract owns the paths
 
 __all__ = ["INPUT_DIR", "WORKDIR", "ExecResult", "Resources", "Sandbox", "SandboxBackend"]
 

@@ -23,10 +23,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from dagent.core.suite import TaskSuite
 from dagent.errors import ConfigError, MissingDependencyError, SandboxError
 from dagent.sandbox.base import INPUT_DIR, WORKDIR
-from dagent.sandbox.image import TABLE_PACKAGES, pins, python_version
-from dagent.suite import TaskSuite
+from dagent.sandbox.image import OPENCODE_PACKAGE, TABLE_PACKAGES, pins, python_version
 
 __all__ = ["DEFAULT_TEMPLATE", "E2BTemplateSpec", "build_template", "render_template", "template_builder",
            "template_spec"]
@@ -51,8 +51,6 @@ class E2BTemplateSpec:
 def template_spec(suite: TaskSuite | None = None, *, alias: str = DEFAULT_TEMPLATE, cpus: int | None = None,
                   memory_mb: int | None = None) -> E2BTemplateSpec:
     """The template for `suite`'s tasks: sized from its largest task unless given."""
-    from dagent.harness.opencode import OPENCODE_PACKAGE
-
     tasks = [t for base in (suite.bases if suite else ()) for t in suite.tasks(base)]
     need_cpus = max([MIN_CPUS, *(t.cpus for t in tasks)])
     need_mb = max([MIN_MEMORY_MB, *(t.memory_mb for t in tasks)])

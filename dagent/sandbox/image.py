@@ -16,9 +16,17 @@ from collections.abc import Iterable, Sequence
 
 from dagent.errors import ConfigError
 
-__all__ = ["TABLE_PACKAGES", "distributions_of", "imported_modules", "pins", "python_version"]
+__all__ = ["OPENCODE_PACKAGE", "OPENCODE_VERSION", "PI_PACKAGE", "PI_VERSION", "TABLE_PACKAGES", "distributions_of",
+           "imported_modules", "pins", "python_version"]
 
 TABLE_PACKAGES = ("pandas", "numpy", "pyarrow")  # what the local sandbox offers a program for tables
+
+# The agent harnesses an image (or scripts/setup.sh, which reads these two lines) installs from npm:
+# one definition of each pin.
+OPENCODE_VERSION = "1.18.33"
+PI_VERSION = "0.73.1"
+OPENCODE_PACKAGE = f"opencode-ai@{OPENCODE_VERSION}"
+PI_PACKAGE = f"@mariozechner/pi-coding-agent@{PI_VERSION}"
 
 
 def python_version(micro: bool = True) -> str:

@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dagent.core.task import INPUT_DIR, WORKDIR
 from dagent.errors import SandboxError
-from dagent.task import INPUT_DIR, WORKDIR
 from dagent.sandbox.base import Sandbox
 from dagent.tools.surface import ALL_TOOLS, TERMINATOR, Refused, ToolResult, ToolSettings, clip, confine
 

@@ -35,8 +35,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
+from dagent.core.task import WORKDIR
 from dagent.errors import ConfigError, ToolRefused
-from dagent.task import WORKDIR
 
 TERMINATOR = "submit_solution"
 TOOLSETS: dict[str, tuple[str, ...]] = {

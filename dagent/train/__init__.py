@@ -1,2 +1,7 @@
-"""Training: the SFT warm start from oracle demonstrations (`sft`), the checks that refuse a run
-before it starts (`preflight`) and the health watch while it trains (`health`)."""
+"""Training: the SFT warm start from oracle demonstrations (`sft`), white-box GRPO over the tool
+environment (`grpo`), black-box GRPO over captured harness rollouts in sync mode (`blackbox`, rows
+by TRL's own conversion in `rollouts`, harness routing per group in `routing`) and async mode
+(`blackbox_async`), the checks that refuse a run before it starts (`preflight`), the health watch
+while it trains (`health`), the time budget (`budget`), step timing (`timing`), curves (`curves`),
+provenance stamped into each checkpoint (`stamp`) and checkpoints pushed to the Hub
+(`hub_checkpoints`)."""

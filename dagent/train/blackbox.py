@@ -21,10 +21,23 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dagent.core.sampling import RECIPE_SAMPLING
+from dagent.core.suite import TaskSuite
+from dagent.engine.inprocess import InProcessEngine
+from dagent.engine.models import model_dir
+from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
-from dagent.sampling import RECIPE_SAMPLING
+from dagent.harness.contract import check_step_cap
+from dagent.harness.opencode import OpencodeConfig
+from dagent.harness.pi import PiConfig
+from dagent.provenance import provenance
+from dagent.suites.sources import load_tasks
+from dagent.train.args import TrainArgs
+from dagent.train.blackbox_async import train_async
 from dagent.train.grpo import cpu_has_bf16
-from dagent.train.preflight import Check, check_group_size, check_split, check_step_cap
+from dagent.train.preflight import Check, check_group_size, check_split
+from dagent.train.rollouts import BlackBoxRollouts, env_reward
+from dagent.train.routing import pad_coprime
 
 HARNESSES = ("opencode", "pi")
 
@@ -103,7 +116,7 @@ def preflight(recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None 
 @dataclass
 class BlackboxRun:
     trainer: Any
-    rollouts: Any  # dagent.train.rollouts.BlackBoxRollouts (its .rows are the receipts)
+    rollouts: BlackBoxRollouts  # its .rows are the receipts
     engine: Any
     runtimes: dict[str, Any]
     health: Any
@@ -119,7 +132,7 @@ class BlackboxRun:
             self.engine.stop()
 
 
-def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe, output_dir: str | Path, *,
+def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: BlackboxRecipe, output_dir: str | Path, *,
                        harnesses: tuple[str, ...] = ("opencode",), policy: Any = None, served_name: str | None = None,
                        backend: Any = "local", base_pass1: float | None = None, force: bool = False,
                        report_to: str = "none", run_name: str | None = None, push_to_hub: str | None = None,
@@ -132,17 +145,9 @@ def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from dagent.engine.inprocess import InProcessEngine
-    from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.envs.trl_session import check_sampling
-    from dagent.harness.opencode import OpencodeConfig
-    from dagent.harness.pi import PiConfig
-    from dagent.provenance import provenance
     from dagent.train.health import HealthWatch
-    from dagent.train.provenance import ProvenanceStamp
-    from dagent.train.rollouts import BlackBoxRollouts, env_reward
-    from dagent.train.routing import pad_coprime
-
+    from dagent.train.stamp import ProvenanceStamp
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
@@ -197,29 +202,13 @@ def build_sync_trainer(model_dir: str | Path, suite: Any, recipe: BlackboxRecipe
 
 
 @dataclass
-class BlackboxArgs:
+class BlackboxArgs(TrainArgs):
     """`jobs/train_blackbox.py` and `dagent train blackbox` (one definition)."""
 
     mode: str = field(default="sync", metadata={"help": "sync: GRPOTrainer(rollout_func) with the trainer's model served in-process (CPU, one process); async: AsyncGRPOTrainer + HarnessRolloutWorker with vLLM on its own GPU."})
-    preset: str = field(default="cpu", metadata={"help": "cpu (small groups, short turns) or gpu (the reference run's recipe)."})
-    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (e.g. the white-box SFT checkpoint) or a Hub id."})
-    suite: str | None = field(default=None, metadata={"help": "Task suite: local build, Hub repo id (default: the bundled build)."})
-    split: str | None = field(default=None, metadata={"help": "Training split (default: the preset's, train:easy)."})
     harness: str = field(default="opencode", metadata={"help": "Agent harnesses, comma-separated; each GRPO group runs one (routed by group id, F40)."})
-    max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
-    max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes."})
-    num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
-    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0: a control run)."})
-    warmup_steps: int | None = field(default=None, metadata={"help": "Linear warm-up steps (default: the preset's); 0 for a short smoke, whose first step would otherwise have lr 0."})
     agent_steps: int | None = field(default=None, metadata={"help": "The agent's own step cap (at most the environment's budget, F35)."})
-    save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps."})
-    seed: int = field(default=0, metadata={"help": "Seed of the trainer."})
-    base_pass1: float | None = field(default=None, metadata={"help": "Measured base pass@1 on the training tier (F39)."})
-    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39)."})
-    report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
-    run_name: str | None = field(default=None, metadata={"help": "Run name in trackio."})
     out: str = field(default="runs/blackbox", metadata={"help": "Output directory (checkpoint-N/, final/, receipts.jsonl)."})
-    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo for checkpoints."})
     env_url: str | None = field(default=None, metadata={"help": "async: a running black-box server or Space (its capture must reach --engine-url)."})
     engine_url: str | None = field(default=None, metadata={"help": "async: where the job's vLLM answers as the server sees it (a public URL for a Space)."})
     engine_devices: str = field(default="0", metadata={"help": "async: CUDA devices of the vLLM engine, e.g. 0 or 0,1 (the trainer takes the rest)."})
@@ -228,9 +217,7 @@ class BlackboxArgs:
     def recipe(self) -> BlackboxRecipe:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
-        given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
-                                      learning_rate=self.learning_rate, warmup_steps=self.warmup_steps, save_steps=self.save_steps,
-                                      agent_steps=self.agent_steps, seed=self.seed).items() if v is not None}
+        given = self.overrides(agent_steps=self.agent_steps)
         return PRESETS[self.preset](**given)
 
     def harnesses(self) -> tuple[str, ...]:
@@ -242,13 +229,8 @@ class BlackboxArgs:
 
 def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
-    from dagent.engine.models import model_dir
-    from dagent.hub import load_tasks
-
     recipe = args.recipe()
     if args.mode == "async":
-        from dagent.train.blackbox_async import train_async
-
         return train_async(args, recipe, echo=echo)
     if args.mode != "sync":
         raise ConfigError(f"unknown mode {args.mode!r}: use sync or async")

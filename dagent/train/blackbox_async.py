@@ -36,17 +36,24 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from dagent.core.sampling import RECIPE_SAMPLING
+from dagent.core.suite import TaskSuite
+from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
+from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError, DagentError
-from dagent.sampling import RECIPE_SAMPLING
+from dagent.harness.contract import check_step_cap
+from dagent.harness.opencode import OpencodeConfig
+from dagent.launch.ports import job_ports
+from dagent.serving import ThreadedServer, stop_process
+from dagent.suites.sources import load_tasks
 from dagent.train.preflight import Check, PreflightError
-from dagent.serving import stop_process
+from dagent.train.rollouts import env_reward
 
 #: The reference run's values (module docstring; each checked by `check_config`).
 TOKEN_BUDGET = 40_960
@@ -132,7 +139,7 @@ def engine_command(model: str, port: int, *, served_name: str, max_model_len: in
                    gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1) -> list[str]:
     """`vllm serve` as TRL's trainers need it (TRL's own builder: NCCL weight transfer, processed
     logprobs), plus what agents need: hermes tool calls, this job's served name, and sampling
-    from the request only (`--generation-config vllm`: the capture proxy pins dagent.sampling on
+    from the request only (`--generation-config vllm`: the capture proxy pins dagent.core.sampling on
     every call, F05)."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
@@ -191,8 +198,6 @@ def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Che
 
 def probe_from_server(env_url: str, served_name: str) -> Check:
     """Ask a running black-box server to reach ITS engine from its own host (module docstring)."""
-    from dagent.envs.blackbox import ENV_NAME
-
     r = _get(f"{env_url.rstrip('/')}/{ENV_NAME}/engine", timeout=60.0)
     if r.status_code != 200:
         raise EnginePreflightError(f"server_probe_failed: {env_url}/{ENV_NAME}/engine answered {r.status_code}: "
@@ -215,8 +220,6 @@ def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory
     plus our session factory. Everything here is pickled into TRL's SPAWNED child, so the factory
     and the reward function must import by name there (tests/train/test_blackbox_async.py spawns
     one)."""
-    from dagent.train.rollouts import env_reward
-
     eos = tokenizer.eos_token_id
     return dict(model_name=model, dataset=dataset, reward_funcs=[env_reward], processing_class=tokenizer,
                 eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []), harness_session_factory=factory,
@@ -263,9 +266,6 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) ->
 def train_async(args: Any, recipe: Any, echo: Any = print) -> Any:
     """The GPU launcher (module docstring). `--dry-run` prints the engine command and the checked
     config and starts nothing."""
-    from dagent.launch.ports import job_ports
-    from dagent.train.preflight import check_step_cap
-
     ports = job_ports()
     served = args.model
     engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
@@ -293,9 +293,6 @@ def _launch(args: Any, recipe: Any, kwargs: dict[str, Any], command: list[str], 
     from trl.experimental.async_grpo.openenv_harness import HarnessRolloutWorker
 
     from dagent.envs.trl_session import BlackBoxSessionFactory
-    from dagent.hub import load_tasks
-    from dagent.train.rollouts import env_reward
-
     if not torch.cuda.is_available():
         raise ConfigError("--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU")
     procs = Processes([], [])
@@ -333,29 +330,12 @@ def _launch(args: Any, recipe: Any, kwargs: dict[str, Any], command: list[str], 
         procs.stop()
 
 
-def _serve_environment(suite: Any, engine_url: str, recipe: Any, served: str, port: int,
+def _serve_environment(suite: TaskSuite, engine_url: str, recipe: Any, served: str, port: int,
                        procs: Processes) -> str:  # pragma: no cover - part of _launch
-    import threading
-
-    import uvicorn
-
-    from dagent.envs.blackbox import BlackBoxRuntime
-    from dagent.envs.blackbox_server import create_app
-    from dagent.harness.opencode import OpencodeConfig
-
     runtime = BlackBoxRuntime(suite, engine_url, model=served, sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
                               opencode=OpencodeConfig(model=served, steps=recipe.agent_steps,
                                                       max_output_tokens=recipe.max_output_tokens)).start()
     procs.stoppers.append(runtime.stop)
-    server = uvicorn.Server(uvicorn.Config(create_app(runtime, max_concurrent=64), host="127.0.0.1", port=port,
-                                           timeout_keep_alive=75, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    procs.stoppers.append(lambda: setattr(server, "should_exit", True))
-    return f"http://127.0.0.1:{port}"
-
-
-def main() -> None:  # pragma: no cover
-    from dagent.jobargs import parse
-    from dagent.train.blackbox import BlackboxArgs, train_blackbox
-
-    train_blackbox(parse(BlackboxArgs, sys.argv[1:], "black-box GRPO"))
+    server = ThreadedServer(create_app(runtime, max_concurrent=64), port=port, timeout_keep_alive=75).start()
+    procs.stoppers.append(server.stop)
+    return server.url

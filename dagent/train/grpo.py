@@ -4,8 +4,8 @@ and a `cpu` preset sized for a 2-core machine.
 
 One source for every setting that must agree between training and evaluation: the episode
 (`EpisodeConfig`: tool surface, step budget, output clipping), the loop limits
-(`dagent.harness.tools.LoopLimits`: completion budget, tool iterations) and sampling
-(`dagent.sampling.RECIPE_SAMPLING`). `preflight` refuses what would train silently on nothing
+(`dagent.harness.toolloop.LoopLimits`: completion budget, tool iterations) and sampling
+(`dagent.core.sampling.RECIPE_SAMPLING`). `preflight` refuses what would train silently on nothing
 (dagent.train.preflight); `HealthWatch` stops a run that stopped learning (dagent.train.health).
 """
 
@@ -16,13 +16,25 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dagent.envs.episode import EpisodeConfig
+from dagent.core.sampling import RECIPE_SAMPLING
+from dagent.core.suite import TaskSuite
+from dagent.engine.models import model_dir
+from dagent.envs.client import white_box_client
+from dagent.envs.contract import trainer_rows
 from dagent.errors import ConfigError
-from dagent.harness.tools import LoopLimits
-from dagent.sampling import RECIPE_SAMPLING
+from dagent.harness.contract import check_step_cap
+from dagent.harness.toolloop import LoopLimits, tool_schemas
+from dagent.provenance import provenance
+from dagent.suites.sources import load_tasks
 from dagent.tools import select
+from dagent.tools.episode import EpisodeConfig, close_all
+from dagent.train.args import TrainArgs
 from dagent.train.preflight import (
-    Check, check_completion_length, check_group_size, check_split, check_step_cap, check_template,
+    Check,
+    check_completion_length,
+    check_group_size,
+    check_split,
+    check_template,
     check_venv_on_path,
 )
 
@@ -121,8 +133,6 @@ def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "non
 def preflight(recipe: Recipe, tokenizer: Any, n_tasks: int, *, base_pass1: float | None = None,
               force: bool = False, gpu: bool = False) -> list[Check]:
     """Every check of dagent.train.preflight that applies, in order; raises on the first failure."""
-    from dagent.harness.tools import tool_schemas
-
     episode = recipe.episode
     checks = [check_split(n_tasks, recipe.split),
               check_step_cap(recipe.max_tool_calling_iterations, episode.max_steps),
@@ -147,7 +157,7 @@ class TrainRun:
     budget: Any = None  # dagent.train.budget.TimeBudget when --max-minutes was given
 
 
-def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir: str | Path, *,
+def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, output_dir: str | Path, *,
                   env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
                   push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
@@ -159,11 +169,9 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from dagent.envs.contract import trainer_rows
     from dagent.envs.whitebox import white_box_env
-    from dagent.provenance import provenance
     from dagent.train.health import HealthWatch
-    from dagent.train.provenance import ProvenanceStamp
+    from dagent.train.stamp import ProvenanceStamp
     from dagent.train.timing import StepTimer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -173,8 +181,6 @@ def build_trainer(model_dir: str | Path, suite: Any, recipe: Recipe, output_dir:
                        gpu=torch.cuda.is_available())
     timer = StepTimer()
     if env_url:
-        from dagent.envs.client import white_box_client
-
         env = white_box_client(env_url, recipe.tools)
     else:
         env = white_box_env(suite, recipe.tools, backend=backend, config=recipe.episode, clock=timer.clock)
@@ -228,30 +234,14 @@ def resolve_resume(spec: str | None, cache: Path, *, api: Any = None) -> str | N
 
 
 @dataclass
-class WhiteboxArgs:
+class WhiteboxArgs(TrainArgs):
     """`jobs/train_whitebox.py` and `dagent train whitebox` (one definition)."""
 
-    preset: str = field(default="cpu", metadata={"help": "gpu: the published recipe (colocated vLLM); cpu: sized for a small CPU machine."})
-    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (an SFT checkpoint) or a Hub id."})
-    suite: str | None = field(default=None, metadata={"help": "Task suite: local build, Hub repo id (default: the bundled build)."})
-    split: str | None = field(default=None, metadata={"help": "Training split (default: the preset's, train:easy)."})
     curriculum: str | None = field(default=None, metadata={"help": "warmup:N: N easy tasks, then medium with hard spread through."})
     env_url: str | None = field(default=None, metadata={"help": "Train against a running white-box server or Space (default: in process)."})
-    max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
-    max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes; a control of the same length then takes --max-steps of the steps done."})
-    num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
-    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0 for a control run of the same length)."})
-    warmup_steps: int | None = field(default=None, metadata={"help": "Linear warm-up steps (default: the preset's); 0 for a short smoke, whose first step would otherwise have lr 0."})
     tools: str | None = field(default=None, metadata={"help": "Toolset the episodes serve: all (bash + SETA's file tools) or bash (default: the preset's; gpu all, cpu bash)."})
     max_completion_length: int | None = field(default=None, metadata={"help": "Completion budget, tool-result tokens included."})
-    save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps (optimizer, scheduler and trainer state)."})
-    seed: int = field(default=0, metadata={"help": "Seed of the trainer and the sampling."})
-    base_pass1: float | None = field(default=None, metadata={"help": "Measured base pass@1 on the training tier, for the group-size check (F39)."})
-    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39)."})
-    report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
-    run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     out: str = field(default="runs/grpo", metadata={"help": "Output directory (checkpoint-N/, final/)."})
-    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
     resume_from: str | None = field(default=None, metadata={"help": "PATH or OWNER/NAME@checkpoint-N to resume from."})
     vllm_server_url: str | None = field(default=None, metadata={"help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."})
     vllm_group_port: int | None = field(default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."})
@@ -259,20 +249,13 @@ class WhiteboxArgs:
     def recipe(self) -> Recipe:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
-        given = {k: v for k, v in dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
-                                      learning_rate=self.learning_rate, warmup_steps=self.warmup_steps, save_steps=self.save_steps, tools=self.tools,
-                                      max_completion_length=self.max_completion_length, seed=self.seed,
-                                      vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port).items()
-                 if v is not None}
+        given = self.overrides(tools=self.tools, max_completion_length=self.max_completion_length,
+                               vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port)
         return PRESETS[self.preset](**given)
 
 
 def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     """Preflight, train, save `final/`; every sandbox the run opened is closed on any exit."""
-    from dagent.engine.models import model_dir
-    from dagent.envs.episode import close_all
-    from dagent.hub import load_tasks
-
     recipe = args.recipe()
     suite = load_tasks(args.suite)
     path = model_dir(args.model)

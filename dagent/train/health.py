@@ -21,7 +21,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from dagent.core.outcome import cause_head
 from dagent.errors import DagentError
+from dagent.tools.episode import finished_episodes
 
 
 class TrainingHealthError(DagentError):
@@ -42,9 +44,6 @@ class HealthWatch(TrainerCallback):
     _seen: set = field(default_factory=set)
 
     def ungraded_since_last(self) -> Counter:
-        from dagent.envs.episode import finished_episodes
-        from dagent.evaluation import cause_head
-
         out: Counter = Counter()
         for eid, summary in finished_episodes().items():
             if eid in self._seen:

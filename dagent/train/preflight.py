@@ -22,45 +22,14 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagent.errors import ConfigError, DagentError
+from dagent.harness.contract import Check, PreflightError
 
 CHARS_PER_TOKEN = 3.0  # conservative for tables and shell output (digits and symbols tokenise short)
 CALL_TOKENS = 48  # a tool call with its JSON arguments and the template's scaffolding
 SUBMIT_TOKENS = 40  # the submit_solution call and its acknowledgement
-
-
-class PreflightError(DagentError):
-    """A training setting that would fail silently; the message names the check and the fix."""
-
-
-class StepCapError(PreflightError, ConfigError):
-    """The agent's step cap is above the environment's step budget (F35)."""
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-
-def check_step_cap(cap: int | None, env_max_steps: int = 30) -> Check:
-    """F35: the agent may not be allowed more tool calls than the environment serves (default: the
-    episode's 30). The reference run's hard cap of 17 passes; the reward's B = 15 is no cap."""
-    if cap is None:
-        return Check("step_cap", True, f"no agent-side cap; the environment refuses calls past {env_max_steps}")
-    if type(cap) is not int or cap < 1:
-        raise StepCapError(f"step_cap: the agent's step cap must be a positive int, got {cap!r}")
-    if cap > env_max_steps:
-        raise StepCapError(
-            f"step_cap_above_budget: the agent's step cap ({cap}) is above the environment's step budget "
-            f"({env_max_steps} tool calls per episode): between the two every call is refused; set the "
-            f"cap <= {env_max_steps} or raise the environment's max_steps (F35)")
-    return Check("step_cap", True, f"agent cap {cap} <= environment budget {env_max_steps}")
 
 
 def round_trip_tokens(output_chars: int) -> int:

@@ -45,8 +45,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagent.envs.blackbox import Rollout
 from dagent.errors import ConfigError, TrajectoryError
 from dagent.train.routing import route
+from dagent.trajectory.analysis import AGENT
 
 REWARD_FIELD = "env_reward"
 
@@ -135,10 +137,8 @@ def audit_clean(audit: str) -> bool:
     return audit.startswith("exact") or audit == "nothing trained"
 
 
-def row_of(rollout: Any, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]) -> TrainRow:
+def row_of(rollout: Rollout, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]) -> TrainRow:
     """One black-box `Rollout` -> the row the sync trainer trains (module docstring)."""
-    from dagent.trajectory.analysis import AGENT
-
     entries = rollout.trace_entries()
     trajectory = rollout.trajectory
     common = dict(harness=harness, task_id=rollout.task_id, outcome=rollout.outcome, cause=rollout.cause,

@@ -12,7 +12,7 @@ A small model makes no tool calls at all, so GRPO gets no gradient (measured: Sm
   `output_chars` as training); an assistant `submit_solution` call with that printed value; the
   episode's acknowledgement; a short final assistant message (the turn after which TRL's loop stops).
 - Only episodes that grade correct become demonstrations: the printed value must grade correct with
-  `dagent.grading.grade` AND the episode's own grade must be correct; other tasks are skipped with
+  `dagent.grading.dispatch.grade` AND the episode's own grade must be correct; other tasks are skipped with
   the reason. Only the `train` split (any tier) is accepted: demonstrations of held-out tasks leak.
 - Rows are token ids, never tool calls in a `datasets` table (which merges the argument structs
   across rows and teaches broken calls). A row's `input_ids` are the ids GRPOTrainer holds for that
@@ -37,12 +37,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagent.envs.episode import Episode, EpisodeConfig
+from dagent.core.suite import TaskSuite, parse_split
+from dagent.core.task import Task
+from dagent.engine.models import native_half_precision
 from dagent.errors import ConfigError, SandboxError, TaskError
+from dagent.grading.dispatch import grade
+from dagent.harness.toolloop import tool_schemas
 from dagent.sandbox.base import Resources, Sandbox, SandboxBackend
-from dagent.suite import TaskSuite, parse_split
-from dagent.task import Task
 from dagent.tools import ALL_TOOLS, TERMINATOR, ToolResult, select
+from dagent.tools.episode import Episode, EpisodeConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -85,8 +88,6 @@ def demonstration(task: Task, sandbox: Sandbox, config: EpisodeConfig) -> list[d
     Raises `DemonstrationError` when the reference program fails or its output does not grade
     correct, `ConfigError` when `config` serves no `bash`.
     """
-    from dagent.grading import grade
-
     if "bash" not in config.tools:
         raise ConfigError(f"demonstrations run the reference program with bash, but the tools are {config.tools}: "
                           "serve the bash toolset (tools=select('bash') or select())")
@@ -119,7 +120,9 @@ def trainer_chat_template(tokenizer: PreTrainedTokenizerBase) -> str | None:
     is prefix-preserving, else TRL's training variant (`get_training_chat_template`), exactly as
     `GRPOTrainer.__init__` decides. ConfigError when the template cannot render tools."""
     from trl.chat_template_utils import (
-        get_training_chat_template, is_chat_template_prefix_preserving, supports_tool_calling,
+        get_training_chat_template,
+        is_chat_template_prefix_preserving,
+        supports_tool_calling,
     )
 
     if not supports_tool_calling(tokenizer):
@@ -173,8 +176,6 @@ def tokenize_demonstration(messages: Sequence[Mapping[str, Any]], tokenizer: Pre
     `chat_template` is the template to render with (`trainer_chat_template(tokenizer)`; None: the
     tokenizer's own), `chat_template_kwargs` must be GRPOConfig's.
     """
-    from dagent.harness.tools import tool_schemas
-
     schemas = tool_schemas(tuple(tools))
     kwargs = dict(chat_template_kwargs or {})
     eos = tokenizer.eos_token_id
@@ -311,7 +312,6 @@ def sft_trainer(model: Any, tokenizer: PreTrainedTokenizerBase, rows: Sequence[M
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from dagent.engine.models import native_half_precision
 
     if not rows:
         raise ConfigError("no rows to train on: build_demonstrations returned none")

@@ -7,11 +7,29 @@ analyse, CapturedTurn`); modules inside the package import from the defining mod
 """
 
 from dagent.trajectory.analysis import (
-    AGENT, AUX_HINTS, AUXILIARY, DISCARDED, SUBAGENT, Root, Segment, Trajectory, TrajectoryStats, analyse,
-    flatten, logprobs_ok,
+    AGENT,
+    AUX_HINTS,
+    AUXILIARY,
+    DISCARDED,
+    SUBAGENT,
+    Root,
+    Segment,
+    Trajectory,
+    TrajectoryStats,
+    analyse,
+    flatten,
+    logprobs_ok,
 )
 from dagent.trajectory.linking import (
-    CLEAN, DEFAULT_FORK_THRESHOLD, FORK, HEAD, MAX_TIPS, REALIGN, Transition, common_prefix_len, measure_drift,
+    CLEAN,
+    DEFAULT_FORK_THRESHOLD,
+    FORK,
+    HEAD,
+    MAX_TIPS,
+    REALIGN,
+    Transition,
+    common_prefix_len,
+    measure_drift,
 )
 from dagent.trajectory.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv
 

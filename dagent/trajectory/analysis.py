@@ -36,10 +36,15 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from dagent.trajectory.linking import (
-    CLEAN, DEFAULT_FORK_THRESHOLD, FORK, HEAD, MAX_TIPS, REALIGN, Transition, array_drift,
-    common_prefix_len, link_turns, measure_drift,
+    CLEAN,
+    DEFAULT_FORK_THRESHOLD,
+    FORK,
+    REALIGN,
+    Transition,
+    array_drift,
+    link_turns,
 )
-from dagent.trajectory.turn import CapturedTurn, Finding, Level, token_ids, turns_from_openenv
+from dagent.trajectory.turn import CapturedTurn, Finding
 
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"
 AUX_HINTS = frozenset({"title", "summary", "summarizer", "summariser", "compaction", "auxiliary"})

@@ -27,15 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dagent.trajectory.analysis import (
-    CLEAN,
-    DEFAULT_FORK_THRESHOLD,
-    CapturedTurn,
-    Finding,
-    Trajectory,
-    common_prefix_len,
-    measure_drift,
-)
+from dagent.trajectory.analysis import Trajectory
+from dagent.trajectory.linking import CLEAN, DEFAULT_FORK_THRESHOLD, common_prefix_len, measure_drift
+from dagent.trajectory.turn import CapturedTurn, Finding
 
 Render = Callable[[list[dict[str, Any]], "list[dict[str, Any]] | None"], Sequence[int]]
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from dagent.errors import CaptureError, MissingDependencyError
+from dagent.trajectory.analysis import AGENT, DISCARDED, Trajectory, flatten, logprobs_ok
 from dagent.trajectory.gate import gate
-from dagent.trajectory.analysis import AGENT, DISCARDED, FORK, CapturedTurn, Trajectory, logprobs_ok, flatten
+from dagent.trajectory.linking import FORK
+from dagent.trajectory.turn import CapturedTurn
 
 
 def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:

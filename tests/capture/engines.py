@@ -32,8 +32,8 @@ import httpx
 import pytest
 
 from dagent.capture import wire
-from dagent.engine.process import free_port
-from dagent.sampling import Sampling
+from dagent.core.sampling import Sampling
+from dagent.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "tiny-qwen3"

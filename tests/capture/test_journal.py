@@ -14,14 +14,14 @@ import pytest
 
 from dagent.capture.journal import Journal
 from dagent.capture.server import CaptureServer
-from dagent.engine.process import free_port
+from dagent.serving import free_port
 from dagent.trajectory import CLEAN
 from tests.capture.engines import PINNED, SYSTEM, TASK, TOOL_TURN, TOOLS, LocalBackend, agent, call, tool_result
 
 PROXY = """
 import sys, time
 from dagent.capture.server import CaptureServer
-from dagent.sampling import Sampling
+from dagent.core.sampling import Sampling
 CaptureServer(sys.argv[1], sampling=Sampling(temperature=0.7), port=int(sys.argv[2]),
               admin_token="admin", journal=sys.argv[3]).start()
 print("ready", flush=True)

@@ -22,14 +22,25 @@ from typing import Any
 
 import pytest
 
-from dagent.capture import wire
-from dagent.capture import CaptureServer
+from dagent.capture import CaptureServer, wire
 from dagent.errors import CaptureError, ConfigError
-from dagent.trajectory.gate import gate
 from dagent.trajectory import AUXILIARY, CLEAN, REALIGN, CapturedTurn
+from dagent.trajectory.gate import gate
 from tests.capture.engines import (
-    PINNED, SYSTEM, TASK, THINK_TURN, TOOL_TURN, TOOLS, LocalBackend, VllmBackend, agent, call, serve, sse,
-    streamed_message, tool_result,
+    PINNED,
+    SYSTEM,
+    TASK,
+    THINK_TURN,
+    TOOL_TURN,
+    TOOLS,
+    LocalBackend,
+    VllmBackend,
+    agent,
+    call,
+    serve,
+    sse,
+    streamed_message,
+    tool_result,
 )
 
 torch = pytest.importorskip("torch")

@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dagent.capture import wire
-from dagent.capture.upstream import EngineClient
 from dagent.capture.store import SessionState, full_prompts
+from dagent.capture.upstream import EngineClient
 from dagent.errors import EngineError
 from tests.capture.engines import PINNED, SYSTEM, TASK
+
 
 def test_prepare_pins_sampling_and_refuses_what_it_cannot_capture() -> None:
     raw = json.dumps({"model": "m", "messages": [TASK], "temperature": 0.1, "tools": [],

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from dagent.core.suite import BASE_SPLITS, dedupe
+from dagent.core.task import TIER_OF_LEVEL, TIERS, Task
 from dagent.harness.oracle import SOLUTION_PATH
 from dagent.sandbox.base import Resources
-from dagent.suite import BASE_SPLITS, dedupe
-from dagent.task import TIER_OF_LEVEL, TIERS, Task
-from datasets_build.build import (build_suite, gold_in_instruction, judge, make_tasks, split_of,
-                                  split_tasks)
+from datasets_build.build import gold_in_instruction, judge, make_tasks, split_of, split_tasks
+from datasets_build.catalogue import by_key
 from datasets_build.instructions import has_example
-from datasets_build.tables import by_key
 from datasets_build.templates import Candidate, program, reader
 
 pytestmark = pytest.mark.slow
@@ -29,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="session")
 def splits(built) -> dict[str, list[Task]]:
-    from dagent.hub import read_suite
+    from dagent.suites.sources import read_suite
 
     suite = read_suite(built[0])
     return {name: suite.tasks(name) for name in BASE_SPLITS}
@@ -155,7 +154,7 @@ def test_a_gold_from_a_tool_missing_in_the_sandbox_is_dropped_not_kept(built, ba
                      program(reader(t), "print(len(df))"), "number", 0, 1)
     bad = Candidate((t,), "planted_tool", (tool,), f"What is the mean highway mileage? ({tool})",
                     program(reader(t), "import subprocess",
-                            f"expr = str(df['hwy'].mean()) + ' * 1'",
+                            "expr = str(df['hwy'].mean()) + ' * 1'",
                             f"r = subprocess.run(f'echo {{expr}} | {tool}', shell=True, capture_output=True, text=True)",
                             "print(r.stdout.strip())"), "number", 0.01, 1)
     tasks, dropped = make_tasks([good, bad], built[0] / "tables", backend=backend)
@@ -252,7 +251,7 @@ def test_sizing_follows_the_measured_peak_of_the_reference_program(built, every)
 def test_record_answers_are_in_the_bundled_suite_and_grade_field_by_field(every):
     import json
 
-    from dagent.grading import grade
+    from dagent.grading.dispatch import grade
 
     records = [t for t in every if t.answer_type == "record"]
     assert len(records) >= 100
@@ -286,7 +285,8 @@ def test_a_second_build_is_byte_identical(built, every, tmp_path):
     build costs CI four minutes)."""
     from datasets_build import output
     from datasets_build.build import candidates
-    from datasets_build.tables import catalogue, write_table
+    from datasets_build.catalogue import catalogue
+    from datasets_build.tables import write_table
 
     out, report = built
     tables = tmp_path / "tables"

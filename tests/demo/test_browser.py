@@ -29,7 +29,7 @@ def app_url(suite, backend, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("DAGENT_DEMO_RECORDINGS", str(tmp_path_factory.mktemp("recordings")))
     from app import build_app
-    from dagent.engine.process import free_port
+    from dagent.serving import free_port
 
     app = build_app(suite, backend)
     port = free_port()

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from dagent.core.reward import reward
 from dagent.demo import views
 from dagent.demo.session import Demo, DemoError
-from dagent.envs.episode import SUBMIT_SENTENCE, active_episodes
-from dagent.recording import load_recording, read_trace
-from dagent.reward import reward
+from dagent.eval.recordings import load_recording, read_trace
+from dagent.tools.episode import SUBMIT_SENTENCE, active_episodes
 from dagent.trajectory import analyse
 
 BASH = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l input/t.csv"}}\n</tool_call>'
@@ -59,7 +59,7 @@ def test_by_hand_the_tools_answer_as_the_episode_does_and_the_grade_carries_the_
 
 
 def test_a_hung_command_is_killed_and_the_session_keeps_working(suite, backend):
-    from dagent.envs.episode import EpisodeConfig
+    from dagent.tools.episode import EpisodeConfig
 
     state = Demo(backend, suite=suite, config=EpisodeConfig(command_timeout_s=1.0))
     try:

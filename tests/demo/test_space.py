@@ -20,8 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from dagent.engine.process import free_port
-from dagent.serving import stop_process
+from dagent.serving import free_port, stop_process
 from tests.factories import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]

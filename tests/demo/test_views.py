@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from dagent.core.reward import RewardConfig, reward
 from dagent.demo import views
-from dagent.envs.episode import reword_submission
-from dagent.grading import Grade
-from dagent.reward import RewardConfig, reward
+from dagent.grading.value import Grade
 from dagent.tools import ALL_TOOLS, TERMINATOR, ToolResult, validate
+from dagent.tools.episode import reword_submission
 from dagent.trajectory import CapturedTurn, analyse
 from tests.factories import make_task
 

@@ -18,10 +18,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from dagent.core.sampling import Sampling  # noqa: E402
 from dagent.engine import batching  # noqa: E402
 from dagent.engine.generation import GenerationRequest, LocalEngine  # noqa: E402
 from dagent.engine.models import _dtype, load_model  # noqa: E402
-from dagent.sampling import Sampling  # noqa: E402
 
 TOL = 1e-4  # the teacher-forced tolerance of tests/engine/test_local_engine.py
 
@@ -267,8 +267,8 @@ def test_auto_dtype_is_float32_where_half_precision_is_emulated(monkeypatch: Any
 
 def test_concurrent_streams_over_http_carry_each_requests_own_tokens(engine: LocalEngine) -> None:
     uvicorn, httpx = pytest.importorskip("uvicorn"), pytest.importorskip("httpx")
-    from dagent.engine.process import free_port
     from dagent.engine.server import create_app
+    from dagent.serving import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(engine, served_model_name="tiny-qwen3"),

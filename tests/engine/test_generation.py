@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from dagent.core.sampling import Sampling  # noqa: E402
 from dagent.engine.generation import _draw, choose_token  # noqa: E402
-from dagent.sampling import Sampling  # noqa: E402
 
 
 @pytest.mark.parametrize("vocab", [7, 1024, 3000])  # below one block, exactly one, blocks plus a tail

@@ -24,11 +24,11 @@ pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from dagent.core.sampling import DEFAULT_SAMPLING, Sampling  # noqa: E402
 from dagent.engine.generation import LocalEngine  # noqa: E402
 from dagent.engine.models import build_tiny_qwen3  # noqa: E402
 from dagent.engine.server import build_engine, create_app  # noqa: E402
 from dagent.engine.tokenizer import qwen3_tokenizer  # noqa: E402
-from dagent.sampling import DEFAULT_SAMPLING, Sampling  # noqa: E402
 
 HELLO = [{"role": "user", "content": "Hello"}]
 HELLO_PROMPT_IDS = [151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198]

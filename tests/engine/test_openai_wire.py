@@ -9,7 +9,12 @@ import pytest
 
 pytest.importorskip("pydantic")
 from dagent.engine.openai_wire import (  # noqa: E402
-    ChatRequest, RequestError, chat_logprobs, completion_logprobs, dump_tools, parse_messages,
+    ChatRequest,
+    RequestError,
+    chat_logprobs,
+    completion_logprobs,
+    dump_tools,
+    parse_messages,
     parse_tool_calls,
 )
 

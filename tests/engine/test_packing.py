@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from dagent.core.sampling import Sampling  # noqa: E402
 from dagent.engine import batching  # noqa: E402
 from dagent.engine.generation import GenerationRequest, LocalEngine  # noqa: E402
 from dagent.engine.models import load_model, native_half_precision  # noqa: E402
 from dagent.engine.packing import pack_linears, packable  # noqa: E402
-from dagent.sampling import Sampling  # noqa: E402
 from tests.factories import record_forward_threads  # noqa: E402
 
 HALF = pytest.mark.skipif(not native_half_precision(torch.bfloat16) or not torch.backends.mkldnn.is_available(),

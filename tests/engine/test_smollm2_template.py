@@ -19,7 +19,10 @@ pytest.importorskip("gguf")
 pytestmark = pytest.mark.slow
 
 from dagent.engine.tokenizer import (  # noqa: E402
-    CHATML_RESPONSE_TEMPLATE, chat_template_for, smollm2_chat_template, smollm2_paths,
+    CHATML_RESPONSE_TEMPLATE,
+    chat_template_for,
+    smollm2_chat_template,
+    smollm2_paths,
 )
 
 TOOLS = [{"type": "function", "function": {
@@ -92,8 +95,11 @@ def test_trl_parses_a_rendered_tool_call_back_to_its_name_and_arguments(tokenize
 
 def test_it_is_prefix_preserving_over_a_multi_turn_tool_conversation(tokenizer: Any) -> None:
     from trl.chat_template_utils import (
-        get_training_chat_template, has_generation_markers, is_chat_template_prefix_preserving,
-        is_chat_template_stop_token_trained, supports_tool_calling,
+        get_training_chat_template,
+        has_generation_markers,
+        is_chat_template_prefix_preserving,
+        is_chat_template_stop_token_trained,
+        supports_tool_calling,
     )
 
     for i in range(1, len(CONVERSATION)):

@@ -22,13 +22,13 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from dagent.capture.reach import GradioTunnel, Publisher, PublishError, TunnelStartTimeout, start_bounded
+from dagent.core.reward import reward
 from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
-from dagent.harness.opencode import infra_cause
 from dagent.errors import ConfigError, HarnessError
+from dagent.harness.captured import infra_cause
 from dagent.harness.opencode import OpencodeConfig, find_opencode
-from dagent.capture.reach import GradioTunnel, PublishError, Publisher, TunnelStartTimeout, start_bounded
-from dagent.reward import reward
 from dagent.sandbox.base import ExecResult, SandboxBackend
 from dagent.trajectory import CLEAN, REALIGN, Finding
 from tests.factories import LiveServer
@@ -87,7 +87,7 @@ def test_a_loopback_proxy_url_for_a_remote_backend_is_refused_at_start_up(suite)
     runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG)
     with pytest.raises(ConfigError, match=r"(?s)e2b sandboxes.*zero model calls.*DAGENT_CAPTURE_PUBLIC_URL.*F08"):
         runtime.start()
-    assert runtime.capture._thread is None  # nothing left listening
+    assert runtime.capture._server is None  # nothing left listening
     bad = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                           public_url="http://10.0.0.5:8000")
     with pytest.raises(ConfigError, match="F08"):
@@ -213,7 +213,7 @@ def test_a_rollout_end_to_end(runtime, tmp_path):
     assert r.gate.samples_per_rollout == 1 and r.gate.auxiliary_roots_excluded == 1
     assert r.exit_code == 0 and r.model_calls == len(r.turns) and r.budget_stops == 0
     # recorded (`dagent rollout --out`), read back for a replay: the same roles, chain and mask
-    from dagent.recording import append_recording, load_recording, read_trace
+    from dagent.eval.recordings import append_recording, load_recording, read_trace
     from dagent.trajectory import analyse
 
     append_recording(tmp_path, r.record, r.trajectory)
@@ -230,7 +230,7 @@ def test_a_rollout_end_to_end(runtime, tmp_path):
 def test_a_rollout_on_a_bundled_task_end_to_end(built, steered, tmp_path_factory):
     """The same path on a task of the BUNDLED suite (real tables, built this session): the script
     answers a row count, so most tasks are graded wrong, which must read 0.0, never None."""
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
 
     bundled = load_tasks(built[0])
     tasks = bundled.tasks("test")
@@ -415,8 +415,8 @@ def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(suit
 @pytest.mark.harness
 @pytest.mark.slow
 def test_the_rollout_command_prints_outcome_turns_drift_and_findings(steered, suite_dir):
-    from dagent.harness.stack import run_rollout
-    from dagent.hub import load_tasks
+    from dagent.eval.stack import run_rollout
+    from dagent.suites.sources import load_tasks
 
     lines: list[str] = []
     r = run_rollout("demo.t0", load_tasks(str(suite_dir)), engine_url=steered.url, timeout_s=300,

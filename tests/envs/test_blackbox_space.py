@@ -14,10 +14,9 @@ import httpx
 import pytest
 import yaml
 
-from dagent.engine.process import free_port
 from dagent.envs.blackbox_server import capture_public_url
 from dagent.errors import ConfigError
-from dagent.serving import stop_process
+from dagent.serving import free_port, stop_process
 from tests.envs.test_space import installed_space, openenv_validate
 from tests.factories import wait_serving
 

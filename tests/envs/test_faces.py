@@ -79,6 +79,6 @@ def test_only_tools_reset_and_get_reward_are_public():
 def test_the_client_never_imports_the_server():
     code = ("import sys, dagent.envs.client; "
             "bad = [m for m in sys.modules if m.startswith(('dagent.envs.whitebox', 'dagent.envs.server', "
-            "'openenv', 'fastmcp', 'dagent.envs.episode'))]; print(bad); sys.exit(1 if bad else 0)")
+            "'openenv', 'fastmcp', 'dagent.tools.episode'))]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from dagent.core.outcome import EvalRecord, outcome_of, summarize
 from dagent.envs.client import white_box_client
 from dagent.envs.server import SERVE_SETTINGS, create_app
-from dagent.evaluation import EvalRecord, outcome_of, summarize
 from tests.factories import LiveServer
 
 EPISODES, CALLS = 64, 16
@@ -40,7 +40,7 @@ def test_64_concurrent_16_call_rollouts_through_the_server_end_with_no_transport
             reward, cause = None, "sandbox_error"
             outputs = [f"{type(e).__name__}: {e}"]
         correct = None if reward is None else reward > 0
-        from dagent.grading import Grade
+        from dagent.grading.value import Grade
 
         grade = Grade(reward=reward, correct=correct, method="server" if cause is None else "ungraded", note="")
         return EvalRecord(task_id=f"demo.t{i % 4}", split="train", index=i % 4, difficulty_tier="easy", agent="load",

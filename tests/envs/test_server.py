@@ -7,9 +7,9 @@ import threading
 import httpx
 import pytest
 
+from dagent.core.reward import reward
 from dagent.envs.client import EnvServerError, WhiteBoxHTTP, unwrap, unwrap_tool_result, white_box_client
 from dagent.envs.server import create_app
-from dagent.reward import reward
 from dagent.tools import ToolResult
 from tests.factories import LiveServer
 

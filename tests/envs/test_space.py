@@ -22,9 +22,8 @@ import httpx
 import pytest
 import yaml
 
+from dagent.serving import free_port, stop_process
 from dagent.tools import select
-from dagent.engine.process import free_port
-from dagent.serving import stop_process
 from tests.factories import wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]

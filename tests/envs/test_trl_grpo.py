@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from dagent.envs import episode as ep_mod
+from dagent.core.reward import reward
 from dagent.envs.contract import REWARD_COLUMN, trainer_rows
 from dagent.envs.whitebox import white_box_env
-from dagent.reward import reward
+from dagent.tools import episode as ep_mod
 from dagent.tools import select
 
 CALL = '<tool_call>\n{"name": "submit_solution", "arguments": {"answer": 3}}\n</tool_call><|im_end|>'

@@ -17,10 +17,16 @@ import pytest
 from huggingface_hub import HfApi
 
 import dagent
+from dagent.core.suite import TaskSuite
 from dagent.sandbox.base import Resources
-from dagent.suite import TaskSuite
-from datasets_build.harbor import (GRADER_MODULES, HEALTHCHECK_PATH, export_harbor, push_catalog,
-                                   task_digest, verify_catalog)
+from datasets_build.harbor import (
+    GRADER_MODULES,
+    HEALTHCHECK_PATH,
+    export_harbor,
+    push_catalog,
+    task_digest,
+    verify_catalog,
+)
 from tests.factories import SOURCE, make_task
 from tests.fake_hub import FakeHub
 
@@ -179,7 +185,7 @@ def test_push_without_an_export_names_the_command(tmp_path):
 def test_the_cli_exports_a_split_with_its_options(suite_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from dagent.cli import app
+    from dagent.cli.app import app
 
     out = tmp_path / "cat"
     r = CliRunner().invoke(app, ["export", "harbor", "--suite", str(suite_dir), "--split", "test", "--out", str(out),

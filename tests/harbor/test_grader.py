@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dagent.grading import grade_answer
+from dagent.grading.dispatch import grade_answer
 from datasets_build.harbor import grader_files
-from tests.test_grading import CASES
-from tests.test_record import GOLD, RECORD_CASES
+from tests.grading.test_fields import GOLD, RECORD_CASES
+from tests.grading.test_value import CASES
 
 # (answer, gold, answer_type, atol, rtol): the grading table, then the record table
 ALL_CASES = [c[:5] for c in CASES] + [(answer, GOLD, "record", 0.0, 0.0) for answer, _, _ in RECORD_CASES]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from dagent.core.suite import TaskSuite
 from dagent.harbor.job import harbor_binary, read_job, run_harbor
-from dagent.suite import TaskSuite
 from datasets_build.harbor import export_harbor
 
 pytestmark = pytest.mark.harbor
@@ -33,7 +33,7 @@ LINT_TRAIN_SAMPLE = 300  # all of test and eval, and this seeded sample of train
 
 @pytest.fixture(scope="module")
 def real(built):
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
 
     return load_tasks(built[0])
 

@@ -18,11 +18,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from dagent.core.reward import reward
 from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
 from dagent.harbor.job import harbor_binary
 from dagent.harness.opencode import OpencodeConfig
-from dagent.reward import reward
 from datasets_build.harbor import export_harbor
 from tests.envs.test_blackbox import assert_exact_chain, need_opencode
 from tests.factories import LiveServer

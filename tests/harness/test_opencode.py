@@ -17,24 +17,22 @@ import tempfile
 
 import pytest
 
-from dagent.envs.episode import EpisodeConfig
-
+from dagent.capture.reach import Reach
+from dagent.core.reward import RewardConfig
 from dagent.errors import HarnessError
+from dagent.harness.contract import StepCapError, check_step_cap
 from dagent.harness.opencode import (
     DISABLED_TOOLS,
     OpencodeConfig,
     OpencodeHarness,
-    StepCapError,
     check_rendered,
-    check_step_cap,
     find_opencode,
     opencode_role_hints,
     parse_events,
     render_config,
     rendered_agent,
 )
-from dagent.capture.reach import Reach
-from dagent.reward import RewardConfig
+from dagent.tools.episode import EpisodeConfig
 from dagent.trajectory import CapturedTurn
 
 # backticks, command substitution, both quotes, a literal backslash-n and real newlines (F19)

@@ -10,16 +10,16 @@ npm` and `npm install -g opencode-ai` on a real HF image (network).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from dagent.harness.opencode import (INSTALL_SCRIPT, OPENCODE_PACKAGE, OPENCODE_VERSION, OpencodeAgent,
-                                     OpencodeConfig, OpencodeHarness)
-from dagent.runner import INPUT_PROBE, play
+from dagent.harness.captured import CapturedAgent
+from dagent.harness.opencode import INSTALL_SCRIPT, OpencodeConfig, OpencodeHarness
+from dagent.harness.play import INPUT_PROBE, play
 from dagent.sandbox.base import ExecResult, Resources, SandboxBackend
+from dagent.sandbox.image import OPENCODE_PACKAGE, OPENCODE_VERSION
 from dagent.sandbox.remote import RemoteSandbox
 
 VERSION_PROBE = '"opencode" --version'
@@ -125,7 +125,7 @@ class OneSandbox(SandboxBackend):
 @pytest.mark.failure_mode("F07")
 def test_a_failed_install_leaves_the_rollout_ungraded_before_any_model_call(suite):
     sb = ScriptedRemote(answers([127], 1, "npm: not found"))
-    agent = OpencodeAgent(OpencodeHarness(OpencodeConfig()), NoCapture(), reach=None)
+    agent = CapturedAgent(OpencodeHarness(OpencodeConfig()), NoCapture(), reach=None)
     record = play(suite, "train", 0, agent, OneSandbox(sb)).record
     assert (record.outcome, record.reward, record.cause, record.model_calls) == \
         ("ungraded", None, "harness_install_failed", 0), record

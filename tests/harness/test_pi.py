@@ -15,7 +15,14 @@ import pytest
 
 from dagent.errors import HarnessError
 from dagent.harness.pi import (
-    KEY_VARIABLE, PiConfig, check_effective, find_pi, parse_events, pi_role_hints, render_models, render_settings,
+    KEY_VARIABLE,
+    PiConfig,
+    check_effective,
+    find_pi,
+    parse_events,
+    pi_role_hints,
+    render_models,
+    render_settings,
 )
 from dagent.trajectory.turn import CapturedTurn
 

@@ -16,14 +16,13 @@ import e2b
 import pytest
 from typer.testing import CliRunner
 
-from dagent.cli import app
+from dagent.cli.app import app
+from dagent.core.suite import TaskSuite
 from dagent.errors import ConfigError
-from dagent.harness.opencode import OPENCODE_VERSION
 from dagent.sandbox.base import Resources
 from dagent.sandbox.e2b import E2BBackend
 from dagent.sandbox.e2b_template import DEFAULT_TEMPLATE, build_template, render_template, template_spec
-from dagent.sandbox.image import distributions_of, imported_modules, python_version
-from dagent.suite import TaskSuite
+from dagent.sandbox.image import OPENCODE_VERSION, distributions_of, imported_modules, python_version
 from tests.factories import make_task
 from tests.sandbox.test_e2b import API_KEY, CREATE_SIG, e2b_api  # noqa: F401  (the fixture)
 
@@ -63,7 +62,7 @@ def test_size_has_e2bs_floor_and_refuses_less_than_the_largest_task(tmp_path):
 
 @pytest.mark.slow
 def test_every_module_the_reference_programs_import_is_in_the_template(built):
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
 
     suite = load_tasks(built[0])
     modules = imported_modules(t.solution for base in suite.bases for t in suite.tasks(base))

@@ -17,7 +17,12 @@ from dagent.errors import ConfigError
 from dagent.launch.ports import JobPorts, job_ports
 from dagent.train.blackbox import BlackboxRecipe
 from dagent.train.blackbox_async import (
-    EnginePreflightError, check_config, check_dtype, config_kwargs, preflight_engine, probe_from_server,
+    EnginePreflightError,
+    check_config,
+    check_dtype,
+    config_kwargs,
+    preflight_engine,
+    probe_from_server,
 )
 from dagent.train.preflight import PreflightError
 from tests.factories import LiveServer

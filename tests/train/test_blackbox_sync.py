@@ -42,7 +42,7 @@ def rowcount_suite(tmp_path_factory):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
     from tests.factories import demo_tasks, write_suite
 
     root = write_suite(tmp_path_factory.mktemp("rowcount-suite"))

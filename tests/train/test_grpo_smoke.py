@@ -33,7 +33,7 @@ def test_two_grpo_steps_checkpoint_the_optimizer_and_change_the_weights(suite, b
 
     from dagent.engine.models import tiny_qwen3
     from dagent.envs.contract import REWARD_COLUMN
-    from dagent.envs.episode import close_all
+    from dagent.tools.episode import close_all
     from dagent.train.grpo import Recipe, build_trainer
 
     model_dir = tiny_qwen3()

@@ -5,13 +5,21 @@ from __future__ import annotations
 import pytest
 from transformers import TrainerControl
 
-from dagent.harness.tools import tool_schemas
+from dagent.harness.contract import StepCapError, check_step_cap
+from dagent.harness.toolloop import tool_schemas
 from dagent.tools import select
 from dagent.train.grpo import Recipe, preflight
 from dagent.train.health import HealthWatch, TrainingHealthError
 from dagent.train.preflight import (
-    PreflightError, StepCapError, alike_probability, check_completion_length, check_group_size, check_logits_memory,
-    check_split, check_step_cap, check_template, check_venv_on_path, round_trip_tokens,
+    PreflightError,
+    alike_probability,
+    check_completion_length,
+    check_group_size,
+    check_logits_memory,
+    check_split,
+    check_template,
+    check_venv_on_path,
+    round_trip_tokens,
 )
 
 

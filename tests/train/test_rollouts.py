@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from dagent.errors import ConfigError, TrajectoryError
-from dagent.train.rollouts import chain_sequences, env_reward, row_of, rollout_metrics, token_audit
+from dagent.train.rollouts import chain_sequences, env_reward, rollout_metrics, row_of, token_audit
 
 
 def entry(node: str, prompt: list[int], completion: list[int]) -> dict:

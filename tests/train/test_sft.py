@@ -14,14 +14,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from dagent.envs.episode import EpisodeConfig, reword_submission
 from dagent.errors import ConfigError
-from dagent.grading import grade
+from dagent.grading.dispatch import grade
 from dagent.sandbox.base import Resources
 from dagent.tools import TERMINATOR, select
+from dagent.tools.episode import EpisodeConfig, reword_submission
 from dagent.train.sft import (
-    DemonstrationError, build_demonstrations, demonstration, sft_trainer, tokenize_demonstration,
-    tool_suffix_ids, trainer_chat_template,
+    DemonstrationError,
+    build_demonstrations,
+    demonstration,
+    sft_trainer,
+    tokenize_demonstration,
+    tool_suffix_ids,
+    trainer_chat_template,
 )
 from tests.factories import TABLE, make_task
 
@@ -58,7 +63,7 @@ def tiny_suite(tmp_path_factory):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dagent.hub import load_tasks
+    from dagent.suites.sources import load_tasks
 
     root = tmp_path_factory.mktemp("sft-suite")
     (root / "data").mkdir()
@@ -205,7 +210,7 @@ def test_mask_covers_exactly_the_assistant_turns(tiny_suite, backend, tokenizer)
 
 
 def _schemas():
-    from dagent.harness.tools import tool_schemas
+    from dagent.harness.toolloop import tool_schemas
 
     return tool_schemas(TOOLS)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dagent.trajectory.audit import audit
 from dagent.trajectory import CapturedTurn, analyse
+from dagent.trajectory.audit import audit
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN3_ADDED = [  # ids 151643..151668, in order

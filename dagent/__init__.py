@@ -22,7 +22,7 @@ the code to this list):
    14. train         SFT, white-box and black-box GRPO, preflight, the health watch, checkpoints
    15. eval          experiments, the agent stack, scoring, reports, results on the Hub, regrade
    16. demo          the demo's pure views and per-tab sessions (app.py is its Gradio shell)
-   17. cli reproduce  the `dagent` command and `dagent reproduce`
+   17. cli           the `dagent` command, `dagent reproduce` with its receipts
 
 Imports stand at the top of a module. Inside a function only a heavy optional library (torch,
 transformers, trl, vllm, gradio, ...) is imported, or a dagent module that brings one with it, so a

@@ -15,6 +15,7 @@ import typer
 
 from dagent.cli.common import SuiteOpt, _build, _progress, console, load_suite, out
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
+from dagent.cli.reproduce import StageError, reproduce
 from dagent.engine.server import serve
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import DagentError
@@ -37,7 +38,6 @@ from dagent.eval.scoring import paired, task_scores
 from dagent.eval.stack import run_rollout
 from dagent.jobargs import parse
 from dagent.provenance import grader_digest, void_run
-from dagent.reproduce.pipeline import StageError, reproduce
 from dagent.suites.check import validate_suite
 from dagent.suites.importer import import_suite
 from dagent.suites.push import push_suite

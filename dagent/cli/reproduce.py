@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from dagent.cli.common import load_suite
+from dagent.cli.receipts import checks_for, write_reports
 from dagent.engine.models import model_dir
 from dagent.engine.process import LocalEngineProcess
 from dagent.envs.blackbox import BlackBoxRuntime
@@ -53,7 +54,6 @@ from dagent.eval.scoring import paired
 from dagent.harbor.job import harbor_binary, run_harbor
 from dagent.harness.opencode import OpencodeConfig
 from dagent.provenance import suite_revision
-from dagent.reproduce.report import checks_for, write_reports
 from dagent.serving import ThreadedServer
 from dagent.suites.sources import load_tasks
 from dagent.train.rollouts import audit_clean, row_of
@@ -308,7 +308,7 @@ class Reproduction:
 
         verdicts = [ok for name, st in self.stages.items() if name != "report"
                     for _, ok in checks_for(name, st.receipt, st.status)]
-        stage.command = "dagent.reproduce.report.write_reports"
+        stage.command = "dagent.cli.receipts.write_reports"
         stage.receipt = {"pass": verdicts.count(True), "fail": verdicts.count(False), "skipped": verdicts.count(None)}
         write_reports(self.out, self.profile, self.stages)
         self.echo(f"receipts: {stage.receipt['pass']} PASS, {stage.receipt['fail']} FAIL, "

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from dagent.cli.receipts import checks_for, validation_markdown
+from dagent.cli.reproduce import Profile, Reproduction, StageError, checkpoint_receipt
 from dagent.errors import ConfigError
-from dagent.reproduce.pipeline import Profile, Reproduction, StageError, checkpoint_receipt
-from dagent.reproduce.report import checks_for, validation_markdown
 from tests.factories import write_solvable_suite
 
 
@@ -86,7 +86,7 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
 
 
 def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):
-    from dagent.reproduce.pipeline import Stage
+    from dagent.cli.reproduce import Stage
 
     stages = {"smoke-blackbox": Stage("smoke-blackbox", "ok", 12.0, "POST ...", {
                   "outcome": "wrong", "cause": None, "exact_token_audit": "trained token 3 differs", "trained_tokens": 9}),

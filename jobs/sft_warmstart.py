@@ -28,7 +28,7 @@ from pathlib import Path
 
 @dataclass
 class SFTArgs:
-    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, or a local model directory."})
+    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a local model directory or a Hub model repo OWNER/NAME[@REVISION]."})
     suite: str | None = field(default=None, metadata={"help": "Local build, Hub repo id or hf://datasets/...; default: the bundled build."})
     split: str = field(default="train:easy", metadata={"help": "Where demonstrations come from: train or train:<tier> only (held-out tasks would leak)."})
     tools: str = field(default="all", metadata={"help": "Toolsets the GRPO run serves (bash, seta, all): the prompt's tool schemas."})

@@ -27,6 +27,8 @@ generation_config.json carries the model's stop ids and dagent's shared sampling
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,8 +143,50 @@ def smollm2() -> Path:
     return build_once(target, build)
 
 
+#: `OWNER/NAME` or `OWNER/NAME@REVISION` (a branch, a tag or a commit), a model repo on the Hub.
+HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./-]+))?$")
+#: What a model needs from its repo: config, weights, tokenizer and templates, at the repo's root.
+#: A training run's repo also holds `checkpoint-N/` folders (optimizer state): those are not fetched.
+MODEL_FILES = ("*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken", "tokenizer*")
+_SNAPSHOT = re.compile(r"models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<sha>[0-9a-f]{40})"
+                       r"(?:/(?P<folder>checkpoint-\d+))?/?$")
+_CHECKPOINT = re.compile(r"^checkpoint-\d+$")
+
+
+def hub_model(repo_id: str, revision: str | None = None) -> Path:
+    """A Hub model repo's root files at `revision` (default: main), downloaded once through
+    huggingface_hub into its cache (HF_HOME; HF_ENDPOINT and HF_TOKEN as huggingface_hub reads
+    them). Returns the snapshot directory, whose name is the commit it resolved to.
+    `revision` "checkpoint-N" names a training run's checkpoint folder on main instead (as
+    `--resume-from OWNER/NAME@checkpoint-N` does): its model files are returned."""
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    except ImportError as e:  # pragma: no cover - a base dependency
+        raise MissingDependencyError("huggingface_hub", purpose="models from the Hub") from e
+    folder = revision if revision and _CHECKPOINT.match(revision) else None
+    allow = [f"{folder}/{pattern}" for pattern in MODEL_FILES] if folder else list(MODEL_FILES)
+    try:
+        path = Path(snapshot_download(repo_id, revision=None if folder else revision, allow_patterns=allow,
+                                      ignore_patterns=None if folder else ["checkpoint-*/*"],
+                                      endpoint=os.environ.get("HF_ENDPOINT") or None))
+    except RepositoryNotFoundError as e:
+        raise ConfigError(f"no model repo {repo_id!r} on the Hub (or HF_TOKEN cannot read it): check the id, "
+                          "or pass a local model directory") from e
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as e:
+        raise EngineError(f"cannot download {repo_id}@{revision or 'main'} from the Hub ({e}); with HF_HUB_OFFLINE "
+                          "set, only what is already in the cache is found") from e
+    path = path / folder if folder else path
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{repo_id}@{revision or 'main'} has no config.json at its root: a training run pushed "
+                          "with dagent keeps its final model there (push one), or name a checkpoint's directory")
+    return path
+
+
 def model_dir(name_or_dir: str | Path) -> Path:
-    """Resolve a model name ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m") or a local directory."""
+    """Resolve a model: a name built here ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m"), a local
+    model directory (a checkpoint), or a Hub model repo `OWNER/NAME[@REVISION]` (`hub_model`). A
+    local directory wins over a Hub id of the same spelling."""
     name = str(name_or_dir)
     if name == "tiny-qwen3":
         return tiny_qwen3()
@@ -153,9 +197,30 @@ def model_dir(name_or_dir: str | Path) -> Path:
     path = Path(name).expanduser()
     if (path / "config.json").is_file():
         return path
-    raise ConfigError(f"unknown model {name!r}: use one of {', '.join(MODEL_NAMES)} "
-                      "or a local Hugging Face model directory (with config.json); "
-                      "nothing is downloaded from a hub")
+    if (hub := HUB_ID.match(name)) and not path.exists():
+        return hub_model(hub["repo"], hub["revision"])
+    raise ConfigError(f"unknown model {name!r}: use one of {', '.join(MODEL_NAMES)}, a local Hugging Face "
+                      "model directory (with config.json) or a Hub model repo OWNER/NAME[@REVISION]")
+
+
+def model_source(name_or_dir: str | Path) -> dict[str, Any]:
+    """What a model was, for provenance: the name given, and for a Hub model its repo and the
+    commit it resolved to (a Hub id is resolved, from the cache once downloaded; a name built here
+    is not built)."""
+    name = str(name_or_dir)
+    source: dict[str, Any] = {"name": name, "repo": None, "revision": None}
+    path = Path(name).expanduser()
+    if name not in (*MODEL_NAMES, *SMOLLM2_NAMES) and not path.exists() and HUB_ID.match(name):
+        path = model_dir(name)
+    if snap := _SNAPSHOT.search(str(path.resolve()) if path.exists() else ""):
+        source.update(repo=f"{snap['owner']}/{snap['name']}", revision=snap["sha"], folder=snap["folder"])
+    return source
+
+
+def base_model(name_or_dir: str | Path) -> str:
+    """How a model card names the model a run started from: its Hub repo, else the name given."""
+    source = model_source(name_or_dir)
+    return source["repo"] or source["name"]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any
 from dagent.core.outcome import EvalRecord, summarize
 from dagent.core.reward import RewardConfig
 from dagent.core.suite import TaskSuite
+from dagent.engine.models import model_source
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import ConfigError, DagentError
 from dagent.eval.hub import eval_result_entries, push_results
@@ -217,12 +218,14 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
 
 def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
                k_values: Sequence[int] = (1,), step_cap: int | Mapping[str, int] | None = None,
-               suite: str = "", provenance: Mapping[str, Any] | None = None) -> list[Path]:
+               suite: str = "", provenance: Mapping[str, Any] | None = None,
+               models: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
     """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the
-    plots; `provenance` (dagent.provenance) goes into every one of them."""
+    plots; `provenance` (dagent.provenance) goes into every one of them, and each arm's model
+    (`dagent.engine.models.model_source`: a Hub model's repo and the commit it resolved to)."""
     for name, records in arms.items():
         write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite,
-                      provenance=provenance)
+                      model=(models or {}).get(name), provenance=provenance)
     return write_results(out_dir, arms, k_values=k_values, baseline=baseline, step_cap=step_cap,
                          title=f"dagent evaluation on {split}", provenance=provenance)
 
@@ -340,14 +343,16 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                    api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
                    preset: str = "gpu", env_url: str | None = None, task_seed: int | None = None,
                    echo: Callable[[str], None] = lambda _l: None) -> ExperimentResult:
-    """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish."""
+    """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish. A Hub
+    model is downloaded once here, before any engine starts, and its revision recorded."""
+    models = {arm.name: model_source(arm.model) for arm in arms if arm.agent != "oracle" and arm.engine_url is None}
     records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
                             timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
                             env_url=env_url, task_seed=task_seed, echo=echo)
     caps = {arm.name: step_cap(arm.agent, preset) for arm in arms}
 
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
-                       suite=str(suite.source), provenance=provenance(suite))
+                       suite=str(suite.source), provenance=provenance(suite), models=models)
     ks = tuple(sorted(set(k_values) | {1}))
     scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
     comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)

@@ -10,7 +10,7 @@ from typing import Any
 @dataclass
 class TrainArgs:
     preset: str = field(default="cpu", metadata={"help": "gpu: the published recipe; cpu: sized for a small CPU machine."})
-    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (an SFT checkpoint) or a Hub id."})
+    model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a model dir (an SFT checkpoint) or a Hub model repo OWNER/NAME[@REVISION] (OWNER/RUN@checkpoint-N: a pushed run's checkpoint)."})
     suite: str | None = field(default=None, metadata={"help": "Task suite: local build, Hub repo id (default: the bundled build)."})
     split: str | None = field(default=None, metadata={"help": "Training split (default: the preset's, train:easy)."})
     max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})

@@ -24,7 +24,7 @@ from typing import Any
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.inprocess import InProcessEngine
-from dagent.engine.models import model_dir
+from dagent.engine.models import base_model, model_dir, model_source
 from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.contract import check_step_cap
@@ -177,12 +177,12 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
         health = HealthWatch()
         summary = {**asdict(recipe), "mode": "black-box sync", "harnesses": list(harnesses),
                    "sampling": RECIPE_SAMPLING.as_request()}
-        stamp = ProvenanceStamp({**provenance(suite), "recipe": summary, "model": str(model_dir)})
+        stamp = ProvenanceStamp({**provenance(suite), "recipe": summary, "model": model_source(model_dir)})
         callbacks: list[Any] = [health, stamp]
         if push_to_hub:
             from dagent.train.hub_checkpoints import CheckpointPusher
 
-            callbacks.append(CheckpointPusher(push_to_hub, str(model_dir), summary, provenance(suite)))
+            callbacks.append(CheckpointPusher(push_to_hub, base_model(model_dir), summary, provenance(suite)))
         budget = None
         if max_minutes is not None:
             from dagent.train.budget import TimeBudget

@@ -18,7 +18,7 @@ from typing import Any
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
-from dagent.engine.models import model_dir
+from dagent.engine.models import base_model, model_dir, model_source
 from dagent.envs.client import white_box_client
 from dagent.envs.contract import trainer_rows
 from dagent.errors import ConfigError
@@ -188,12 +188,12 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
     health = HealthWatch()
-    stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": str(model_dir)})
+    stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": model_source(model_dir)})
     callbacks: list[Any] = [health, timer, stamp]
     if push_to_hub:
         from dagent.train.hub_checkpoints import CheckpointPusher
 
-        callbacks.append(CheckpointPusher(push_to_hub, str(model_dir), recipe_summary(recipe), provenance(suite),
+        callbacks.append(CheckpointPusher(push_to_hub, base_model(model_dir), recipe_summary(recipe), provenance(suite),
                                           api=hub_api))
     budget = None
     if max_minutes is not None:

@@ -4,7 +4,8 @@ transformers' own `push_to_hub` (hub_strategy="checkpoint") keeps only `last-che
 repo, so `--resume-from OWNER/NAME@checkpoint-N` could not name an earlier one. `CheckpointPusher`
 is a callback that, after every save, uploads the whole `checkpoint-N/` folder (weights,
 tokenizer, optimizer, scheduler and trainer state, RNG state, `provenance.json`) under that
-name, then rewrites the repo's README.md (`model_card`): the recipe, the data, the base model and
+name, then rewrites the repo's README.md (`model_card`); when training ends, the trained model
+goes to the repo's root, so the repo itself loads as a model: the recipe, the data, the base model and
 the provenance, and the pass@1 of base and checkpoint with their CIs when an evaluation gave
 them. `resolve_resume` (dagent.train.grpo) downloads `checkpoint-N/` back for TRL to resume from
 (it resumes from local paths only).
@@ -97,4 +98,18 @@ class CheckpointPusher(TrainerCallback):
                                                    provenance=self.provenance, step=state.global_step).encode(),
                         commit_message=f"model card at {name}")
         self.pushed.append(name)
+        return control
+
+    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        """The trained model at the repo's root (checkpoints beside it), so `OWNER/RUN` itself loads
+        as a model (`--model OWNER/RUN`, `from_pretrained`)."""
+        if not state.is_world_process_zero or model is None:
+            return control
+        folder = Path(args.output_dir) / ".hub-root"
+        model.save_pretrained(str(folder))
+        if processing_class is not None:
+            processing_class.save_pretrained(str(folder))
+        self._api().upload_folder(repo_id=self.repo_id, repo_type="model", folder_path=str(folder), path_in_repo="",
+                                  commit_message=f"the trained model at step {state.global_step}, at the root")
+        self.pushed.append("final")
         return control

@@ -10,6 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from transformers import AutoModelForCausalLM  # noqa: E402
+
 from dagent.train.grpo import resolve_resume  # noqa: E402
 from dagent.train.hub_checkpoints import CheckpointPusher, model_card  # noqa: E402
 from tests.fake_hub import FakeHub  # noqa: E402
@@ -42,7 +44,7 @@ def test_a_pushed_checkpoint_resumes_with_identical_weights_and_optimizer_state(
         trained = tiny_trainer(tmp_path / "run", 2, [pusher])
         trained.train()
         files = hub.files("fake-user/run")
-        assert pusher.pushed == ["checkpoint-2"]
+        assert pusher.pushed == ["checkpoint-2", "final"]
         assert {"checkpoint-2/optimizer.pt", "checkpoint-2/scheduler.pt", "checkpoint-2/trainer_state.json",
                 "checkpoint-2/model.safetensors", "checkpoint-2/tokenizer.json", "README.md"} <= set(files)
         card = files["README.md"].decode()
@@ -73,6 +75,20 @@ def test_a_pushed_checkpoint_resumes_with_identical_weights_and_optimizer_state(
 
         with pytest.raises(Exception, match="checkpoint-9"):
             resolve_resume("fake-user/run@checkpoint-9", tmp_path / "cache2", api=api)
+
+        # the run's repo itself loads as a model: the trained weights at its root, checkpoints beside
+        import huggingface_hub.constants
+
+        from dagent.engine.models import model_dir
+        from tests.engine.test_hub_models import hub_env
+
+        with hub_env(hub, tmp_path / "hf"):
+            root = model_dir("fake-user/run")
+        assert not (root / "checkpoint-2").exists() and (root / "config.json").is_file()
+        loaded = AutoModelForCausalLM.from_pretrained(str(root), dtype=torch.float32)
+        for (name, a), (_, b) in zip(trained.model.named_parameters(), loaded.named_parameters(), strict=True):
+            assert torch.equal(a, b), name
+        assert huggingface_hub.constants.HF_HUB_CACHE != str(tmp_path / "hf")  # restored after the block
 
 
 def test_the_card_names_recipe_data_scores_and_provenance():

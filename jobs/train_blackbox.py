@@ -2,7 +2,7 @@
 # requires-python = ">=3.11"
 # dependencies = [
 #   # None here on purpose: PyPI's `dagent` is another package. `dagent jobs run` adds this project
-#   # pinned at a commit (--with "dagent[all] @ git+URL@SHA"); locally run it from the venv.
+#   # pinned at a commit (--with "dagent[gpu] @ git+URL@SHA" on GPUs); locally run it from the venv.
 # ]
 # ///
 """Black-box GRPO: the agent (opencode, pi) owns its loop; the trainer trains on captured tokens.

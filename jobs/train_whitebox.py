@@ -2,7 +2,7 @@
 # requires-python = ">=3.11"
 # dependencies = [
 #   # None here on purpose: PyPI's `dagent` is another package. `dagent jobs run` adds this project
-#   # pinned at a commit (--with "dagent[all] @ git+URL@SHA"); locally run it from the venv.
+#   # pinned at a commit (--with "dagent[gpu] @ git+URL@SHA" on GPUs); locally run it from the venv.
 # ]
 # ///
 """White-box GRPO: TRL's GRPOTrainer(environment_factory=...) against the data-agent environment.

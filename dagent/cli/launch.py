@@ -65,7 +65,7 @@ def jobs_slurm(
     revision: Annotated[Optional[str], typer.Option("--revision", help="Full commit sha (default: the checked-out commit).")] = None,
 ) -> None:
     """Print an sbatch script for the job (ports from the job id, GPUs split between engine and trainer)."""
-    spec = job_spec(name, ctx.args, secrets=secret or [], project_url=project_url, revision=revision)
+    spec = job_spec(name, ctx.args, secrets=secret or [], project_url=project_url, revision=revision, extras="gpu")
     typer.echo(sbatch_script(spec, gpus=gpus, engine_gpus=engine_gpus, model=model, time=time_limit,
                              partition=partition), nl=False)
 

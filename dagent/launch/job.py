@@ -2,9 +2,12 @@
 
 PyPI's `dagent` is an unrelated package: a job script whose PEP 723 header names a bare `dagent`
 installs the wrong thing without an error. So the scripts under `jobs/` declare no dagent at all,
-and the launcher adds it as `--with "dagent[all] @ git+<project url>@<full commit sha>"` (the
+and the launcher adds it as `--with "dagent[EXTRAS] @ git+<project url>@<full commit sha>"` (the
 repository or Hub repo holding this code, at the commit checked out here; a dirty tree is
-refused, because the job would not run what is on disk).
+refused, because the job would not run what is on disk). EXTRAS is the job environment of its
+hardware (`JOB_EXTRAS`): on a GPU flavour `gpu` (vLLM beside TRL in the trainer's process, the
+set tests/launch/test_environments.py resolves for Linux x86_64 with CUDA), on a CPU flavour the
+same set less vLLM.
 
     spec = job_spec("eval", ["--agent", "oracle", "--split", "test"], flavor="cpu-upgrade",
                     secrets=["HF_TOKEN"])
@@ -30,12 +33,19 @@ from dagent.errors import ConfigError
 from dagent.provenance import git
 from dagent.sandbox.image import python_version
 
-__all__ = ["JOB_SCRIPTS", "JobSpec", "job_spec", "logs", "project_requirement", "submit"]
+__all__ = ["JOB_EXTRAS", "JOB_SCRIPTS", "JobSpec", "extras_for", "job_spec", "logs", "project_requirement", "submit"]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_SCRIPTS = {"eval": "jobs/eval.py", "train-whitebox": "jobs/train_whitebox.py",
                "train-blackbox": "jobs/train_blackbox.py", "sft": "jobs/sft_warmstart.py"}
 PINNED = re.compile(r"^dagent(\[[a-z,-]+\])? @ (git\+\S+@[0-9a-f]{40}|\S+\.whl)$")
+#: The extras a job installs, by hardware (pyproject.toml's extras; `gpu` adds vLLM and aiohttp).
+JOB_EXTRAS = {"cpu": "engine,env,cloud,report", "gpu": "gpu"}
+
+
+def extras_for(flavor: str) -> str:
+    """The job environment of an HF Jobs flavour: `cpu-basic`/`cpu-upgrade` get the CPU set."""
+    return JOB_EXTRAS["cpu" if flavor.startswith("cpu") else "gpu"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ class JobSpec:
 
     script: str  # path relative to the project root
     args: tuple[str, ...]
-    requirement: str  # the pinned dagent: `dagent[all] @ git+URL@SHA`
+    requirement: str  # the pinned dagent: `dagent[EXTRAS] @ git+URL@SHA`
     flavor: str = "cpu-basic"
     timeout: str | None = None
     python: str = field(default_factory=lambda: python_version(micro=False))  # the golds' interpreter
@@ -83,7 +93,7 @@ def _git(*args: str) -> str | None:
     return git(*args)
 
 
-def project_requirement(url: str | None = None, revision: str | None = None, *, extras: str = "all",
+def project_requirement(url: str | None = None, revision: str | None = None, *, extras: str = JOB_EXTRAS["gpu"],
                         allow_dirty: bool = False) -> str:
     """`dagent[extras] @ git+URL@SHA`: URL from the argument, $DAGENT_PROJECT_URL or the git remote
     `origin`; SHA the full commit (default: the checked-out one, and then a clean tree)."""
@@ -107,13 +117,14 @@ def project_requirement(url: str | None = None, revision: str | None = None, *, 
 
 def job_spec(name: str, args: Sequence[str] = (), *, flavor: str = "cpu-basic", timeout: str | None = None,
              env: Mapping[str, str] | None = None, secrets: Iterable[str] = (), requirement: str | None = None,
-             project_url: str | None = None, revision: str | None = None) -> JobSpec:
-    """The spec of job `name` (one of JOB_SCRIPTS) with this project pinned."""
+             project_url: str | None = None, revision: str | None = None, extras: str | None = None) -> JobSpec:
+    """The spec of job `name` (one of JOB_SCRIPTS) with this project pinned, in the job environment
+    of its flavour (`extras` overrides it)."""
     if name not in JOB_SCRIPTS:
         raise ConfigError(f"unknown job {name!r}: use one of {', '.join(JOB_SCRIPTS)}")
-    requirement = requirement or project_requirement(project_url, revision)
+    requirement = requirement or project_requirement(project_url, revision, extras=extras or extras_for(flavor))
     if not PINNED.match(requirement):
-        raise ConfigError(f"{requirement!r} does not pin dagent: give 'dagent[all] @ git+URL@<40-hex sha>' or a wheel URL")
+        raise ConfigError(f"{requirement!r} does not pin dagent: give 'dagent[gpu] @ git+URL@<40-hex sha>' or a wheel URL")
     sha = requirement.rsplit("@", 1)[-1][:12] if "git+" in requirement else "wheel"
     return JobSpec(script=JOB_SCRIPTS[name], args=tuple(args), requirement=requirement, flavor=flavor,
                    timeout=timeout, env=tuple(sorted((env or {}).items())), secrets=tuple(secrets),

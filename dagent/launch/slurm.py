@@ -4,7 +4,8 @@ For white-box training the node's GPUs are split: the first `engine_gpus` serve 
 `trl vllm-serve`, the rest run the trainer (`accelerate launch`), which reaches the engine in TRL's
 server mode. Every port is derived from `$SLURM_JOB_ID`, so two jobs sharing a node never answer
 each other's probes (F36: a fixed port is answered by whichever job bound it first). Everything
-runs through `uv run --with <the pinned dagent>`, so the cluster needs uv, not a checkout.
+runs through `uv run --with <the pinned dagent[gpu]>` (vLLM included: TRL's server mode imports it in
+the trainer for the weight sync), so the cluster needs uv, not a checkout.
 
     print(sbatch_script(job_spec("train-whitebox", ["--preset", "gpu", "--model", "OWNER/SFT"]),
                         gpus=8, engine_gpus=2, model="OWNER/SFT", time="12:00:00"))
@@ -18,9 +19,7 @@ from dagent.errors import ConfigError
 from dagent.launch.job import JobSpec
 from dagent.launch.ports import PORT_BASE, PORT_SLOTS, PORT_STRIDE
 
-__all__ = ["PORT_STRIDE", "VLLM_PIN", "sbatch_script"]
-
-VLLM_PIN = "vllm==0.32.0"  # the GPU build of the engine `.venv-vllm` runs on CPU here
+__all__ = ["PORT_STRIDE", "sbatch_script"]
 
 
 def _command(spec: JobSpec) -> list[str]:
@@ -40,6 +39,9 @@ def sbatch_script(spec: JobSpec, *, gpus: int = 8, engine_gpus: int = 1, model: 
         raise ConfigError(f"engine_gpus={engine_gpus} must leave the trainer at least one of {gpus} GPUs")
     if training and not model:
         raise ConfigError("give model= (the policy the engine serves; the trainer's --model)")
+    if not spec.requirement.startswith("dagent[gpu]"):
+        raise ConfigError(f"{spec.requirement!r} is not the GPU job environment: build the spec with extras='gpu' "
+                          "(vLLM beside TRL; `dagent jobs slurm` does)")
     name = dict(spec.labels).get("job", "dagent")
     lines = ["#!/bin/bash", f"#SBATCH --job-name=dagent-{name}", "#SBATCH --nodes=1",
              f"#SBATCH --gpus-per-node={gpus}", f"#SBATCH --cpus-per-task={gpus * cpus_per_gpu}",
@@ -51,7 +53,7 @@ def sbatch_script(spec: JobSpec, *, gpus: int = 8, engine_gpus: int = 1, model: 
               f"BASE=$(( {PORT_BASE} + (SLURM_JOB_ID % {PORT_SLOTS}) * {PORT_STRIDE} ))",
               "ENGINE_PORT=$BASE", "GROUP_PORT=$(( BASE + 1 ))",
               f"REQ={shlex.quote(spec.requirement)}",
-              f"UV=(uv run --python {spec.python} --with \"$REQ\" --with {VLLM_PIN})"]
+              f"UV=(uv run --python {spec.python} --with \"$REQ\")"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in spec.env]
     lines += [f': "${{{n}:?export {n} before sbatch (sent by name, never written here)}}"' for n in spec.secrets]
     args = " ".join(shlex.quote(a) for a in spec.args)

@@ -137,7 +137,7 @@ def test_the_dry_run_line_is_the_job_spec_hf_itself_reads(monkeypatch):
     assert shlex.split(line) == spec.hf_command()  # the job's own --timeout stays the job's
     seen = _hf_dry_run(shlex.split(line))
     assert seen["script"] == "jobs/eval.py" and seen["args"] == "--agent oracle --split test --timeout 60"
-    assert seen["with"] == f"dagent[all] @ git+https://github.com/o/dagent@{sha}"
+    assert seen["with"] == f"dagent[gpu] @ git+https://github.com/o/dagent@{sha}"  # l4x1: the GPU environment
     assert (seen["flavor"], seen["timeout"], seen["env"]) == ("l4x1", "2h", "DAGENT_LOG=1")
     assert seen["secrets"].startswith("HF_TOKEN=") and "hf_" not in seen["secrets"]
     assert {"app=dagent", "job=eval", f"revision={sha[:12]}"} <= set(seen["labels"].split("\n"))

@@ -19,7 +19,7 @@ from dagent.launch.job import job_spec
 from dagent.launch.slurm import sbatch_script
 from dagent.train.grpo import WhiteboxArgs, grpo_config
 
-REQ = "dagent[all] @ git+https://github.com/o/dagent@" + "c" * 40
+REQ = "dagent[gpu] @ git+https://github.com/o/dagent@" + "c" * 40
 FAKE_UV = textwrap.dedent('''\
     #!/usr/bin/env python3
     import http.server, json, os, sys, threading
@@ -62,9 +62,9 @@ def test_the_training_script_splits_gpus_and_derives_ports_from_the_job_id(tmp_p
         port = 20000 + (job_id % 4000) * 10
         assert engine["cuda"] == "0" and trainer["cuda"] == "1,2,3"
         assert engine["argv"][engine["argv"].index("--port") + 1] == str(port)
-        assert engine["argv"][:7] == ["run", "--python", spec.python, "--with", REQ, "--with", "vllm==0.32.0"]
-        argv = trainer["argv"]
-        assert argv[7:12] == ["accelerate", "launch", "--num_processes", "3", "-m"]
+        assert engine["argv"][:7] == ["run", "--python", spec.python, "--with", REQ, "trl", "vllm-serve"]
+        argv = trainer["argv"]  # vLLM comes with dagent[gpu]: one environment, resolved in test_environments
+        assert argv[5:10] == ["accelerate", "launch", "--num_processes", "3", "-m"]
         cli = argv[argv.index("whitebox") + 1:]
         assert cli[cli.index("--vllm-server-url") + 1] == f"http://127.0.0.1:{port}"
         seen[job_id] = (port, cli[cli.index("--vllm-group-port") + 1])
@@ -78,7 +78,7 @@ def test_the_training_script_splits_gpus_and_derives_ports_from_the_job_id(tmp_p
 def test_an_eval_script_and_the_refusals(tmp_path):
     spec = job_spec("eval", ["--agent", "oracle", "--split", "test"], requirement=REQ)
     (call,) = run(sbatch_script(spec, gpus=1), 7, tmp_path)
-    assert call["argv"][7:] == ["python", "-m", "dagent.cli.app", "eval", "--agent", "oracle", "--split", "test"]
+    assert call["argv"][5:] == ["python", "-m", "dagent.cli.app", "eval", "--agent", "oracle", "--split", "test"]
     train = job_spec("train-whitebox", [], requirement=REQ)
     with pytest.raises(ConfigError, match="at least one"):
         sbatch_script(train, gpus=2, engine_gpus=2, model="m")
@@ -86,6 +86,8 @@ def test_an_eval_script_and_the_refusals(tmp_path):
         sbatch_script(train, gpus=2, engine_gpus=1)
     with pytest.raises(ConfigError, match="from a checkout"):
         sbatch_script(job_spec("sft", [], requirement=REQ))
+    with pytest.raises(ConfigError, match="not the GPU job environment"):  # no vLLM in it
+        sbatch_script(job_spec("eval", [], requirement=REQ.replace("[gpu]", "[engine,env]")))
     missing = subprocess.run(["bash", "-c", sbatch_script(job_spec("eval", [], secrets=["NOPE_TOKEN"], requirement=REQ))],
                              env={"PATH": os.environ["PATH"], "SLURM_JOB_ID": "1"}, capture_output=True, text=True)
     assert missing.returncode != 0 and "export NOPE_TOKEN" in missing.stderr

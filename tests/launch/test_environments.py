@@ -1,0 +1,87 @@
+"""The GPU jobs' environments resolve against the package index, for the hardware they run on
+(Linux x86_64, CUDA builds from PyPI), as `hf jobs uv run --with "dagent[gpu] @ ..."` and the Slurm
+script resolve them (F50: a job that cannot install dies in its first minute on paid hardware).
+
+Resolution only: nothing is installed here (no CUDA). `uv pip compile` reads this checkout's
+pyproject.toml, so a pin that breaks the set fails here first. What each set must hold: vLLM in
+the trainer's own environment (TRL 1.16 imports it there: colocated generation, the server
+mode's NCCL weight sync, AsyncGRPOTrainer's weight transfer), TRL, openenv (the async worker's
+TrainingTrace) and aiohttp; a CPU flavour's set the same less vLLM.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dagent.launch.job import JOB_EXTRAS
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATFORM = "x86_64-manylinux_2_28"  # HF Jobs' and a Slurm node's Linux on x86_64
+
+
+def uv() -> str:
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not found:
+        pytest.skip("uv is not installed: `bash scripts/setup.sh --tests` puts it in .venv (the test extra)")
+    return found
+
+
+def compile_set(extras: str, python: str, tmp_path: Path, *extra_requirements: str,
+                plant: tuple[str, str] | None = None) -> dict[str, str]:
+    """`uv pip compile` of this project's extras (and `extra_requirements`) for the job platform:
+    the resolved pins, name -> version; an AssertionError with uv's explanation when it cannot
+    resolve. `plant`: (old, new) replaced in the copied pyproject.toml."""
+    project = tmp_path / "project"  # the project's metadata alone: no build of the package itself
+    (project / "dagent").mkdir(parents=True)
+    (project / "dagent" / "__init__.py").write_text("")
+    text = (ROOT / "pyproject.toml").read_text()
+    if plant:
+        assert plant[0] in text, plant
+        text = text.replace(*plant)
+    (project / "pyproject.toml").write_text(text)
+    shutil.copy(ROOT / "README.md", project)
+    more = tmp_path / "more.in"
+    more.write_text("".join(f"{r}\n" for r in extra_requirements))
+    argv = [uv(), "pip", "compile", str(project / "pyproject.toml"), str(more), "--python-version", python,
+            "--python-platform", PLATFORM, "--quiet", "--no-header", "--no-annotate", "--index-url",
+            "https://pypi.org/simple"]
+    argv += [a for e in extras.split(",") for a in ("--extra", e)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and ("failed to fetch" in r.stderr.lower() or "connect" in r.stderr.lower()):
+        pytest.skip(f"the package index is unreachable: {r.stderr.strip()[-200:]}")
+    assert r.returncode == 0, f"dagent[{extras}] does not resolve for {PLATFORM}, Python {python}:\n{r.stderr[-3000:]}"
+    pins = {}
+    for line in r.stdout.splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split(";")[0].strip().split("==")
+            pins[name.lower()] = version
+    return pins
+
+
+@pytest.mark.index
+@pytest.mark.failure_mode("F50")
+@pytest.mark.parametrize("python", ["3.11", "3.12"])
+def test_the_gpu_job_environment_resolves_with_vllm_beside_trl_and_openenv(python, tmp_path):
+    pins = compile_set(JOB_EXTRAS["gpu"], python, tmp_path)
+    assert pins["vllm"] == "0.29.0" and pins["trl"] == "1.16.0" and pins["openenv"] == "0.10.0"
+    assert pins["aiohttp"] and pins["torch"] == "2.13.0" and pins["transformers"] == "5.24.0"
+    assert int(pins["mcp"].split(".")[0]) < 2  # openenv's fastmcp 3 (vLLM 0.30+ would need mcp 2)
+
+
+@pytest.mark.index
+def test_the_cpu_job_environment_resolves_without_vllm(tmp_path):
+    pins = compile_set(JOB_EXTRAS["cpu"], "3.11", tmp_path)
+    assert "vllm" not in pins and pins["trl"] == "1.16.0" and pins["openenv"] == "0.10.0"
+
+
+@pytest.mark.index
+@pytest.mark.failure_mode("F50")
+def test_a_vllm_outside_what_openenv_allows_is_caught_here(tmp_path):
+    """The planted fault: vLLM 0.31 (inside TRL's supported range) beside openenv 0.10 cannot install."""
+    with pytest.raises(AssertionError, match="mcp"):
+        compile_set(JOB_EXTRAS["gpu"], "3.11", tmp_path, plant=('"vllm==0.29.0"', '"vllm==0.31.0"'))

@@ -55,8 +55,26 @@ def git(*args: str) -> str | None:
     return r.stdout.strip() if r.returncode == 0 else None
 
 
+def _installed_from() -> dict[str, Any] | None:
+    """Where pip or uv installed dagent from, when not from a checkout: PEP 610's direct_url.json
+    (`dagent[...] @ git+URL@SHA`, as a job installs it, records the commit)."""
+    try:
+        text = importlib.metadata.distribution("dagent").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        data = json.loads(text or "null") or {}
+    except ValueError:
+        return None
+    vcs = data.get("vcs_info") or {}
+    return {"url": data.get("url"), "revision": vcs.get("commit_id")} if vcs.get("commit_id") else None
+
+
 def _revision() -> dict[str, Any]:
     sha = git("rev-parse", "HEAD")
+    if sha is None and (installed := _installed_from()) is not None:  # a job's install: pinned, so clean
+        return {"version": _version("dagent"), "revision": installed["revision"], "dirty": False,
+                "url": installed["url"]}
     return {"version": _version("dagent"), "revision": sha,
             "dirty": None if sha is None else bool(git("status", "--porcelain", "--untracked-files=no"))}
 

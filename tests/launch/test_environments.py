@@ -85,3 +85,43 @@ def test_a_vllm_outside_what_openenv_allows_is_caught_here(tmp_path):
     """The planted fault: vLLM 0.31 (inside TRL's supported range) beside openenv 0.10 cannot install."""
     with pytest.raises(AssertionError, match="mcp"):
         compile_set(JOB_EXTRAS["gpu"], "3.11", tmp_path, plant=('"vllm==0.29.0"', '"vllm==0.31.0"'))
+
+
+def cpu_torch_links() -> str:
+    """A find-links directory holding a CPU build of torch (PyPI's Linux torch is the CUDA one,
+    about 3 GB with its libraries): this machine's pip configuration names one."""
+    import os
+
+    for folder in os.environ.get("PIP_FIND_LINKS", "").split():
+        if any(Path(folder).glob("torch-*+cpu-*.whl")):
+            return folder
+    pytest.skip("no CPU torch wheel in PIP_FIND_LINKS: the job's install would fetch PyPI's CUDA torch (~3 GB)")
+
+
+@pytest.mark.index
+@pytest.mark.slow
+@pytest.mark.failure_mode("F50")
+def test_the_jobs_own_install_and_start_path_runs_end_to_end_on_cpu(tmp_path, suite_dir):
+    """What HF Jobs runs for a CPU flavour, from an empty environment: `uv run --with "dagent[...] @
+    git+URL@SHA" jobs/eval.py ...`, here with this checkout's commit as the URL, on 2 tasks with the
+    local engine. The one difference: torch's CPU build comes from a local wheel directory."""
+    import json
+    import os
+
+    from dagent.launch.job import extras_for, project_requirement
+
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not sha:
+        pytest.skip("not a git checkout: the job installs dagent from a commit")
+    requirement = project_requirement(f"file://{ROOT}", sha, extras=extras_for("cpu-upgrade"))
+    out = tmp_path / "out"
+    argv = [uv(), "run", "--no-project", "--python", "3.11", "--find-links", cpu_torch_links(), "--with", requirement,
+            "--", str(ROOT / "jobs" / "eval.py"), "--agent", "tools", "--model", "tiny-qwen3", "--preset", "cpu",
+            "--suite", str(suite_dir), "--split", "test", "--limit", "2", "--workers", "1", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=1500, cwd=tmp_path, env=env)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+    (arm,) = [p for p in out.iterdir() if (p / "summary.json").is_file()]
+    summary = json.loads((arm / "summary.json").read_text())
+    assert summary["tasks"] == 2 and summary["model"]["name"] == "tiny-qwen3"
+    assert summary["provenance"]["project"]["revision"] == sha  # the job ran the pinned commit

@@ -30,7 +30,9 @@ from typing import Any
 from dagent.core.outcome import EvalRecord, summarize
 from dagent.core.reward import RewardConfig
 from dagent.core.suite import TaskSuite
-from dagent.engine.models import model_source
+from dagent.engine.models import model_dir, model_source
+from dagent.engine.process import ENGINE_CONTEXT
+from dagent.engine.sizing import EngineShare, ModelShape, card_bytes, size_engines
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import ConfigError, DagentError
 from dagent.eval.hub import eval_result_entries, push_results
@@ -162,16 +164,27 @@ def task_indices(total: int, limit: int | None, seed: int | None) -> list[int]:
     return sorted(random.Random(seed).sample(range(total), n))
 
 
+def gpu_shares(arms: Sequence[Arm], card: int | None = None) -> dict[str, EngineShare]:
+    """Each GPU vLLM arm's share of the card it shares with the others (`dagent.engine.sizing`)."""
+    gpu = [a for a in arms if a.agent != "oracle" and a.engine_url is None and a.engine == "vllm"]
+    card = card if card is not None else card_bytes()
+    if not gpu or card is None:
+        return {}
+    shapes = [ModelShape.of(model_dir(a.model), a.name) for a in gpu]
+    return {a.name: s for a, s in zip(gpu, size_engines(card, shapes, max_model_len=ENGINE_CONTEXT), strict=True)}
+
+
 def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
                   backend: str = "local", reward_config: RewardConfig = RewardConfig(), preset: str = "gpu",
                   env_url: str | None = None, task_seed: int | None = None,
-                  on_done: Callable[[str, EvalRecord], None] | None = None,
+                  on_done: Callable[[str, EvalRecord], None] | None = None, card: int | None = None,
                   echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
     """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
     at once (module docstring). Returns each arm's records in (task, sample) order. With `env_url`
     the episodes run on that white-box server (its tasks, sandboxes and grader; tools agents only:
-    dagent.eval.remote)."""
+    dagent.eval.remote). The vLLM engines started here share the card (`card` bytes, default the
+    first CUDA device's): each gets its computed share, or the run is refused before any starts (F49)."""
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"arm names must be distinct, got {names}: name each arm (e.g. base, checkpoint-20)")
@@ -186,12 +199,14 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
     local_engines = sum(a.local_engine for a in arms)
+    shares = gpu_shares(arms, card)
     with ExitStack() as stack:
         stacks = {}
         for arm in arms:
             stacks[arm.name] = stack.enter_context(agent_stack(
                 arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
-                timeout_s=timeout_s, preset=preset, engine_threads=engine_cores(local_engines), echo=echo))
+                timeout_s=timeout_s, preset=preset, engine_threads=engine_cores(local_engines),
+                share=shares.get(arm.name), echo=echo))
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
         if http is not None:
             for arm in arms:

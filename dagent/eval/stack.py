@@ -16,6 +16,7 @@ from typing import Any
 
 from dagent.core.suite import TaskSuite
 from dagent.engine import process
+from dagent.engine.sizing import EngineShare
 from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.base import Agent
@@ -49,12 +50,13 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
                 engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
                 timeout_s: float = 600.0, steps: int | None = None, max_output_tokens: int = 512,
                 preset: str = "gpu", harbor_catalog: str | None = None, engine_threads: int = 1,
-                echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
+                share: EngineShare | None = None, echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
     """Start what `agent` needs; stop all of it on exit, whatever happened. `preset` names the
     training recipe whose episode conditions the tools loop runs under (tool-output clip,
     completion budget, tool iterations: `dagent.train.grpo.PRESETS`), so a checkpoint is measured
     under the conditions it trained in. `engine_threads`: torch threads of a local engine started
-    here (`engine_cores` splits the machine's cores among the engines of one run)."""
+    here (`engine_cores` splits the machine's cores among the engines of one run). `share`: a vLLM
+    engine's part of a card it shares with others (`dagent.engine.sizing`, F49)."""
     if agent not in AGENTS:
         raise ConfigError(f"unknown agent {agent!r}; available: {', '.join(AGENTS)}")
 
@@ -67,7 +69,9 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
     with ExitStack() as stack:
         if engine_url is None:
             proc = (process.LocalEngineProcess(model, threads=engine_threads) if engine == "local"
-                    else process.VllmProcess(model, gpu=engine == "vllm"))
+                    else process.VllmProcess(model, gpu=engine == "vllm",
+                                             gpu_memory_utilization=share and share.gpu_memory_utilization,
+                                             max_num_seqs=share and share.max_num_seqs))
             echo(f"starting the {engine} engine ({model}) on port {proc.port} ...")
             engine_url = stack.enter_context(proc).url
         served = process.served_model(engine_url)

@@ -208,3 +208,15 @@ def test_dagent_modules_are_imported_at_the_top_of_the_module():
                     for target, line, nested in imports(path, name, known, "dagent")
                     if nested and target not in heavy)
     assert hidden == []
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    """`dagent --help` and every subcommand's parsing import none of them (seconds each, or absent)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, dagent.cli.app; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            f"{set(HEAVY - {'datasets'})!r}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

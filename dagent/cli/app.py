@@ -42,7 +42,8 @@ from dagent.suites.check import validate_suite
 from dagent.suites.importer import import_suite
 from dagent.suites.push import push_suite
 from dagent.suites.sources import default_suite_dir, suite_root
-from dagent.train.blackbox import BlackboxArgs, train_blackbox
+from dagent.train.blackbox import train_blackbox
+from dagent.train.blackbox_recipe import BlackboxArgs
 from dagent.train.grpo import WhiteboxArgs, train_whitebox
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and evaluate LLM data agents.")

@@ -37,23 +37,27 @@ import functools
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
+from dagent.engine.models import base_model, model_dir, model_source
 from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError, DagentError
-from dagent.harness.contract import check_step_cap
 from dagent.harness.opencode import OpencodeConfig
+from dagent.harness.pi import PiConfig
 from dagent.launch.ports import job_ports
+from dagent.provenance import provenance
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
+from dagent.train.blackbox_recipe import BlackboxArgs, BlackboxRecipe, preflight
 from dagent.train.preflight import Check, PreflightError
 from dagent.train.rollouts import env_reward
+from dagent.train.routing import pad_coprime, route
 
 #: The reference run's values (module docstring; each checked by `check_config`).
 TOKEN_BUDGET = 40_960
@@ -215,11 +219,13 @@ def probe_from_server(env_url: str, served_name: str) -> Check:
     return Check("server_engine", True, f"{env_url} reaches {probe.get('engine_url')} serving {served_name}")
 
 
-def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory: Any) -> dict[str, Any]:
+def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory: Any, *,
+                  lossless_capture: bool = False) -> dict[str, Any]:
     """`HarnessRolloutWorker`'s arguments, as AsyncGRPOTrainer builds its own worker's from `config`,
-    plus our session factory. Everything here is pickled into TRL's SPAWNED child, so the factory
-    and the reward function must import by name there (tests/train/test_blackbox_async.py spawns
-    one)."""
+    plus our session factory and the recipe's fork policy (`lossless_capture`: TRL's default True
+    would force `fork_threshold_tokens` to 0 whatever the config says, F46). Everything here is
+    pickled into TRL's SPAWNED child, so the factory and the reward function must import by name
+    there (tests/train/test_blackbox_async.py spawns one)."""
     eos = tokenizer.eos_token_id
     return dict(model_name=model, dataset=dataset, reward_funcs=[env_reward], processing_class=tokenizer,
                 eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []), harness_session_factory=factory,
@@ -228,7 +234,46 @@ def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory
                 max_tokens=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
                 top_k=config.top_k, request_timeout=config.request_timeout,
                 max_tool_calling_iterations=config.max_tool_calling_iterations,
-                fork_threshold_tokens=config.fork_threshold_tokens)
+                fork_threshold_tokens=config.fork_threshold_tokens, lossless_capture=lossless_capture)
+
+
+class RoutedSessions:
+    """The worker's session factory over one black-box server per harness: every rollout of a GRPO
+    group goes to the harness its group id routes to (`dagent.train.routing.route`, F40), so the
+    advantage never encodes which harness ran. Built in TRL's spawned child from a picklable
+    `functools.partial(RoutedSessions, servers, split=..., timeout_s=...)`."""
+
+    def __init__(self, servers: dict[str, str], *, split: str = "train", sampling: dict[str, Any] | None = None,
+                 timeout_s: float = 900.0) -> None:
+        from dagent.envs.trl_session import BlackBoxSessionFactory  # openenv: only in the worker's child
+
+        if not servers:
+            raise ConfigError("no black-box server to send rollouts to: start one per harness")
+        self.names = tuple(servers)
+        self.factories = {name: BlackBoxSessionFactory(url, split=split, sampling=sampling, timeout_s=timeout_s)
+                          for name, url in servers.items()}
+
+    def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> Any:
+        return self.factories[route(seed or 0, self.names)].create(task, seed=seed, episode_id=episode_id)
+
+
+def async_callbacks(args: BlackboxArgs, recipe: BlackboxRecipe, suite: TaskSuite, model_dir: str) -> list[Any]:
+    """The trainer's callbacks, as in sync mode: the health watch, provenance in every checkpoint,
+    every checkpoint to the Hub (--push-to-hub) and the time budget (--max-minutes)."""
+    from dagent.train.budget import TimeBudget
+    from dagent.train.health import HealthWatch
+    from dagent.train.hub_checkpoints import CheckpointPusher
+    from dagent.train.stamp import ProvenanceStamp
+
+    summary = {**asdict(recipe), "mode": "black-box async", "harnesses": list(args.harnesses()),
+               "sampling": RECIPE_SAMPLING.as_request()}
+    callbacks: list[Any] = [HealthWatch(), ProvenanceStamp({**provenance(suite), "recipe": summary,
+                                                            "model": model_source(model_dir)})]
+    if args.push_to_hub:
+        callbacks.append(CheckpointPusher(args.push_to_hub, base_model(model_dir), summary, provenance(suite)))
+    if args.max_minutes is not None:
+        callbacks.append(TimeBudget(args.max_minutes))
+    return callbacks
 
 
 # -- the job ---------------------------------------------------------------------------------------
@@ -263,28 +308,37 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) ->
     raise DagentError(f"the engine did not answer {url}/health within {timeout_s:.0f} s")
 
 
-def train_async(args: Any, recipe: Any, echo: Any = print) -> Any:
+def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -> Any:
     """The GPU launcher (module docstring). `--dry-run` prints the engine command and the checked
-    config and starts nothing."""
+    config and starts nothing. Every option `BlackboxArgs` accepts reaches the config, the worker or
+    the callbacks (`async_callbacks`), or is refused here."""
+    if args.env_url and len(args.harnesses()) > 1:
+        raise ConfigError("--env-url names one running server, which runs one harness: route several harnesses "
+                          "(--harness opencode,pi) with the servers this job starts (leave --env-url out)")
     ports = job_ports()
     served = args.model
     engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
     kwargs = config_kwargs(recipe, args.out, engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
                            report_to=args.report_to)
-    checks = [check_step_cap(recipe.agent_steps, recipe.env_max_steps),
+    suite = load_tasks(args.suite)
+    rows = pad_coprime(suite.prompt_rows(recipe.split), len(args.harnesses())) if suite.tasks(recipe.split) else []
+    checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force),
               *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,
                             engine_max_model_len=65_536, turns_per_rollout=8.5)]
     command = engine_command(served, ports.engine, served_name=served)
     for check in checks:
         echo(f"preflight {check.name}: {check.detail}")
-    echo(f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}")
+    echo(f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}"
+         f" ({', '.join(args.harnesses())}, routed per group), fork policy: lossless_capture={recipe.lossless_capture},"
+         f" fork_threshold_tokens={recipe.fork_threshold_tokens}")
     echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
     if args.dry_run:
         return kwargs
-    return _launch(args, recipe, kwargs, command, ports, engine_url, echo)
+    return _launch(args, recipe, kwargs, command, ports, engine_url, suite, rows, echo)
 
 
-def _launch(args: Any, recipe: Any, kwargs: dict[str, Any], command: list[str], ports: Any, engine_url: str,
+def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], command: list[str], ports: Any,
+            engine_url: str, suite: TaskSuite, rows: list[dict[str, Any]],
             echo: Any) -> Any:  # pragma: no cover - needs GPUs and vLLM (module docstring)
     import torch
     from datasets import Dataset
@@ -292,7 +346,6 @@ def _launch(args: Any, recipe: Any, kwargs: dict[str, Any], command: list[str], 
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
     from trl.experimental.async_grpo.openenv_harness import HarnessRolloutWorker
 
-    from dagent.envs.trl_session import BlackBoxSessionFactory
     if not torch.cuda.is_available():
         raise ConfigError("--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU")
     procs = Processes([], [])
@@ -308,33 +361,37 @@ def _launch(args: Any, recipe: Any, kwargs: dict[str, Any], command: list[str], 
         wait_healthy(local_engine, engine)
         for check in preflight_engine(local_engine, args.model, "bfloat16"):
             echo(f"preflight {check.name}: {check.detail}")
-        suite = load_tasks(args.suite)
-        env_url = args.env_url
-        if env_url:
-            echo(f"preflight {probe_from_server(env_url, args.model).detail}")
+        if args.env_url:
+            echo(f"preflight {probe_from_server(args.env_url, args.model).detail}")
+            servers = {args.harnesses()[0]: args.env_url}
         else:
-            env_url = _serve_environment(suite, local_engine, recipe, args.model, ports.env, procs)
+            servers = {name: _serve_environment(suite, local_engine, recipe, args.model, name, ports.env + i, procs)
+                       for i, name in enumerate(args.harnesses())}
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(trainer_gpus)
-        rows = suite.prompt_rows(recipe.split)
-        factory = functools.partial(BlackBoxSessionFactory, env_url, split=recipe.split,
-                                    timeout_s=recipe.agent_timeout_s + 60)
+        factory = functools.partial(RoutedSessions, servers, split=recipe.split, timeout_s=recipe.agent_timeout_s + 60)
         config = AsyncGRPOConfig(**kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-        worker = HarnessRolloutWorker(**worker_kwargs(config, args.model, Dataset.from_list(rows), tokenizer, factory))
-        trainer = AsyncGRPOTrainer(model=args.model, args=config, train_dataset=Dataset.from_list(rows),
-                                   reward_funcs=[env_reward], rollout_worker=worker)
+        path = model_dir(args.model)
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        worker = HarnessRolloutWorker(**worker_kwargs(config, args.model, Dataset.from_list(rows), tokenizer, factory,
+                                                      lossless_capture=recipe.lossless_capture))
+        callbacks = async_callbacks(args, recipe, suite, str(path))
+        trainer = AsyncGRPOTrainer(model=str(path), args=config, train_dataset=Dataset.from_list(rows),
+                                   reward_funcs=[env_reward], rollout_worker=worker, callbacks=callbacks)
+        callbacks[0].trainer = trainer  # the health watch reads the trainer's logs
         trainer.train()
         trainer.save_model(os.path.join(args.out, "final"))
+        callbacks[0].raise_if_stopped()
         return trainer
     finally:
         procs.stop()
 
 
-def _serve_environment(suite: TaskSuite, engine_url: str, recipe: Any, served: str, port: int,
-                       procs: Processes) -> str:  # pragma: no cover - part of _launch
+def _serve_environment(suite: TaskSuite, engine_url: str, recipe: BlackboxRecipe, served: str, harness: str,
+                       port: int, procs: Processes) -> str:  # pragma: no cover - part of _launch
+    conditions = dict(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
     runtime = BlackBoxRuntime(suite, engine_url, model=served, sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
-                              opencode=OpencodeConfig(model=served, steps=recipe.agent_steps,
-                                                      max_output_tokens=recipe.max_output_tokens)).start()
+                              opencode=OpencodeConfig(**conditions), pi=PiConfig(**conditions), harness=harness,
+                              fork_threshold_tokens=recipe.fork_threshold_tokens).start()
     procs.stoppers.append(runtime.stop)
     server = ThreadedServer(create_app(runtime, max_concurrent=64), port=port, timeout_keep_alive=75).start()
     procs.stoppers.append(server.stop)

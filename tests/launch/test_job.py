@@ -67,7 +67,7 @@ def test_each_job_line_resolves_and_parses(argv):
                     "train:easy", 8, 0.04, 1e-6, 10, 2, 4, 3072, 1200, True, 0.3)
     elif script.name == "train_blackbox.py":
         from dagent.jobargs import parse
-        from dagent.train.blackbox import BlackboxArgs
+        from dagent.train.blackbox_recipe import BlackboxArgs
 
         parsed = parse(BlackboxArgs, args)
         recipe = parsed.recipe()  # the reference run's recipe (the config itself: tests/train/test_blackbox_async.py)

@@ -15,7 +15,6 @@ import pytest
 
 from dagent.errors import ConfigError
 from dagent.launch.ports import JobPorts, job_ports
-from dagent.train.blackbox import BlackboxRecipe
 from dagent.train.blackbox_async import (
     EnginePreflightError,
     check_config,
@@ -24,6 +23,7 @@ from dagent.train.blackbox_async import (
     preflight_engine,
     probe_from_server,
 )
+from dagent.train.blackbox_recipe import BlackboxRecipe
 from dagent.train.preflight import PreflightError
 from tests.factories import LiveServer
 
@@ -40,7 +40,7 @@ def test_the_async_config_is_the_reference_runs_field_by_field():
     expected = dict(token_budget=40_960, heartbeat_stale_after_s=900.0, max_completion_length=16_384,
                     max_inflight_tasks=32, dtype="bfloat16", num_generations=8, learning_rate=1e-6,
                     temperature=0.8, top_p=1.0, top_k=0, max_steps=400, save_steps=20, save_total_limit=3,
-                    per_device_train_batch_size=4, gradient_accumulation_steps=4, max_tool_calling_iterations=25,
+                    per_device_train_batch_size=4, gradient_accumulation_steps=4, max_tool_calling_iterations=17,
                     fork_threshold_tokens=1024, vllm_server_base_url="http://127.0.0.1:20420", run_name="bb",
                     output_dir="/tmp/out", logging_steps=1)
     assert {k: getattr(config, k) for k in expected} == expected
@@ -161,17 +161,121 @@ def test_what_trl_pickles_into_its_spawned_child_imports_there_by_name():
     """TRL's HarnessRolloutWorker runs the factory and reward functions in a SPAWNED child: a
     closure or lambda fails there only after sandboxes are paid for. Ours unpickle in a fresh
     interpreter."""
-    from dagent.envs.trl_session import BlackBoxSessionFactory
+    from dagent.train.blackbox_async import RoutedSessions
     from dagent.train.rollouts import env_reward
 
-    blob = pickle.dumps((functools.partial(BlackBoxSessionFactory, "http://127.0.0.1:1", split="train"), env_reward))
+    blob = pickle.dumps((functools.partial(RoutedSessions, {"opencode": "http://127.0.0.1:1"}, split="train"),
+                         env_reward))
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     child = ctx.Process(target=_child, args=(blob, out))
     child.start()
     child.join(120)
     assert child.exitcode == 0
-    assert out.get(timeout=5) == ("dagent.envs.trl_session", "BlackBoxSessionFactory", "dagent.train.rollouts",
+    assert out.get(timeout=5) == ("dagent.train.blackbox_async", "RoutedSessions", "dagent.train.rollouts",
                                   "env_reward", [None, 1.0])
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(lambda prompts, completions, **kw: [0.0])
+
+
+def harness_loop(recipe: BlackboxRecipe, *, lossless_capture: bool, factory=None):
+    """TRL's own `_HarnessRolloutLoop` (what the worker builds in its spawned child) from the
+    launcher's config and worker arguments: the object that decides, not the config (F46). The
+    worker itself needs vLLM to construct; the loop does not."""
+    import multiprocessing as mp
+
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+    from trl.experimental.async_grpo.openenv_harness import _HarnessRolloutLoop
+
+    from dagent.engine.models import tiny_qwen3
+    from dagent.train.blackbox_async import worker_kwargs
+
+    class Sessions:
+        def __init__(self, sampling=None) -> None:
+            self.sampling = sampling
+
+    config = AsyncGRPOConfig(**config_kwargs(recipe, "/tmp/out", engine_url="http://127.0.0.1:1"), use_cpu=True)
+    kwargs = worker_kwargs(config, "m", Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}]}]),
+                           AutoTokenizer.from_pretrained(str(tiny_qwen3())), factory or Sessions,
+                           lossless_capture=lossless_capture)
+    ctx = mp.get_context("spawn")
+    kwargs.update(dataset_start_index=0, rollout_buffer=ctx.Queue(), model_version_value=ctx.Value("i", 0),
+                  heartbeat_value=ctx.Value("d", 0.0), failed_event=ctx.Event(), exception_info_queue=ctx.Queue(),
+                  metrics_queue=ctx.Queue())
+    return _HarnessRolloutLoop(**kwargs)
+
+
+@pytest.mark.failure_mode("F46")
+def test_the_recipes_fork_policy_and_step_cap_are_what_the_rollout_loop_uses():
+    recipe = BlackboxRecipe.gpu()
+    assert recipe.agent_steps == 17 and BlackboxRecipe.gpu_steps25().agent_steps == 25  # the reference run's cap
+    loop = harness_loop(recipe, lossless_capture=recipe.lossless_capture)
+    assert loop._fork_threshold_tokens == recipe.fork_threshold_tokens == 1024  # on the object, not the config
+    assert loop._limits.max_turns == 17 and loop._factory.sampling["temperature"] == 0.8
+    # the planted fault: TRL's default lossless_capture=True silently discards the recipe's threshold
+    assert harness_loop(recipe, lossless_capture=True)._fork_threshold_tokens == 0
+
+
+@pytest.mark.failure_mode("F40")
+def test_each_group_goes_to_one_harness_whole():
+    from dagent.train.blackbox_async import RoutedSessions
+    from dagent.train.routing import route
+
+    sessions = RoutedSessions({"opencode": "http://127.0.0.1:1", "pi": "http://127.0.0.1:2"}, split="train")
+    seen: list[tuple[str, int]] = []
+
+    class Record:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def create(self, task, seed=None, episode_id=None):
+            seen.append((self.name, seed))
+
+    sessions.factories = {name: Record(name) for name in sessions.names}
+    for group in range(4):
+        for _ in range(3):  # a group's rollouts
+            sessions.create({"split": "train", "index": group}, seed=group)
+    assert seen == [(route(g, ("opencode", "pi")), g) for g in range(4) for _ in range(3)]
+    assert {name for name, _ in seen} == {"opencode", "pi"}
+
+
+def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from dagent.jobargs import parse
+    from dagent.train.blackbox_async import async_callbacks, train_async
+    from dagent.train.blackbox_recipe import BlackboxArgs
+    from dagent.train.budget import TimeBudget
+    from dagent.train.health import HealthWatch
+    from dagent.train.hub_checkpoints import CheckpointPusher
+    from dagent.train.stamp import ProvenanceStamp
+
+    monkeypatch.setenv("DAGENT_JOB_ID", "4242")
+
+    def args(*more: str) -> BlackboxArgs:
+        return parse(BlackboxArgs, ["--mode", "async", "--preset", "gpu", "--suite", str(suite_dir), "--split", "train",
+                                    "--out", str(tmp_path), "--dry-run", *more])
+
+    lines: list[str] = []
+    kwargs = train_async(a := args("--harness", "opencode,pi"), a.recipe(), echo=lines.append)
+    assert kwargs["max_tool_calling_iterations"] == 17
+    assert any("opencode, pi, routed per group" in line and "lossless_capture=False" in line for line in lines)
+    with pytest.raises(ConfigError, match="one harness"):
+        train_async(a := args("--harness", "opencode,pi", "--env-url", "http://space"), a.recipe(), echo=lines.append)
+    with pytest.raises(PreflightError, match="zero_variance_groups"):  # --base-pass1 reaches the F39 check
+        train_async(a := args("--base-pass1", "0.99"), a.recipe(), echo=lines.append)
+    train_async(a := args("--base-pass1", "0.99", "--force"), a.recipe(), echo=lines.append)
+    with pytest.raises(ConfigError, match="unknown harness 'codex'"):
+        args("--harness", "codex").harnesses()
+
+    from dagent.suites.sources import load_tasks
+
+    a = args("--push-to-hub", "me/run", "--max-minutes", "30")
+    from dagent.engine.models import tiny_qwen3
+
+    callbacks = async_callbacks(a, a.recipe(), load_tasks(str(suite_dir)), str(tiny_qwen3()))
+    assert [type(c) for c in callbacks] == [HealthWatch, ProvenanceStamp, CheckpointPusher, TimeBudget]
+    assert callbacks[1].record["recipe"]["mode"] == "black-box async" and callbacks[2].repo_id == "me/run"
+    assert callbacks[3].minutes == 30

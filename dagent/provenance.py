@@ -70,12 +70,28 @@ def _installed_from() -> dict[str, Any] | None:
     return {"url": data.get("url"), "revision": vcs.get("commit_id")} if vcs.get("commit_id") else None
 
 
+def project_url(url: str | None = None) -> str | None:
+    """The project's repository as a browsable URL: `url` (--project-url), $DAGENT_PROJECT_URL, the
+    checkout's `origin` remote, or where a job installed dagent from; None when none is known
+    (a card then names no link rather than a placeholder)."""
+    url = url or os.environ.get("DAGENT_PROJECT_URL") or git("remote", "get-url", "origin")
+    if not url and (installed := _installed_from()) is not None:
+        url = installed["url"]
+    if not url:
+        return None
+    url = url.removeprefix("git+")
+    if url.startswith("git@") and ":" in url:  # git@github.com:OWNER/dagent.git
+        host, _, path = url.removeprefix("git@").partition(":")
+        url = f"https://{host}/{path}"
+    return url.removesuffix(".git") if url.startswith(("http://", "https://")) else None
+
+
 def _revision() -> dict[str, Any]:
     sha = git("rev-parse", "HEAD")
     if sha is None and (installed := _installed_from()) is not None:  # a job's install: pinned, so clean
         return {"version": _version("dagent"), "revision": installed["revision"], "dirty": False,
-                "url": installed["url"]}
-    return {"version": _version("dagent"), "revision": sha,
+                "url": project_url()}
+    return {"version": _version("dagent"), "revision": sha, "url": project_url(),
             "dirty": None if sha is None else bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 

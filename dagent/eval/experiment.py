@@ -43,6 +43,7 @@ from dagent.eval.stack import agent_stack, engine_cores, recipe_for
 from dagent.harness.opencode import DEFAULT_STEPS
 from dagent.harness.play import run_episode, write_records
 from dagent.provenance import provenance
+from dagent.suites.benchmark import fetch_declared, hub_reference
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -380,14 +381,31 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
     if trackio_project:
         log_trackio(trackio_project, scores, step_of=step_of, config={"split": split, "samples": samples})
     if push_to:
-        dataset = str(suite.source) if "/" in str(suite.source) and not Path(str(suite.source)).exists() \
-            else "local/dagent-suite"
-        values = {name: s.pass_at.get(1) for name, s in scores.items()}
-        entries = {f"dagent_{split.replace(':', '_')}_{name}": eval_result_entries(
-            {name: v}, dataset_id=dataset, task_id=split, notes=f"dagent {arm_agent(arms, name)} agent, pass@1")
-            for name, v in values.items()}
+        entries = benchmark_entries(suite, split, scores, arms, api=api, echo=echo)
         echo(f"pushed: {push_results(push_to, out_dir, entries, api=api)}")
     return outcome
+
+
+def benchmark_entries(suite: TaskSuite, split: str, scores: dict[str, Scores], arms: Sequence[Arm], *,
+                      api: Any = None, echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[Any]]:
+    """`.eval_results` entries linking each arm's pass@1 on `split` to the suite's Benchmark on the
+    Hub (its repo id, the revision evaluated, the declared task `split`), with the 95% CI and the
+    exclusions in the notes. A local suite links to nothing: no entries, and the run says so."""
+    reference = hub_reference(suite)
+    if reference is None:
+        echo(f"results cannot be linked to a benchmark: the suite {suite.source} is local (push it with `dagent suite "
+             "push OWNER/NAME`, then evaluate --suite OWNER/NAME); the results files are pushed without .eval_results")
+        return {}
+    repo_id, revision = reference
+    declared = fetch_declared(repo_id, revision, api=api)
+    entries = {}
+    for name, s in scores.items():
+        ci = f"95% CI [{s.pass1_ci[0]:.3f}, {s.pass1_ci[1]:.3f}]" if s.pass1_ci else "no CI"
+        detail = f"{ci}; {s.graded_tasks} graded tasks, {s.excluded_tasks} excluded (ungraded)"
+        entries[f"dagent_{split.replace(':', '_')}_{name}"] = eval_result_entries(
+            {name: s.pass_at.get(1)}, dataset_id=repo_id, dataset_revision=revision, task_id=split, declared=declared,
+            notes=f"dagent {arm_agent(arms, name)} agent, pass@1", details={name: detail})
+    return entries
 
 
 def arm_agent(arms: Sequence[Arm], name: str) -> str:

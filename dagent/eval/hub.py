@@ -43,12 +43,24 @@ class HubPushError(DagentError):
 
 
 def eval_result_entries(scores_by_arm: dict[str, float | None], *, dataset_id: str, task_id: str,
-                        notes: str | None, date: str | None = None) -> list[EvalResultEntry]:
+                        notes: str | None, date: str | None = None, dataset_revision: str | None = None,
+                        declared: list[str] | None = None,
+                        details: dict[str, str] | None = None) -> list[EvalResultEntry]:
     """One entry per graded arm, in the order given; an arm whose score is `None` is skipped.
 
-    The arm's name goes into `notes` ("<notes> (arm <name>)"), so arms scored on the same task stay
-    apart. `date` is ISO-8601; without it the Hub uses the commit's time.
+    `dataset_id` must be a Hub dataset repo id (a Benchmark) and `task_id` one of the tasks its
+    `eval.yaml` declares (`declared`): anything else links to nothing and is refused here, before
+    any push. The arm's name goes into `notes` ("<notes> (arm <name>)") with `details[arm]` (its
+    95% CI and exclusions), so arms scored on the same task stay apart. `date` is ISO-8601;
+    without it the Hub uses the commit's time.
     """
+    if not isinstance(dataset_id, str) or not _REPO_ID.match(dataset_id):
+        raise ConfigError(f"dataset id {dataset_id!r} is not a Hub dataset repo id (OWNER/NAME): an eval result links "
+                          "to a Benchmark dataset repo; push the suite with `dagent suite push OWNER/NAME` and evaluate "
+                          "with --suite OWNER/NAME")
+    if declared is not None and task_id not in declared:
+        raise ConfigError(f"task {task_id!r} is not declared by datasets/{dataset_id}'s eval.yaml (it declares "
+                          f"{', '.join(declared) or 'none'}): evaluate one of those splits")
     entries = []
     for arm, value in scores_by_arm.items():
         if value is None:
@@ -56,8 +68,10 @@ def eval_result_entries(scores_by_arm: dict[str, float | None], *, dataset_id: s
         value = float(value)
         if not math.isfinite(value):
             raise ConfigError(f"arm {arm!r} has a non-finite score {value}: report an ungraded arm as None")
+        extra = f"; {details[arm]}" if details and details.get(arm) else ""
         entries.append(EvalResultEntry(dataset_id=dataset_id, task_id=task_id, value=value, date=date,
-                                       notes=f"{notes} (arm {arm})" if notes else f"arm {arm}"))
+                                       dataset_revision=dataset_revision,
+                                       notes=(f"{notes} (arm {arm}{extra})" if notes else f"arm {arm}{extra}")))
     return entries
 
 

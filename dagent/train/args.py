@@ -3,6 +3,7 @@ whitebox|blackbox`): one definition of each, subclassed by `WhiteboxArgs` and `B
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,13 @@ class TrainArgs:
     report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
     run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
+
+    project_url: str | None = field(default=None, metadata={"help": "The project's repository named in model cards (default: $DAGENT_PROJECT_URL, the checkout's origin remote, or where a job installed dagent from)."})
+
+    def apply_project_url(self) -> None:
+        """Model cards and provenance name `--project-url` (read from $DAGENT_PROJECT_URL)."""
+        if self.project_url:
+            os.environ["DAGENT_PROJECT_URL"] = self.project_url
 
     def overrides(self, **more: Any) -> dict[str, Any]:
         """The recipe fields this run sets (None: the preset's), `more` included."""

@@ -147,6 +147,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
 
 def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
+    args.apply_project_url()
     recipe = args.recipe()
     if args.mode == "async":
         return train_async(args, recipe, echo=echo)

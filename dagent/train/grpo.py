@@ -256,6 +256,7 @@ class WhiteboxArgs(TrainArgs):
 
 def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     """Preflight, train, save `final/`; every sandbox the run opened is closed on any exit."""
+    args.apply_project_url()
     recipe = args.recipe()
     suite = load_tasks(args.suite)
     path = model_dir(args.model)

@@ -35,9 +35,14 @@ def model_card(repo_id: str, *, base_model: str, recipe: dict[str, Any], provena
     project = provenance.get("project") or {}
     header = ["---", "library_name: transformers", "tags:", "- dagent", "- grpo", "- trl", "- data-agent",
               f"base_model: {base_model}" if "/" in base_model and not Path(base_model).exists() else "", "---"]
+    url, revision = project.get("url"), project.get("revision")
+    if url:  # the project's own repository at the commit that trained this (never a placeholder)
+        dagent = f"[dagent]({url}/tree/{revision})" if revision and "github.com" in url else f"[dagent]({url})"
+    else:
+        dagent = "dagent"
     lines = [h for h in header if h] + [
         f"# {repo_id}", "",
-        f"A data agent trained with [dagent](https://github.com/) GRPO ({recipe.get('mode', 'white-box')}) from "
+        f"A data agent trained with {dagent} GRPO ({recipe.get('mode', 'white-box')}) from "
         f"`{base_model}`" + (f"; latest checkpoint: `checkpoint-{step}`." if step is not None else "."), "",
         "## Recipe", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | `{json.dumps(recipe[k]) if isinstance(recipe[k], (dict, list)) else recipe[k]}` |"

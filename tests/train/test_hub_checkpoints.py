@@ -100,3 +100,18 @@ def test_the_card_names_recipe_data_scores_and_provenance():
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "checkpoint-40" in card
     assert "| base | test:easy | 25.0% | [20.0%, 30.0%] | 64 |" in card and "`abc123`" in card and "trl 1.16.0" in card
     assert "never" not in card  # only the recipe's allow-listed fields reach a card (F22)
+
+
+def test_the_card_links_the_projects_own_repository_at_its_commit_never_a_placeholder(monkeypatch):
+    from dagent import provenance
+
+    prov = {"project": {"url": "https://github.com/me/dagent", "revision": "abc123"}}
+    card = model_card("me/run", base_model="b", recipe={}, provenance=prov)
+    assert "[dagent](https://github.com/me/dagent/tree/abc123)" in card
+    card = model_card("me/run", base_model="b", recipe={}, provenance={"project": {"revision": "abc123"}})
+    assert "https://github.com/)" not in card and "with dagent GRPO" in card  # unknown: no link, no placeholder
+    monkeypatch.setenv("DAGENT_PROJECT_URL", "git@github.com:me/dagent.git")
+    assert provenance.project_url() == "https://github.com/me/dagent"
+    assert provenance.project_url("git+https://github.com/o/dagent") == "https://github.com/o/dagent"
+    monkeypatch.setenv("DAGENT_PROJECT_URL", "not a url")
+    assert provenance.project_url() is None

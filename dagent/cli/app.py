@@ -188,7 +188,8 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
               workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
               expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
               push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu",
-              env_url: Optional[str] = None, task_seed: Optional[int] = None) -> int:
+              env_url: Optional[str] = None, task_seed: Optional[int] = None,
+              trackio_space: Optional[str] = None) -> int:
     s = load_suite(suite)
     http = WhiteBoxHTTP(env_url) if env_url else None
     n = len(task_indices(split_size(s, split, http), limit, task_seed))
@@ -208,7 +209,7 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
         outcome = run_experiment(s, split, arms, out_dir, baseline=baseline, samples=samples, k_values=k,
                                  limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
                                  expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                                 step_of=step_of, push_to=push_to, on_done=done, preset=preset,
+                                 trackio_space=trackio_space, step_of=step_of, push_to=push_to, on_done=done, preset=preset,
                                  env_url=env_url, task_seed=task_seed, echo=console.print)
     for line in outcome.lines():
         out.print(line, markup=False, highlight=False)
@@ -235,7 +236,8 @@ def eval_cmd(
     timeout_s: Annotated[float, typer.Option("--timeout", help="Wall clock per episode, seconds.")] = 300.0,
     expect_base: Annotated[Optional[float], typer.Option("--expect-base", help="Known pass@1 of the baseline: fail the run when it lands outside --tolerance (F41).")] = None,
     tolerance: Annotated[float, typer.Option(help="Allowed distance from --expect-base.")] = 0.05,
-    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (offline store unless a Space is set).")] = None,
+    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (its offline store under --out/trackio).")] = None,
+    trackio_space: Annotated[Optional[str], typer.Option("--trackio-space", help="A Hub Space (OWNER/NAME) the trackio metrics also sync to, so a job's curves outlive it.")] = None,
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
     push_dataset: Annotated[Optional[str], typer.Option("--push-dataset", help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
@@ -254,7 +256,8 @@ def eval_cmd(
     excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
                          out_dir=target, baseline="baseline" if baseline else None, backend=backend,
                          expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                         push_to=push_to, preset=preset, env_url=env_url, task_seed=task_seed)
+                         push_to=push_to, preset=preset, env_url=env_url, task_seed=task_seed,
+                         trackio_space=trackio_space)
     if push_dataset:
         out.print(f"pushed: {push_results_dataset(push_dataset, target, target.name)}", markup=False, highlight=False)
     if agent == "oracle":

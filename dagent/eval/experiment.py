@@ -17,6 +17,7 @@ Invariants (tests/eval/test_experiment.py):
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import defaultdict
@@ -247,13 +248,14 @@ def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, 
 
 
 def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], int | None] = lambda _a: None,
-                config: dict[str, Any] | None = None) -> None:
+                config: dict[str, Any] | None = None, space_id: str | None = None) -> None:
     """pass@1, its CI, exclusions and mean reward per arm to trackio (its offline store unless a
     Space is configured). `arms` maps arm name to `dagent.eval.scoring.Scores`."""
     import trackio
 
     for name, s in arms.items():
-        trackio.init(project=project, name=name, config={**(config or {}), "arm": name}, resume="allow")
+        trackio.init(project=project, name=name, config={**(config or {}), "arm": name}, resume="allow",
+                     space_id=space_id)
         metrics = {"eval/pass@1": s.pass_at.get(1), "eval/excluded_tasks": s.excluded_tasks,
                    "eval/graded_tasks": s.graded_tasks, "eval/mean_reward": s.mean_reward}
         if s.pass1_ci is not None:
@@ -355,6 +357,7 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
                    baseline: str | None = None, samples: int = 1, k_values: Sequence[int] = (1,),
                    limit: int | None = None, workers: int = 2, timeout_s: float = 300.0, backend: str = "local",
                    expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
+                   trackio_space: str | None = None,
                    step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
                    api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
                    preset: str = "gpu", env_url: str | None = None, task_seed: int | None = None,
@@ -378,8 +381,10 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
     if expect_base is not None:
         guarded = baseline or next(iter(records))
         check_baseline(scores[guarded].pass_at.get(1), expect_base, tolerance, guarded)
-    if trackio_project:
-        log_trackio(trackio_project, scores, step_of=step_of, config={"split": split, "samples": samples})
+    if trackio_project:  # the offline store under --out (it leaves with the results), and a Space when named
+        os.environ.setdefault("TRACKIO_DIR", str(out_dir / "trackio"))
+        log_trackio(trackio_project, scores, step_of=step_of, config={"split": split, "samples": samples},
+                    space_id=trackio_space)
     if push_to:
         entries = benchmark_entries(suite, split, scores, arms, api=api, echo=echo)
         echo(f"pushed: {push_results(push_to, out_dir, entries, api=api)}")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dagent.errors import ConfigError
+from dagent.launch.ports import ENGINE_PORT_VARIABLE, EXPOSED_ENGINE_PORT
 from dagent.provenance import git
 from dagent.sandbox.image import python_version
 
@@ -61,6 +62,7 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     secrets: tuple[str, ...] = ()  # names only; values come from the environment at submission
     labels: tuple[tuple[str, str], ...] = ()
+    expose: tuple[int, ...] = ()  # container ports reachable through the jobs proxy (a remote Space's callers)
 
     def hf_command(self) -> list[str]:
         """The `hf jobs uv run` argv this spec is (what `--dry-run` prints, shell-quoted)."""
@@ -73,6 +75,8 @@ class JobSpec:
             argv += ["--secrets", name]
         for key, value in self.labels:
             argv += ["--label", f"{key}={value}"]
+        for port in self.expose:
+            argv += ["--expose", str(port)]
         # `--` before the script: without it hf takes a job argument that shares a name with one of
         # its own options (eval's --timeout 60) as its own, silently (a 60-second job)
         return [*argv, "--with", self.requirement, "--", self.script, *self.args]
@@ -117,18 +121,26 @@ def project_requirement(url: str | None = None, revision: str | None = None, *, 
 
 def job_spec(name: str, args: Sequence[str] = (), *, flavor: str = "cpu-basic", timeout: str | None = None,
              env: Mapping[str, str] | None = None, secrets: Iterable[str] = (), requirement: str | None = None,
-             project_url: str | None = None, revision: str | None = None, extras: str | None = None) -> JobSpec:
+             project_url: str | None = None, revision: str | None = None, extras: str | None = None,
+             expose: Iterable[int] = ()) -> JobSpec:
     """The spec of job `name` (one of JOB_SCRIPTS) with this project pinned, in the job environment
-    of its flavour (`extras` overrides it)."""
+    of its flavour (`extras` overrides it). A black-box training job whose episodes run on a remote
+    server (`--env-url`) has that server call back into the job's engine: its port is pinned
+    (`DAGENT_ENGINE_PORT`) and exposed through the jobs proxy."""
     if name not in JOB_SCRIPTS:
         raise ConfigError(f"unknown job {name!r}: use one of {', '.join(JOB_SCRIPTS)}")
     requirement = requirement or project_requirement(project_url, revision, extras=extras or extras_for(flavor))
     if not PINNED.match(requirement):
         raise ConfigError(f"{requirement!r} does not pin dagent: give 'dagent[gpu] @ git+URL@<40-hex sha>' or a wheel URL")
     sha = requirement.rsplit("@", 1)[-1][:12] if "git+" in requirement else "wheel"
+    env = dict(env or {})
+    exposed = tuple(expose)
+    if name == "train-blackbox" and "--env-url" in args:
+        env.setdefault(ENGINE_PORT_VARIABLE, str(EXPOSED_ENGINE_PORT))
+        exposed = tuple(dict.fromkeys((*exposed, int(env[ENGINE_PORT_VARIABLE]))))
     return JobSpec(script=JOB_SCRIPTS[name], args=tuple(args), requirement=requirement, flavor=flavor,
-                   timeout=timeout, env=tuple(sorted((env or {}).items())), secrets=tuple(secrets),
-                   labels=(("app", "dagent"), ("job", name), ("revision", sha)))
+                   timeout=timeout, env=tuple(sorted(env.items())), secrets=tuple(secrets),
+                   labels=(("app", "dagent"), ("job", name), ("revision", sha)), expose=exposed)
 
 
 def submit(spec: JobSpec, *, api: Any = None, namespace: str | None = None,
@@ -147,7 +159,8 @@ def submit(spec: JobSpec, *, api: Any = None, namespace: str | None = None,
                           dependencies=[spec.requirement],
                           python=spec.python, env=dict(spec.env) or None,
                           secrets={n: environ[n] for n in spec.secrets} or None, flavor=spec.flavor,
-                          timeout=spec.timeout, labels=dict(spec.labels), namespace=namespace)
+                          timeout=spec.timeout, labels=dict(spec.labels), namespace=namespace,
+                          expose=list(spec.expose) or None)
 
 
 def logs(job_id: str, *, follow: bool = False, api: Any = None, namespace: str | None = None) -> Iterable[str]:

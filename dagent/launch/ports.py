@@ -8,12 +8,17 @@ against the FIRST job's engine (and would train against its weights). Every port
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dagent.errors import ConfigError
 
 PORT_BASE, PORT_SLOTS, PORT_STRIDE = 20000, 4000, 10  # clear of the ephemeral range (32768+)
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "JOB_ID", "DAGENT_JOB_ID")
+#: The engine's port pinned by the launcher where it must be known before the job runs: an HF Job
+#: whose engine a remote Space reaches is exposed on a port named at submission (its own container,
+#: so no other job shares it).
+ENGINE_PORT_VARIABLE = "DAGENT_ENGINE_PORT"
+EXPOSED_ENGINE_PORT = 8000
 
 
 @dataclass(frozen=True)
@@ -47,4 +52,6 @@ def job_ports(environ: dict[str, str] | None = None) -> JobPorts:
         raise ConfigError(f"no job id in {', '.join(JOB_ID_VARIABLES)}: set DAGENT_JOB_ID so every port derives from "
                           "it; fixed ports let a second job on this host probe the first job's engine (F36)")
     digits = "".join(c for c in jid if c.isdigit())
-    return JobPorts.for_job(digits or str(abs(hash(jid)) % 10**6))
+    ports = JobPorts.for_job(digits or str(abs(hash(jid)) % 10**6))
+    pinned = (environ if environ is not None else os.environ).get(ENGINE_PORT_VARIABLE)
+    return replace(ports, engine=int(pinned)) if pinned else ports

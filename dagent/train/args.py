@@ -27,12 +27,17 @@ class TrainArgs:
     run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
 
+    trackio_space: str | None = field(default=None, metadata={"help": "A Hub Space (OWNER/NAME) the trackio metrics sync to, so a job's curves outlive its container (default: the offline store under --out/trackio)."})
     project_url: str | None = field(default=None, metadata={"help": "The project's repository named in model cards (default: $DAGENT_PROJECT_URL, the checkout's origin remote, or where a job installed dagent from)."})
 
     def apply_project_url(self) -> None:
         """Model cards and provenance name `--project-url` (read from $DAGENT_PROJECT_URL)."""
         if self.project_url:
             os.environ["DAGENT_PROJECT_URL"] = self.project_url
+
+    def trackio(self) -> dict[str, Any]:
+        """The trainer config's trackio settings: a Space when asked for, else the offline store."""
+        return {"trackio_space_id": self.trackio_space} if self.report_to == "trackio" and self.trackio_space else {}
 
     def overrides(self, **more: Any) -> dict[str, Any]:
         """The recipe fields this run sets (None: the preset's), `more` included."""

@@ -160,7 +160,7 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
         os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_sync_trainer(path, suite, recipe, out, harnesses=args.harnesses(), base_pass1=args.base_pass1,
                              force=args.force, report_to=args.report_to, run_name=args.run_name,
-                             push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model)
+                             push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model, **args.trackio())
     try:
         for check in run.checks:
             echo(f"preflight {check.name}: {check.detail}")

@@ -319,7 +319,7 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     served = args.model
     engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
     kwargs = config_kwargs(recipe, args.out, engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
-                           report_to=args.report_to)
+                           report_to=args.report_to, **args.trackio())
     suite = load_tasks(args.suite)
     rows = pad_coprime(suite.prompt_rows(recipe.split), len(args.harnesses())) if suite.tasks(recipe.split) else []
     checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force),

@@ -265,7 +265,7 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
         os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
                         base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
-                        push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes)
+                        push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes, **args.trackio())
     for check in run.checks:
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "

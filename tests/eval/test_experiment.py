@@ -149,3 +149,19 @@ def test_plain_progress_prints_at_most_once_a_minute_and_always_at_the_end():
     assert lines[:2] == [None, None] and lines[3] is None
     assert lines[2] == "3/5 samples in 1.2 min (2.6/min, ~2 min in all)  base pass@1 50%"
     assert lines[4].startswith("5/5 samples in 1.5 min")  # the last sample always prints
+
+
+def test_evaluation_metrics_go_to_a_store_under_out_and_to_a_space_when_named(suite, tmp_path, monkeypatch):
+    import trackio
+
+    seen: list[dict] = []
+    monkeypatch.delenv("TRACKIO_DIR", raising=False)
+    monkeypatch.setattr(trackio, "init", lambda **kw: seen.append(kw))
+    monkeypatch.setattr(trackio, "log", lambda *a, **kw: None)
+    monkeypatch.setattr(trackio, "finish", lambda: None)
+    run_experiment(suite, "train", [Arm("oracle", "oracle")], tmp_path / "out", limit=1, trackio_project="p",
+                   trackio_space="me/curves")
+    assert seen and seen[0]["space_id"] == "me/curves" and seen[0]["project"] == "p"
+    import os
+
+    assert os.environ["TRACKIO_DIR"] == str(tmp_path / "out" / "trackio")  # it leaves the job with the results

@@ -8,6 +8,7 @@ submission and logs calls are checked against an injected HfApi bound to the rea
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -73,7 +74,7 @@ def test_each_job_line_resolves_and_parses(argv):
         recipe = parsed.recipe()  # the reference run's recipe (the config itself: tests/train/test_blackbox_async.py)
         assert parsed.mode == "async" and set(parsed.harnesses()) <= {"opencode", "pi"}
         assert (recipe.split, recipe.num_generations, recipe.learning_rate, recipe.agent_steps, recipe.env_max_steps,
-                recipe.max_output_tokens) == ("train:easy", 8, 1e-6, 25, 30, 8192)
+                recipe.max_output_tokens) == ("train:easy", 8, 1e-6, 17, 30, 8192)  # the reference run's hard cap
     elif script.name == "eval.py":
         import typer
 
@@ -284,3 +285,26 @@ def test_bucket_listing_goes_through_the_endpoint_and_staging_refuses_an_empty_p
         assert got["t.csv"].read_bytes() == b"a,b\n1,2\n"
         with pytest.raises(StagingError, match="nothing at prefix"):
             fetch_bucket("hf://buckets/fake-user/tables/nowhere/", tmp_path, api=api)
+
+
+def test_a_job_a_remote_server_calls_back_exposes_its_engine_on_a_pinned_port():
+    """`train-blackbox --env-url`: the Space's capture reaches the job's engine through the jobs proxy,
+    so the engine's port is pinned at submission and exposed (sent in the run_job request)."""
+    from huggingface_hub import HfApi
+
+    from dagent.launch.job import job_spec, submit
+    from dagent.launch.ports import job_ports
+    from tests.fake_hub import FakeHub
+
+    req = "dagent[gpu] @ git+https://github.com/o/dagent@" + "c" * 40
+    spec = job_spec("train-blackbox", ["--mode", "async", "--env-url", "https://me-bb.hf.space"], flavor="h200x2",
+                    requirement=req)
+    assert spec.expose == (8000,) and ("DAGENT_ENGINE_PORT", "8000") in spec.env
+    argv = spec.hf_command()
+    assert argv[argv.index("--expose") + 1] == "8000" and argv.index("--expose") < argv.index("--")
+    assert job_ports({"JOB_ID": "123", "DAGENT_ENGINE_PORT": "8000"}).engine == 8000  # what the job then binds
+    assert job_spec("train-blackbox", ["--mode", "async"], requirement=req).expose == ()  # its own server: nothing
+    with FakeHub() as hub:
+        submit(spec, api=HfApi(endpoint=hub.url, token=hub.token), environ={})
+        (job,) = hub.jobs.values()
+        assert "8000" in json.dumps(job["spec"])

@@ -4,6 +4,7 @@ any GPU session relies on it: SFT, white-box GRPO and the in-process engine, eac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_the_gpu_check_passes_its_receipts_on_cpu():
     r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu"], capture_output=True,
-                       text=True, timeout=1200, env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+                       text=True, timeout=1200, env={**os.environ, "PYTHON": sys.executable}, cwd=ROOT)
     receipts = [json.loads(line.removeprefix("RECEIPT ")) for line in r.stdout.splitlines() if line.startswith("RECEIPT ")]
     assert [x["stage"] for x in receipts] == ["sft", "grpo", "inprocess"], r.stdout[-2000:] + r.stderr[-2000:]
     assert all(x["ok"] for x in receipts), receipts

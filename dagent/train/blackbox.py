@@ -33,6 +33,7 @@ from dagent.provenance import provenance
 from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_async import train_async
 from dagent.train.blackbox_recipe import HARNESSES, BlackboxArgs, BlackboxRecipe, preflight
+from dagent.train.grpo import save_final
 from dagent.train.preflight import Check
 from dagent.train.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.routing import pad_coprime
@@ -167,8 +168,7 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
         echo(f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
              f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}")
         run.trainer.train()
-        run.trainer.save_model(str(out / "final"))
-        run.trainer.processing_class.save_pretrained(str(out / "final"))
+        save_final(run.trainer, out / "final")
     finally:
         run.stop()
     run.health.raise_if_stopped()

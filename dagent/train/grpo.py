@@ -254,6 +254,19 @@ class WhiteboxArgs(TrainArgs):
         return PRESETS[self.preset](**given)
 
 
+def save_final(trainer: Any, folder: Path) -> None:
+    """`final/` (the model and its tokenizer), written once however many processes trained; then the
+    process group is closed, so no rank aborts on exit with gloo/NCCL threads still running."""
+    trainer.save_model(str(folder))  # every rank takes part (sharded states), the main one writes
+    if trainer.is_world_process_zero():
+        trainer.processing_class.save_pretrained(str(folder))
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     """Preflight, train, save `final/`; every sandbox the run opened is closed on any exit."""
     args.apply_project_url()
@@ -274,8 +287,7 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
         run.trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, out / ".resume"))
     finally:
         close_all()
-    run.trainer.save_model(str(out / "final"))
-    run.trainer.processing_class.save_pretrained(str(out / "final"))
+    save_final(run.trainer, out / "final")
     if run.budget is not None and run.budget.expired:
         echo(f"time budget of {args.max_minutes:g} min reached after {run.budget.steps_done} steps "
              f"(checkpoint-{run.budget.steps_done}); a control of the same length: --max-steps {run.budget.steps_done}")

@@ -18,17 +18,18 @@ FILE = "provenance.json"
 class ProvenanceStamp(TrainerCallback):
     record: dict[str, Any]
 
-    def _write(self, folder: Path, step: int | None) -> None:
+    def _write(self, folder: Path, step: int | None, world_size: int) -> None:
         if folder.is_dir():
-            (folder / FILE).write_text(json.dumps({**self.record, "global_step": step}, indent=2, default=str) + "\n")
+            record = {**self.record, "global_step": step, "world_size": world_size}  # processes that trained it
+            (folder / FILE).write_text(json.dumps(record, indent=2, default=str) + "\n")
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-            self._write(Path(args.output_dir), state.global_step)
+            self._write(Path(args.output_dir), state.global_step, args.world_size)
         return control
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            self._write(Path(args.output_dir) / f"checkpoint-{state.global_step}", state.global_step)
+            self._write(Path(args.output_dir) / f"checkpoint-{state.global_step}", state.global_step, args.world_size)
         return control

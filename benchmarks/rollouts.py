@@ -8,7 +8,11 @@
     python benchmarks/rollouts.py --harness pi --policy runs/lr/sft/final --suite ~/.cache/dagent/suite --split train:easy --n 12
 
 Prints per rollout: outcome, turns (agent / all), drift, transitions, wall time; then turns per
-rollout, drift mean/max, fork and realign fractions, samples per rollout and wall time p50/p95.
+rollout, drift mean/max, fork and realign fractions, samples per rollout and wall time p50/p95;
+then the FORK POLICY over the same rollouts: each agent chain converted by TRL's own
+`_chain_to_sequences` at fork threshold 0 (what `lossless_capture=True`, TRL's default, forces) and
+at the recipe's 1024: training samples per rollout, clean / realign / fork fractions of the
+transitions, and trained tokens.
 
 POLICIES. `tiny-qwen3` (and `smollm2-135m`) are real networks served by the local engine; the
 random tiny Qwen3 emits noise up to its token cap, so opencode stops after ONE agent turn.
@@ -219,7 +223,31 @@ def main(args: argparse.Namespace) -> int:
           + ", ".join(f"{t} {sum(g.tier == t for g in gates)}" for t in ("train", "eval_only", "reject")))
     print(f"wall per rollout: mean {statistics.mean(walls):.1f}s p50 {pct(walls, 0.5):.1f}s "
           f"p95 {pct(walls, 0.95):.1f}s max {max(walls):.1f}s")
+    fork_policy(rows)
     return 0
+
+
+def fork_policy(rows: list[Any], thresholds: tuple[int, ...] = (0, 1024)) -> None:
+    """The same rollouts through TRL's conversion at each fork threshold (module docstring)."""
+    from dagent.train.rollouts import chain_sequences
+
+    entries = [r.trace_entries() for r in rows if r.trajectory is not None and r.trajectory.agent_chain]
+    if not entries:
+        print("fork policy: no rollout has an agent chain")
+        return
+    print(f"\nfork policy over the same {len(entries)} rollouts (TRL's _chain_to_sequences):")
+    for threshold in thresholds:
+        samples, trained, tally = [], [], {"clean": 0.0, "realign": 0.0, "fork": 0.0, "transitions": 0.0}
+        for e in entries:
+            sequences, t = chain_sequences(e, threshold)
+            samples.append(len(sequences))
+            trained.append(sum(sum(s.completion_mask) for s in sequences))
+            for k in tally:
+                tally[k] += t.get(k, 0.0)
+        n = max(tally["transitions"], 1.0)
+        print(f"  threshold {threshold:>5}: samples per rollout {statistics.mean(samples):.2f}, transitions "
+              f"{tally['transitions']:.0f} (clean {tally['clean'] / n:.2f}, realign {tally['realign'] / n:.2f}, fork "
+              f"{tally['fork'] / n:.2f}), trained tokens per rollout {statistics.mean(trained):.1f}")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

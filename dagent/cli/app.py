@@ -15,7 +15,7 @@ import typer
 
 from dagent.cli.common import SuiteOpt, _build, _progress, console, load_suite, out
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
-from dagent.cli.reproduce import StageError, reproduce
+from dagent.cli.reproduce import StageError, failed_receipts, reproduce
 from dagent.engine.server import serve
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import DagentError
@@ -398,11 +398,15 @@ def reproduce_cmd(
 ) -> None:
     """Build the suite, smoke every loop, evaluate, train both loops, evaluate paired, write receipts."""
     try:
-        reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop,
-                  echo=lambda line: console.print(line, markup=False, highlight=False))
+        stages = reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop,
+                           echo=lambda line: console.print(line, markup=False, highlight=False))
     except StageError as e:
         console.print(str(e), markup=False, highlight=False)
         raise typer.Exit(1) from None
+    failed = failed_receipts(stages)
+    if failed:  # a run whose receipts failed is not a reproduction, whatever each stage exited with
+        console.print(f"{failed} receipt(s) FAIL: see {out_dir / 'validation.md'}", markup=False, highlight=False)
+        raise typer.Exit(1)
 
 
 @engine_app.command("serve")

@@ -431,6 +431,15 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s"
 
 
+def failed_receipts(stages: dict[str, Stage]) -> int:
+    """How many receipts FAIL across the stages that ran (the report stage's count, else each stage's)."""
+    report = stages.get("report")
+    if report is not None and report.receipt:
+        return int(report.receipt.get("fail", 0))
+    return sum(ok is False for name, st in stages.items() if name != "report"
+               for _, ok in checks_for(name, st.receipt, st.status))
+
+
 def reproduce(profile: str = "cpu", out: str = "runs/reproduce", *, model: str | None = None, suite: str | None = None,
               start: str | None = None, stop: str | None = None, echo: Callable[[str], None] = print) -> dict[str, Stage]:
     if start is not None and start not in STAGES:

@@ -96,3 +96,23 @@ def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):
     assert "- FAIL: every trained token id is the engine's (exact-token audit: trained token 3 differs" in text
     assert "- SKIPPED: Harbor is not installed here" in text
     assert "## sft: failed (3 s)" in text and "cause: OOM" in text and "- FAIL: the stage completed" in text
+
+
+def test_the_command_exits_non_zero_when_any_receipt_fails(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from dagent.cli import app as cli
+    from dagent.cli.reproduce import Stage
+
+    def ran(fail: int):
+        def fake(*a, **kw):
+            report = Stage("report")
+            report.receipt = {"pass": 19, "fail": fail, "skipped": 0}
+            return {"report": report}
+        return fake
+
+    monkeypatch.setattr(cli, "reproduce", ran(1))
+    r = CliRunner().invoke(cli.app, ["reproduce", "--out", str(tmp_path)])
+    assert r.exit_code == 1 and "1 receipt(s) FAIL" in r.output
+    monkeypatch.setattr(cli, "reproduce", ran(0))
+    assert CliRunner().invoke(cli.app, ["reproduce", "--out", str(tmp_path)]).exit_code == 0

@@ -208,11 +208,17 @@ class TaskSuite:
         Without a curriculum the rows are in split order. With `warmup:N` the rows are N easy
         tasks, then the medium tasks with the hard ones spread through them (remaining easy
         tasks are left out, as in the reference run). Tiers are read off the resolved tasks,
-        never from a text lookup (F12).
+        never from a text lookup (F12). A curriculum on a tiered split (`train:easy`) is refused:
+        it would silently shrink the split to its warm-up (F48).
         """
         tasks = self.tasks(split)
         order = list(range(len(tasks)))
         plan = Curriculum.parse(curriculum)
+        if plan is not None and ":" in split:
+            raise SplitError(
+                f"curriculum {curriculum!r} on the tiered split {split!r} would keep {min(plan.warmup, len(tasks))} of its "
+                f"{len(tasks)} tasks and nothing after the warm-up (a tiered split has no other tier to follow it): "
+                f"give the untiered split ({split.split(':')[0]}) with the curriculum, or no curriculum (F48)")
         if plan is not None:
             rng = random.Random(seed)
             by_tier = {tier: [i for i in order if tasks[i].difficulty_tier == tier] for tier in TIERS}

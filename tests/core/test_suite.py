@@ -115,3 +115,12 @@ def test_curriculum_errors_are_named():
     with pytest.raises(SplitError, match="more easy tasks"):
         s.prompt_rows("train", curriculum="warmup:5")
     assert [r["index"] for r in s.prompt_rows("train")] == [0, 1]
+
+
+@pytest.mark.failure_mode("F48")
+def test_a_curriculum_on_a_tiered_split_is_refused_instead_of_shrinking_it():
+    s = suite_of({"train": [1] * 6 + [2] * 4 + [3] * 2})
+    assert len(s.prompt_rows("train:easy")) == len(s.tasks("train:easy"))  # the tiered split whole, no curriculum
+    with pytest.raises(SplitError, match=r"tiered split 'train:easy'.*give the untiered split \(train\).*F48"):
+        s.prompt_rows("train:easy", curriculum="warmup:2")
+    assert len(s.prompt_rows("train", curriculum="warmup:2")) > 2  # the untiered split: the other tiers follow

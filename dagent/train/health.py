@@ -3,9 +3,10 @@
 It stops the run, with a named reason kept in `HealthWatch.stopped`, when
 - the run sits in the ABSORBING state: reward_std 0 and grad-norm 0 for `patience` logged steps in
   a row (every group scores alike and nothing moves; F39), or
-- entropy climbs away from its start (more than `entropy_rise` above the first logged value for
+- entropy climbs away from its start (`entropy_rise` above the mean of its first logged values, for
   `patience` steps in a row: the sampler and the trainer disagree, or the policy is collapsing
-  into noise; F05).
+  into noise; F05), calibrated on the seed's measured runs (the fields' comment), or
+- entropy falls by `entropy_fall` (the policy going deterministic: exploration ends).
 It also adds, to the metrics the trainer logs, ungraded rollouts by cause (white-box episodes
 finished since the last step, from the episode registry; None rewards are not zeros, F32) and
 keeps TRL's own `tools/failure_frequency` (malformed tool calls) and `completions/clipped_ratio`
@@ -33,14 +34,23 @@ class TrainingHealthError(DagentError):
 @dataclass
 class HealthWatch(TrainerCallback):
     patience: int = 3
-    entropy_rise: float = 1.0  # nats above the first logged entropy
+    # Entropy against its own start (the mean of the first `baseline_steps` logged values), relative:
+    # the seed's collapsing run climbed 0.23 -> 0.59 nats over 24 steps while the reference held
+    # 0.17-0.21 (about +-10% around its start); +50% (and at least `entropy_delta` nats) for
+    # `patience` steps stops the first early and never the second. A fall by half is the other
+    # collapse (the policy going deterministic: beta=0 with nothing holding it).
+    entropy_rise: float = 0.5
+    entropy_fall: float = 0.5
+    entropy_delta: float = 0.05
+    baseline_steps: int = 3
     ratio_tolerance: float = 0.1
     trainer: Any = None  # set after the trainer is built, to add metrics to its log
     stopped: str | None = None
     history: list[dict[str, float]] = field(default_factory=list)
     _flat: int = 0
     _hot: int = 0
-    _entropy0: float | None = None
+    _cold: int = 0
+    _entropies: list[float] = field(default_factory=list)
     _seen: set = field(default_factory=set)
 
     def ungraded_since_last(self) -> Counter:
@@ -80,15 +90,29 @@ class HealthWatch(TrainerCallback):
                        "raise num_generations (F39)")
         entropy = logs.get("entropy")
         if entropy is not None:
-            if self._entropy0 is None:
-                self._entropy0 = float(entropy)
-            hot = float(entropy) > self._entropy0 + self.entropy_rise
-            self._hot = self._hot + 1 if hot else 0
-            if self._hot >= self.patience:
-                self._stop(control, f"entropy_climbing: entropy {float(entropy):.2f} vs {self._entropy0:.2f} at the "
-                           f"start for {self._hot} steps: check that sampling matches the trainer's (F05), "
-                           "lower the learning rate")
+            self._watch_entropy(float(entropy), control)
         return control
+
+    def _watch_entropy(self, entropy: float, control) -> None:
+        self._entropies.append(entropy)
+        if len(self._entropies) <= self.baseline_steps:
+            return
+        start = sum(self._entropies[: self.baseline_steps]) / self.baseline_steps
+        hot = entropy > start * (1 + self.entropy_rise) and entropy - start >= self.entropy_delta
+        cold = entropy < start * (1 - self.entropy_fall) and start - entropy >= self.entropy_delta
+        self._hot = self._hot + 1 if hot else 0
+        self._cold = self._cold + 1 if cold else 0
+        step = len(self._entropies)
+        if self._hot >= self.patience:
+            self._stop(control, f"entropy_climbing: entropy {entropy:.3f} vs {start:.3f} at the start (+"
+                       f"{100 * (entropy / start - 1):.0f}%) for {self._hot} logged steps, at step {step}: the policy "
+                       "is collapsing into noise or the sampler and the trainer disagree; check sampling (F05), lower "
+                       "the learning rate")
+        if self._cold >= self.patience:
+            self._stop(control, f"entropy_collapsing: entropy {entropy:.3f} vs {start:.3f} at the start ("
+                       f"{100 * (entropy / start - 1):.0f}%) for {self._cold} logged steps, at step {step}: the policy "
+                       "is going deterministic and exploration ends; raise beta (a KL to the reference) or lower the "
+                       "learning rate")
 
     def _stop(self, control, reason: str) -> None:
         if self.stopped is None:

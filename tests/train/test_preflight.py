@@ -109,11 +109,33 @@ def test_the_absorbing_state_stops_the_run_with_a_named_reason():
         watch.raise_if_stopped()
 
 
+def entropies(values):
+    return [{"reward_std": 0.3, "grad_norm": 1.0, "entropy": e} for e in values]
+
+
+def stopped_at(watch: HealthWatch) -> int:
+    import re
+
+    return int(re.search(r"at step (\d+)", watch.stopped).group(1))
+
+
 @pytest.mark.failure_mode("F05")
-def test_entropy_climbing_away_from_its_start_stops_the_run():
-    watch = HealthWatch(patience=2, entropy_rise=1.0)
-    control = feed(watch, *({"reward_std": 0.3, "grad_norm": 1.0, "entropy": e} for e in (2.0, 2.5, 3.2, 3.4)))
-    assert control.should_training_stop and watch.stopped.startswith("entropy_climbing")
+def test_entropy_climbing_as_in_the_seeds_collapsing_run_stops_it_early_and_the_reference_never():
+    # the seed's collapsing run: 0.23 -> 0.59 nats over 24 steps; the reference held 0.17-0.21
+    collapsing = [0.23 + (0.59 - 0.23) * i / 23 for i in range(24)]
+    watch = HealthWatch()
+    assert feed(watch, *entropies(collapsing)).should_training_stop
+    assert watch.stopped.startswith("entropy_climbing") and stopped_at(watch) <= 12  # half-way at the latest
+    reference = [0.19, 0.17, 0.21, 0.18, 0.20, 0.21, 0.17, 0.19] * 5
+    quiet = HealthWatch()
+    assert not feed(quiet, *entropies(reference)).should_training_stop and quiet.stopped is None
+
+
+def test_entropy_collapsing_towards_determinism_stops_the_run():
+    falling = [0.20 - 0.15 * i / 23 for i in range(24)]  # the beta=0 failure: the policy goes deterministic
+    watch = HealthWatch()
+    assert feed(watch, *entropies(falling)).should_training_stop
+    assert watch.stopped.startswith("entropy_collapsing") and "raise beta" in watch.stopped
 
 
 @pytest.mark.failure_mode("F05")

@@ -220,7 +220,7 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
 @eval_app.callback(invoke_without_command=True)
 def eval_cmd(
     ctx: typer.Context,
-    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode.")] = "oracle",
+    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode or pi (harnesses that own their loop).")] = "oracle",
     split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
     suite: SuiteOpt = None,
     model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir (a checkpoint).")] = "tiny-qwen3",

@@ -79,7 +79,7 @@ def step_cap(agent: str, preset: str = "gpu") -> int | None:
     configures it); for the tool loop the preset's tool-iteration cap where it has one (the cpu
     preset's 4: an episode that used that many calls was cut there, a call per iteration being the
     trained shape), else the environment's step budget; None for the oracle."""
-    if agent == "opencode":
+    if agent in ("opencode", "pi"):  # both harnesses' step limit, as agent_stack configures it
         return DEFAULT_STEPS
     if agent == "oracle":
         return None

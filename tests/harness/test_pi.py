@@ -176,3 +176,20 @@ def steered_tokenizer():
     from dagent.engine.models import tiny_qwen3
 
     return AutoTokenizer.from_pretrained(str(tiny_qwen3()))
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+def test_pi_is_evaluated_like_opencode(suite, steered, tmp_path):
+    """`dagent eval --agent pi`: the same stack as opencode (capture, the local sandbox, the grader),
+    pi as the harness, its step limit the one the report counts cut-offs against."""
+    import json
+
+    from dagent.eval.experiment import Arm, run_experiment, step_cap
+    from dagent.harness.pi import DEFAULT_STEPS
+
+    run_experiment(suite, "train", [Arm("pi", agent="pi", engine_url=steered.url)], tmp_path / "out", limit=1,
+                   workers=1, timeout_s=300)
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "pi" / "records.jsonl").read_text().splitlines()]
+    assert record["agent"] == "pi" and record["outcome"] == "correct" and record["tool_calls"] == 2
+    assert step_cap("pi") == DEFAULT_STEPS

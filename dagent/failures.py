@@ -90,7 +90,7 @@ _MODES = (
     # found by reading and running this project against the seed
     ("F45", "a remote sandbox's egress decided before the capture URL is known: zero model calls", None),
     ("F46", "a recipe value a library silently overrides (the config reads one thing, the run does another)", None),
-    ("F47", "evaluation under other episode conditions than training", None),
+    ("F47", "evaluation under other episode conditions than training", "dagent.core.conditions.conditions_differ"),
     ("F48", "a curriculum or filter that empties part of a split without a word",
      "dagent.core.suite.TaskSuite.prompt_rows"),
     ("F49", "two engines on one accelerator without sized memory: the second dies or starves", None),

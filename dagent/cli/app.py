@@ -16,6 +16,7 @@ import typer
 from dagent.cli.common import SuiteOpt, _build, _progress, console, load_suite, out
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
 from dagent.cli.reproduce import StageError, failed_receipts, reproduce
+from dagent.core.conditions import conditions_differ
 from dagent.engine.server import serve
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import DagentError
@@ -33,7 +34,7 @@ from dagent.eval.experiment import (
 from dagent.eval.hub import push_results_dataset
 from dagent.eval.recordings import append_recording
 from dagent.eval.regrade import regrade
-from dagent.eval.report import load_records, write_results
+from dagent.eval.report import load_records, recorded_conditions, write_results
 from dagent.eval.scoring import paired, task_scores
 from dagent.eval.stack import run_rollout
 from dagent.jobargs import parse
@@ -272,8 +273,14 @@ def eval_compare(
     b: Annotated[Path, typer.Argument(help="Candidate evaluation dir.")],
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Also write results.md and plots here.")] = None,
     include_void: Annotated[bool, typer.Option("--include-void", help="Read runs marked void too (`dagent eval void`).")] = False,
+    allow_other_conditions: Annotated[bool, typer.Option("--allow-other-conditions", help="Compare arms measured under different episode conditions (sampling, tokens, step cap, clip, timeout) anyway.")] = False,
 ) -> None:
     """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
+    differ = conditions_differ(recorded_conditions(a), recorded_conditions(b))
+    if differ and not allow_other_conditions:
+        raise DagentError(f"{a} and {b} were measured under different episode conditions ({'; '.join(differ)}): "
+                          "a difference between them is not the policy's; rerun one with the other's --preset, or pass "
+                          "--allow-other-conditions (F47)")
     ra, rb = load_records(a, include_void=include_void), load_records(b, include_void=include_void)
     la, lb = a.name, b.name if b.name != a.name else f"{b.name}-b"
     for line in [*task_scores(ra, arm=la).lines(), *task_scores(rb, arm=lb).lines(),

@@ -13,6 +13,8 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
+from dagent.core.conditions import Conditions
+from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.envs.status import replace_health, sandbox_health
 from dagent.errors import ConfigError, DagentError
@@ -181,10 +183,13 @@ def capture_public_url(environ: Any) -> str | None:
     return public.rstrip("/") + "/capture"
 
 
-def space_app(environ: Any) -> Any:
+def space_app(environ: Any, conditions: Conditions | None = None) -> Any:
     """The black-box Space's app from its settings (spaces/data-agent-blackbox/server/app.py lists
     them): the runtime started, the capture proxy also mounted at `/capture` so that the Space's
-    own public URL serves it (an explicit PUBLIC_URL wins; EXPOSE=gradio starts a tunnel instead)."""
+    own public URL serves it (an explicit PUBLIC_URL wins; EXPOSE=gradio starts a tunnel instead).
+    `conditions`: the training recipe's episode conditions (sampling pinned on every call, the
+    step cap, tokens per call, the timeout), so rollouts served here are the ones training runs
+    (F47); DAGENT_STEPS and DAGENT_MAX_OUTPUT_TOKENS override them by name."""
     import httpx
 
     engine_url = environ.get("DAGENT_ENGINE_URL")
@@ -199,8 +204,10 @@ def space_app(environ: Any) -> Any:
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
             raise ConfigError(f"DAGENT_MODEL is not set and {engine_url} does not list a model ({e}): set "
                               "DAGENT_MODEL to the model id the engine serves") from e
-    steps = int(environ.get("DAGENT_STEPS", "15"))
-    max_output = int(environ.get("DAGENT_MAX_OUTPUT_TOKENS", "4096"))
+    steps = int(environ.get("DAGENT_STEPS") or (conditions and conditions.step_cap) or 15)
+    max_output = int(environ.get("DAGENT_MAX_OUTPUT_TOKENS") or (conditions and conditions.tokens_per_call) or 4096)
+    sampling = (Sampling(temperature=conditions.temperature, top_p=conditions.top_p, top_k=conditions.top_k)
+                if conditions else DEFAULT_SAMPLING)
     expose = environ.get("EXPOSE", "direct")
     sandbox = environ.get("DAGENT_SANDBOX", "local")
     runtime = BlackBoxRuntime(
@@ -208,7 +215,8 @@ def space_app(environ: Any) -> Any:
         harness=environ.get("DAGENT_HARNESS", "opencode"),
         opencode=OpencodeConfig(model=model, steps=steps, max_output_tokens=max_output),
         pi=PiConfig(model=model, steps=steps, max_output_tokens=max_output),
-        publish="gradio" if expose == "gradio" else "direct", public_url=capture_public_url(environ))
+        publish="gradio" if expose == "gradio" else "direct", public_url=capture_public_url(environ),
+        sampling=sampling, timeout_s=(conditions and conditions.timeout_s) or 600.0)
     runtime.start()
     app = create_app(runtime, max_concurrent=int(environ.get("DAGENT_MAX_ROLLOUTS", "16")))
     app.mount("/capture", runtime.capture)  # the same proxy, on the Space's own URL

@@ -40,8 +40,7 @@ from dagent.eval.hub import eval_result_entries, push_results
 from dagent.eval.remote import check_surface, play_remote
 from dagent.eval.report import write_results
 from dagent.eval.scoring import Paired, Scores, paired, task_scores
-from dagent.eval.stack import agent_stack, engine_cores, recipe_for
-from dagent.harness.opencode import DEFAULT_STEPS
+from dagent.eval.stack import agent_stack, conditions_for, engine_cores
 from dagent.harness.play import run_episode, write_records
 from dagent.provenance import provenance
 from dagent.suites.benchmark import fetch_declared, hub_reference
@@ -75,17 +74,10 @@ class Arm:
 
 
 def step_cap(agent: str, preset: str = "gpu") -> int | None:
-    """The tool calls an agent's episode can reach: opencode's own step limit (as `agent_stack`
-    configures it); for the tool loop the preset's tool-iteration cap where it has one (the cpu
-    preset's 4: an episode that used that many calls was cut there, a call per iteration being the
-    trained shape), else the environment's step budget; None for the oracle."""
-    if agent in ("opencode", "pi"):  # both harnesses' step limit, as agent_stack configures it
-        return DEFAULT_STEPS
-    if agent == "oracle":
-        return None
-
-    recipe = recipe_for(preset)
-    return recipe.max_tool_calling_iterations or recipe.episode.max_steps
+    """The tool calls (white-box) or turns (black-box) an agent's episode can reach under `preset`'s
+    conditions (an episode that used that many was cut there); None for the oracle."""
+    conditions = conditions_for(agent, preset)
+    return None if conditions is None else conditions.step_cap
 
 
 @dataclass
@@ -236,13 +228,14 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
 def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
                k_values: Sequence[int] = (1,), step_cap: int | Mapping[str, int] | None = None,
                suite: str = "", provenance: Mapping[str, Any] | None = None,
-               models: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
+               models: Mapping[str, Mapping[str, Any]] | None = None,
+               conditions: Mapping[str, Mapping[str, Any] | None] | None = None) -> list[Path]:
     """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the
     plots; `provenance` (dagent.provenance) goes into every one of them, and each arm's model
     (`dagent.engine.models.model_source`: a Hub model's repo and the commit it resolved to)."""
     for name, records in arms.items():
         write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite,
-                      model=(models or {}).get(name), provenance=provenance)
+                      model=(models or {}).get(name), conditions=(conditions or {}).get(name), provenance=provenance)
     return write_results(out_dir, arms, k_values=k_values, baseline=baseline, step_cap=step_cap,
                          title=f"dagent evaluation on {split}", provenance=provenance)
 
@@ -371,7 +364,8 @@ def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: P
     caps = {arm.name: step_cap(arm.agent, preset) for arm in arms}
 
     files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
-                       suite=str(suite.source), provenance=provenance(suite), models=models)
+                       suite=str(suite.source), provenance=provenance(suite), models=models,
+                       conditions={a.name: (c.as_dict() if (c := conditions_for(a.agent, preset)) else None) for a in arms})
     ks = tuple(sorted(set(k_values) | {1}))
     scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
     comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)

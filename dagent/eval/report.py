@@ -9,8 +9,10 @@ when plotting, so the rest of dagent never needs it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from dagent.core.outcome import EvalRecord
 from dagent.errors import ConfigError, MissingDependencyError
@@ -18,6 +20,14 @@ from dagent.eval.scoring import TIERS, WRONG_CATEGORIES, GroupScores, Paired, Sc
 from dagent.provenance import provenance_lines, void_reason
 
 PLOTS = ("pass_at_1.png", "pass_at_1_by_tier.png", "rewards.png", "turns.png")
+
+
+def recorded_conditions(run_dir: str | Path) -> dict[str, Any] | None:
+    """The episode conditions an arm's summary.json records (None: an older run, or the oracle)."""
+    path = Path(run_dir) / "summary.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text()).get("conditions")
 
 
 def load_records(path: Path | str, *, include_void: bool = False) -> list[EvalRecord]:

@@ -14,18 +14,22 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from dagent.core.conditions import Conditions
+from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine import process
 from dagent.engine.sizing import EngineShare
 from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.base import Agent
-from dagent.harness.opencode import DEFAULT_STEPS, OpencodeConfig
+from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.oracle import OracleAgent
 from dagent.harness.pi import PiConfig
 from dagent.harness.toolloop import ToolLoopAgent
 from dagent.sandbox import get_backend
 from dagent.sandbox.base import SandboxBackend
+from dagent.train.blackbox_recipe import PRESETS as BLACKBOX_PRESETS
+from dagent.train.blackbox_recipe import BlackboxRecipe
 from dagent.train.grpo import PRESETS
 
 AGENTS = ("oracle", "tools", "opencode", "pi")  # opencode and pi: harnesses that own their loop, through capture
@@ -49,7 +53,7 @@ class Stack:
 @contextmanager
 def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
                 engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
-                timeout_s: float = 600.0, steps: int | None = None, max_output_tokens: int = 512,
+                timeout_s: float | None = None, steps: int | None = None, max_output_tokens: int | None = None,
                 preset: str = "gpu", harbor_catalog: str | None = None, engine_threads: int = 1,
                 share: EngineShare | None = None, echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
     """Start what `agent` needs; stop all of it on exit, whatever happened. `preset` names the
@@ -81,11 +85,14 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
             yield Stack(ToolLoopAgent(engine_url, served, config=recipe.episode, limits=recipe.limits),
                         get_backend(backend), engine_url)
             return
-        conditions = dict(model=served, steps=steps or DEFAULT_STEPS, max_output_tokens=max_output_tokens)
+        recipe = blackbox_recipe_for(preset)  # the conditions training runs the harness under (F47)
+        limits = dict(model=served, steps=steps or recipe.agent_steps,
+                      max_output_tokens=max_output_tokens or recipe.max_output_tokens)
         runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, harness=agent,
-                                  opencode=OpencodeConfig(**conditions), pi=PiConfig(**conditions), publish=publish,
+                                  opencode=OpencodeConfig(**limits), pi=PiConfig(**limits), publish=publish,
                                   public_url=public_url or os.environ.get("DAGENT_CAPTURE_PUBLIC_URL"),
-                                  timeout_s=timeout_s, harbor_catalog=harbor_catalog)
+                                  sampling=RECIPE_SAMPLING, timeout_s=timeout_s or recipe.agent_timeout_s,
+                                  harbor_catalog=harbor_catalog)
         stack.enter_context(runtime)
         yield Stack(runtime.agent(), runtime.backend, engine_url, runtime)
 
@@ -97,6 +104,20 @@ def engine_cores(engines: int, cpus: int | None = None) -> int:
     two engines (an evaluation with --baseline) get one core each, as before."""
     cpus = cpus or os.cpu_count() or 1
     return max(1, cpus // max(1, engines))
+
+
+def blackbox_recipe_for(preset: str) -> BlackboxRecipe:
+    """The black-box training recipe `preset` names (its harness step cap, tokens per call, timeout)."""
+    if preset not in BLACKBOX_PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}: use {' or '.join(BLACKBOX_PRESETS)}")
+    return BLACKBOX_PRESETS[preset]()
+
+
+def conditions_for(agent: str, preset: str) -> Conditions | None:
+    """The episode conditions `agent` runs under with `preset` (None: the oracle has none)."""
+    if agent == "oracle":
+        return None
+    return (recipe_for(preset) if agent == "tools" else blackbox_recipe_for(preset)).conditions
 
 
 def recipe_for(preset: str) -> Any:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dagent.core.conditions import Conditions
+from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.errors import ConfigError
 from dagent.harness.contract import check_step_cap
 from dagent.tools.episode import MAX_STEPS
@@ -62,6 +64,13 @@ class BlackboxRecipe:
                    save_steps=10, agent_steps=8, max_output_tokens=384, agent_timeout_s=600.0,
                    use_cpu=True, bf16=cpu_has_bf16())
         return replace(base, **overrides)
+
+    @property
+    def conditions(self) -> Conditions:
+        """The black-box episode's conditions (dagent.core.conditions), as training runs it."""
+        return Conditions.of("black-box", RECIPE_SAMPLING, tokens_per_call=self.max_output_tokens,
+                             tokens_per_episode=None, step_cap=self.agent_steps, output_chars=None,
+                             timeout_s=self.agent_timeout_s)
 
     @property
     def batch(self) -> int:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dagent.core.conditions import Conditions
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.models import base_model, model_dir, model_source
@@ -86,8 +87,19 @@ class Recipe:
 
     @property
     def limits(self) -> LoopLimits:
+        """TRL generates each turn up to what is left of the completion budget: so does the loop
+        evaluation runs (no per-turn cap of its own)."""
         return LoopLimits(max_completion_length=self.max_completion_length,
-                          max_tool_calling_iterations=self.max_tool_calling_iterations)
+                          max_tool_calling_iterations=self.max_tool_calling_iterations,
+                          max_tokens_per_turn=self.max_completion_length)
+
+    @property
+    def conditions(self) -> Conditions:
+        """The white-box episode's conditions (dagent.core.conditions), as training runs it."""
+        return Conditions.of("white-box", RECIPE_SAMPLING, tokens_per_call=self.max_completion_length,
+                             tokens_per_episode=self.max_completion_length,
+                             step_cap=self.max_tool_calling_iterations or self.episode.max_steps,
+                             output_chars=self.output_chars, timeout_s=None)
 
 
 PRESETS = {"gpu": Recipe.gpu, "cpu": Recipe.cpu}

@@ -73,6 +73,8 @@ def test_the_dockerfile_command_serves_a_rollout_from_the_installed_wheel(tmp_pa
         health = httpx.get(f"{url}/health").json()
         assert health["status"] == "healthy" and health["sandbox"]["backend"] == "local"
         assert health["sandbox"]["isolation"] in ("bwrap", "mountns") and health["capture"]["how"] == "bridge"
+        info = httpx.get(f"{url}/data_agent_blackbox/info").json()  # DAGENT_PRESET unset: the gpu recipe's conditions
+        assert info["sampling"]["temperature"] == 0.8  # what training samples with, not a default of 1.0 (F47)
         probe = httpx.get(f"{url}/data_agent_blackbox/engine").json()
         assert probe["reachable"] and probe["served"] == ["tiny-qwen3-steered"]  # DAGENT_MODEL read off the engine
         models = httpx.get(f"{url}/capture/v1/models", timeout=30)  # the proxy on the Space's own port

@@ -165,3 +165,36 @@ def test_evaluation_metrics_go_to_a_store_under_out_and_to_a_space_when_named(su
     import os
 
     assert os.environ["TRACKIO_DIR"] == str(tmp_path / "out" / "trackio")  # it leaves the job with the results
+
+
+@pytest.mark.failure_mode("F47")
+def test_arms_record_their_conditions_and_compare_refuses_different_ones(suite, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from dagent.cli.app import app
+    from dagent.eval.stack import conditions_for
+    from dagent.train.blackbox_recipe import BlackboxRecipe
+    from dagent.train.grpo import Recipe
+
+    # one definition: evaluation runs each agent under the conditions its recipe trains under
+    assert conditions_for("tools", "cpu") == Recipe.cpu().conditions
+    assert conditions_for("pi", "gpu") == conditions_for("opencode", "gpu") == BlackboxRecipe.gpu().conditions
+    assert Recipe.cpu().limits.max_tokens_per_turn == Recipe.cpu().max_completion_length  # as TRL generates
+    assert conditions_for("opencode", "gpu").temperature == 0.8 and conditions_for("opencode", "gpu").step_cap == 17
+    for preset in ("cpu", "gpu"):
+        run_experiment(suite, "train", [Arm("oracle", "oracle")], tmp_path / preset, limit=1, preset=preset)
+    runs = {}
+    for preset in ("cpu", "gpu"):
+        summary = tmp_path / preset / "oracle" / "summary.json"
+        data = json.loads(summary.read_text())
+        data["conditions"] = conditions_for("tools", preset).as_dict()  # as a tools arm records them
+        summary.write_text(json.dumps(data))
+        runs[preset] = tmp_path / preset / "oracle"
+    r = CliRunner().invoke(app, ["eval", "compare", str(runs["cpu"]), str(runs["gpu"])])
+    assert r.exit_code != 0 and "different episode conditions" in str(r.exception) and "F47" in str(r.exception)
+    ok = CliRunner().invoke(app, ["eval", "compare", str(runs["cpu"]), str(runs["gpu"]), "--allow-other-conditions"])
+    assert ok.exit_code == 0, ok.output
+    same = CliRunner().invoke(app, ["eval", "compare", str(runs["cpu"]), str(runs["cpu"])])
+    assert same.exit_code == 0, same.output

@@ -182,14 +182,15 @@ def steered_tokenizer():
 @pytest.mark.slow
 def test_pi_is_evaluated_like_opencode(suite, steered, tmp_path):
     """`dagent eval --agent pi`: the same stack as opencode (capture, the local sandbox, the grader),
-    pi as the harness, its step limit the one the report counts cut-offs against."""
+    pi as the harness, under the black-box recipe's conditions (its step cap the one the report counts
+    cut-offs against)."""
     import json
 
     from dagent.eval.experiment import Arm, run_experiment, step_cap
-    from dagent.harness.pi import DEFAULT_STEPS
+    from dagent.train.blackbox_recipe import BlackboxRecipe
 
     run_experiment(suite, "train", [Arm("pi", agent="pi", engine_url=steered.url)], tmp_path / "out", limit=1,
                    workers=1, timeout_s=300)
     (record,) = [json.loads(line) for line in (tmp_path / "out" / "pi" / "records.jsonl").read_text().splitlines()]
     assert record["agent"] == "pi" and record["outcome"] == "correct" and record["tool_calls"] == 2
-    assert step_cap("pi") == DEFAULT_STEPS
+    assert step_cap("pi") == BlackboxRecipe.gpu().agent_steps  # the conditions it trains under (F47)

@@ -11,8 +11,11 @@ proxy to the engine named by DAGENT_ENGINE_URL, and rollouts are graded here. A 
     DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/... (default:
                           the build baked into the image)
     DAGENT_HARNESS        opencode (default) or pi (local sandboxes only)
-    DAGENT_STEPS          the agent's step cap (default 15; at most the environment's 30, F35)
-    DAGENT_MAX_OUTPUT_TOKENS  what capture clamps an agent's max_tokens to (default 4096)
+    DAGENT_PRESET         the training recipe whose episode conditions rollouts run under: sampling
+                          pinned on every call, the step cap, tokens per call, the timeout (default gpu:
+                          17 steps, 8,192 tokens, temperature 0.8; cpu, gpu-steps25)
+    DAGENT_STEPS          the agent's step cap (default: the preset's; at most the environment's 30, F35)
+    DAGENT_MAX_OUTPUT_TOKENS  what capture clamps an agent's max_tokens to (default: the preset's)
     DAGENT_SANDBOX        local (default), e2b (E2B_API_KEY) or hf (HF_TOKEN). A local backend must
                           pass the isolation self-check at start-up, else the server refuses
     PUBLIC_URL            an explicit public base URL of this server (wins); capture is then
@@ -30,8 +33,9 @@ the published URL, never a loopback one (F08). Run: `python -m server.app` from 
 import os
 
 from dagent.envs.blackbox_server import space_app
+from dagent.train.blackbox_recipe import PRESETS
 
-app = space_app(os.environ)
+app = space_app(os.environ, PRESETS[os.environ.get("DAGENT_PRESET", "gpu")]().conditions)
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ class TrainArgs:
     run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
 
+    control: str = field(default="none", metadata={"help": "permuted: the control run, each batch's rewards shuffled across its rollouts (same optimiser, steps, data and code path; the reward no longer tracks the answer, F52); none: training."})
     trackio_space: str | None = field(default=None, metadata={"help": "A Hub Space (OWNER/NAME) the trackio metrics sync to, so a job's curves outlive its container (default: the offline store under --out/trackio)."})
     project_url: str | None = field(default=None, metadata={"help": "The project's repository named in model cards (default: $DAGENT_PROJECT_URL, the checkout's origin remote, or where a job installed dagent from)."})
 

@@ -82,7 +82,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
                        backend: Any = "local", base_pass1: float | None = None, force: bool = False,
                        report_to: str = "none", run_name: str | None = None, push_to_hub: str | None = None,
                        max_minutes: float | None = None, sandbox_dir: str | Path | None = None,
-                       **config: Any) -> BlackboxRun:
+                       control: str = "none", **config: Any) -> BlackboxRun:
     """GRPOTrainer(rollout_func=...) over the suite's `recipe.split`, the trainer's module served
     in-process (`policy` wraps it for tests, e.g. a steered stand-in over the same weights)."""
     import torch
@@ -122,7 +122,8 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
         health = HealthWatch()
         summary = {**asdict(recipe), "mode": "black-box sync", "harnesses": list(harnesses),
                    "sampling": RECIPE_SAMPLING.as_request()}
-        stamp = ProvenanceStamp({**provenance(suite), "recipe": summary, "model": model_source(model_dir)})
+        stamp = ProvenanceStamp({**provenance(suite), "recipe": summary, "model": model_source(model_dir),
+                              "control": control})
         callbacks: list[Any] = [health, stamp]
         if push_to_hub:
             from dagent.train.hub_checkpoints import CheckpointPusher
@@ -135,7 +136,10 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
             budget = TimeBudget(max_minutes)
             callbacks.append(budget)
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[env_reward], args=args,
+        from dagent.train.control import controlled
+
+        trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer,
+                                                               reward_funcs=[env_reward], args=args,
                               train_dataset=Dataset.from_list(rows), rollout_func=rollouts, callbacks=callbacks)
         health.trainer = trainer
     except BaseException:
@@ -161,7 +165,8 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
         os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_sync_trainer(path, suite, recipe, out, harnesses=args.harnesses(), base_pass1=args.base_pass1,
                              force=args.force, report_to=args.report_to, run_name=args.run_name,
-                             push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model, **args.trackio())
+                             push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model,
+                             control=args.control, **args.trackio())
     try:
         for check in run.checks:
             echo(f"preflight {check.name}: {check.detail}")

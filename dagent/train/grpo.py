@@ -173,7 +173,7 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
                   env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
                   push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
-                  hub_api: Any = None, **config: Any) -> TrainRun:
+                  hub_api: Any = None, control: str = "none", **config: Any) -> TrainRun:
     """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
     after the preflight. `env_url` trains against a running white-box server (the HTTP client)."""
     import torch
@@ -200,7 +200,8 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
     health = HealthWatch()
-    stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": model_source(model_dir)})
+    stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": model_source(model_dir),
+                              "control": control})
     callbacks: list[Any] = [health, timer, stamp]
     if push_to_hub:
         from dagent.train.hub_checkpoints import CheckpointPusher
@@ -213,7 +214,9 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
 
         budget = TimeBudget(max_minutes)
         callbacks.append(budget)
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
+    from dagent.train.control import controlled
+
+    trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
                           train_dataset=Dataset.from_list(rows), environment_factory=env,
                           callbacks=callbacks)
     health.trainer = trainer
@@ -290,7 +293,8 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
         os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
                         base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
-                        push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes, **args.trackio())
+                        push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes,
+                        control=args.control, **args.trackio())
     for check in run.checks:
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "

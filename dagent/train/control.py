@@ -1,0 +1,45 @@
+"""The permuted-reward control (F52): the same run, with each batch's rewards shuffled across its
+rollouts before advantages are computed.
+
+A control must change one causal factor and keep the code path: same optimiser, steps, data,
+sampling and trainer; only the reward no longer tracks the answer. (A learning rate of 0 leaves the
+weights bit-identical to the start, so "no difference" is certain and measures nothing.) TRL
+gathers every process's rewards into one tensor before normalising them per group; the control
+permutes that tensor's rows with a generator seeded alike on every process, so all ranks agree.
+Ungraded rollouts (NaN rewards) move with the permutation and stay out of their new group's
+baseline, as TRL treats them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+CONTROLS = ("none", "permuted")
+
+
+def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
+    """`trainer_cls` itself for `none`; for `permuted`, a subclass whose rewards are permuted within
+    each batch (module docstring). The permutations applied are kept in `.control_permutations`."""
+    if control not in CONTROLS:
+        from dagent.errors import ConfigError
+
+        raise ConfigError(f"unknown control {control!r}: use {' or '.join(CONTROLS)}")
+    if control == "none":
+        return trainer_cls
+
+    class PermutedRewards(trainer_cls):  # type: ignore[misc, valid-type]
+        control_permutations: list[list[int]]
+
+        def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
+            rewards = super()._calculate_rewards(*args, **kwargs)
+            if not hasattr(self, "_control_generator"):
+                self._control_generator = torch.Generator().manual_seed(seed)
+                self.control_permutations = []
+            order = torch.randperm(rewards.shape[0], generator=self._control_generator)
+            self.control_permutations.append(order.tolist())
+            return rewards[order.to(rewards.device)]
+
+    PermutedRewards.__name__ = f"PermutedRewards{trainer_cls.__name__}"
+    return PermutedRewards

@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# The white-box learning run on CPU, stage by stage (README, "Training"): SFT warm start from oracle
-# demonstrations of the train split, the warm start's pass@1 on a TRAIN slice (for the group-size
-# check, never the held-out split), GRPO on train:easy, an lr=0 control of the same code path, and
-# the paired evaluation on held-out test:easy tasks under the cpu preset's episode conditions.
+# The white-box learning protocol on CPU (docs/learning.md), stage by stage: SFT warm start from
+# oracle demonstrations of the train split, the warm start's pass@1 on a TRAIN slice (for the
+# group-size check), then for each seed GRPO on train:easy and its permuted-reward control (the same
+# run, each batch's rewards shuffled across its rollouts, F52), and the paired evaluation of every
+# arm against the warm start and GRPO against its control on the held-out EVAL split (eval:easy),
+# which no choice looks at (`test` is for choosing), under the cpu preset's episode conditions.
 #
-#   bash scripts/learning_run.sh                 # every stage, in order, into runs/lr
+#   bash scripts/learning_run.sh                      # every stage, in order, into runs/lr
 #   STAGES="grpo eval" bash scripts/learning_run.sh   # from a stage on (each stage's output is kept)
 #
-# Sizes are environment variables (defaults: the issue's scale, about 4 hours on a 2-core CPU):
-#   SFT_N=128 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them) SAVE_STEPS=8
-#   TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4
-#   CONTROL_STEPS: default the GRPO run's own step count (an lr=0 run of the same length; AdamW
-#   with lr 0 leaves every weight bit-identical, which the stage checks, and the control is then
-#   evaluated like the other arms: what moves there is evaluation noise, not learning)
+# Sizes are environment variables (defaults: about 3 x 2 hours on a 2-core CPU):
+#   SEEDS="0 1 2" SFT_N=128 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them) SAVE_STEPS=8
+#   TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
+#   The control of a seed runs the GRPO run's own step count, its learning rate and its seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/lr}
 PY=.venv/bin/python
 DAGENT=.venv/bin/dagent
-STAGES=${STAGES:-"sft base grpo control eval eval-control"}
+STAGES=${STAGES:-"sft base grpo control eval"}
+SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}
 SFT_N=${SFT_N:-128}; GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
 TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
 EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}
@@ -46,15 +47,16 @@ EOF
 }
 if has grpo; then
   P=$(base_pass1)
-  stage "grpo: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on train:easy from the warm start (base pass@1 on train $P)"
-  $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" \
-    --max-minutes "$GRPO_MINUTES" --save-steps "$SAVE_STEPS" --out "$OUT/grpo" --run-name grpo ${FORCE:+--force}
-  LAST=$(ls -d "$OUT"/grpo/checkpoint-* | sort -t- -k2 -n | tail -1)
-  $PY -m dagent.train.curves "$LAST" --out "$OUT/grpo_curves.png"
-  $PY benchmarks/train.py --from "$OUT/grpo"
+  for S in $SEEDS; do
+    stage "grpo seed $S: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on train:easy from the warm start (base pass@1 on train $P)"
+    $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" --seed "$S" \
+      --max-minutes "$GRPO_MINUTES" --save-steps "$SAVE_STEPS" --out "$OUT/grpo-$S" --run-name "grpo-$S" ${FORCE:+--force}
+    LAST=$(ls -d "$OUT/grpo-$S"/checkpoint-* | sort -t- -k2 -n | tail -1)
+    $PY -m dagent.train.curves "$LAST" --out "$OUT/grpo-${S}_curves.png"
+  done
 fi
 grpo_steps() {
-  .venv/bin/python - "$OUT/grpo" <<'EOF'
+  .venv/bin/python - "$1" <<'EOF'
 import json, sys
 from pathlib import Path
 last = max(Path(sys.argv[1]).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
@@ -63,28 +65,24 @@ EOF
 }
 if has control; then
   P=$(base_pass1)
-  G_STEPS=$(grpo_steps); CONTROL_STEPS=${CONTROL_STEPS:-$G_STEPS}
-  stage "control: lr=0, $CONTROL_STEPS steps (the GRPO run's length: $G_STEPS), same code path"
-  $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$CONTROL_STEPS" \
-    --learning-rate 0 --save-steps "$CONTROL_STEPS" --out "$OUT/control" --run-name control ${FORCE:+--force}
-  $PY - "$OUT/sft/final" "$OUT/control/final" <<'EOF'
-import sys
-from safetensors.torch import load_file
-a, b = (load_file(f"{d}/model.safetensors") for d in sys.argv[1:])
-same = a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and bool((a[k] == b[k]).all()) for k in a)
-print(f"control weights bit-identical to the warm start: {same} ({len(a)} tensors)")
-sys.exit(0 if same else 1)
-EOF
+  for S in $SEEDS; do
+    G_STEPS=$(grpo_steps "$OUT/grpo-$S")
+    stage "control seed $S: rewards permuted within each batch, $G_STEPS steps (the GRPO run's), same lr, seed and code path"
+    $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$G_STEPS" --seed "$S" \
+      --control permuted --save-steps "$SAVE_STEPS" --out "$OUT/control-$S" --run-name "control-$S" ${FORCE:+--force}
+  done
 fi
 if has eval; then
-  CKPT=${CKPT:-$OUT/grpo/final}
-  stage "eval: $CKPT vs the warm start, test:easy $EVAL_LIMIT seeded tasks x $EVAL_SAMPLES, both served at once"
-  $DAGENT eval --agent tools --preset cpu --model "$CKPT" --baseline "$OUT/sft/final" --split test:easy \
-    --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" --out "$OUT/eval"
-fi
-if has eval-control; then
-  stage "eval-control: the lr=0 control vs the warm start, the same tasks and samples, both served at once"
-  $DAGENT eval --agent tools --preset cpu --model "$OUT/control/final" --baseline "$OUT/sft/final" --split test:easy \
-    --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" --out "$OUT/eval-control"
+  for S in $SEEDS; do
+    stage "eval seed $S: GRPO and its control vs the warm start, $EVAL_SPLIT $EVAL_LIMIT seeded tasks x $EVAL_SAMPLES"
+    $DAGENT eval --agent tools --preset cpu --model "$OUT/grpo-$S/final" --baseline "$OUT/sft/final" --split "$EVAL_SPLIT" \
+      --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" --out "$OUT/eval-$S"
+    $DAGENT eval --agent tools --preset cpu --model "$OUT/control-$S/final" --baseline "$OUT/sft/final" \
+      --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" \
+      --out "$OUT/eval-control-$S"
+    arm() { find "$1" -mindepth 1 -maxdepth 1 -type d ! -name baseline ! -name trackio | head -1; }
+    ARM=$(arm "$OUT/eval-$S"); CARM=$(arm "$OUT/eval-control-$S")
+    $DAGENT eval compare "$CARM" "$ARM" --out "$OUT/grpo-vs-control-$S"
+  done
 fi
 stage done

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from dagent.demo import views
-from dagent.demo.session import MODELS, Demo, DemoError
+from dagent.demo.session import MODELS, Demo, DemoError, default_model, local_model
 from dagent.errors import DagentError
 from dagent.grading.value import Grade
 from dagent.tools import TERMINATOR
@@ -195,7 +195,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             return record_md, "<i>no trace was recorded for this episode (an oracle or a run without capture)</i>", "", "", ""
         trajectory = analyse(read_trace(item.trace))
         model = item.record.get("model")
-        decode = state.engines.decoder(model, None) if model in MODELS else None
+        decode = state.engines.decoder(model, None) if local_model(model) else None
         chain = trajectory.chain_turns()
         messages = []
         if chain:
@@ -248,7 +248,9 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             grade_md = gr.Markdown(elem_id="grade")
         with gr.Tab("Let a model act"):
             with gr.Row():
-                model = gr.Dropdown(list(MODELS), value=MODELS[0], label="local engine model")
+                first = default_model()
+                model = gr.Dropdown(list(dict.fromkeys((first, *MODELS))), value=first, label="local engine model",
+                                    allow_custom_value=True)
                 engine_url = gr.Textbox(label="or an OpenAI-compatible engine URL (vLLM)", placeholder="http://host:8000")
             with gr.Row():
                 step_btn = gr.Button("One step", elem_id="model-step")

@@ -18,6 +18,7 @@ and capture proxies the tabs share, and what a model did, as the trainer would r
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -48,6 +49,25 @@ DEMO_COMMAND_TIMEOUT_S = 30.0  # a command that hangs is killed here and the tab
 DEMO_IDLE_S = 900.0
 MAX_SESSIONS = 16
 MODELS = ("tiny-qwen3", "smollm2-135m")
+DEMO_MODEL_VARIABLE = "DAGENT_DEMO_MODEL"
+
+
+def default_model(environ: Any = None, runs: str | Path = "runs") -> str:
+    """What the demo's model step starts with: $DAGENT_DEMO_MODEL, else the newest trained checkpoint
+    under `runs/` (a `final/` model directory), else SmolLM2-135M-Instruct, a real model (the tiny
+    Qwen3's random weights emit noise a newcomer would take for the agent)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(DEMO_MODEL_VARIABLE):
+        return str(environ[DEMO_MODEL_VARIABLE])
+    finals = [p.parent for p in Path(runs).glob("**/final/config.json")] if Path(runs).is_dir() else []
+    if finals:
+        return str(max(finals, key=lambda p: p.stat().st_mtime))
+    return "smollm2-135m"
+
+
+def local_model(model: str) -> bool:
+    """A model the demo can start its own engine for: a named one or a model directory."""
+    return model in MODELS or (Path(model) / "config.json").is_file()
 
 
 class DemoError(DagentError):
@@ -104,8 +124,9 @@ class Engines:
         started on first use."""
         if engine_url:
             return engine_url.rstrip("/"), served_model(engine_url)
-        if model not in MODELS:
-            raise DemoError(f"unknown model {model!r}: pick one of {', '.join(MODELS)} or give an engine URL")
+        if not local_model(model):
+            raise DemoError(f"unknown model {model!r}: pick one of {', '.join(MODELS)}, a model directory (a "
+                            "checkpoint's final/), or give an engine URL")
         with self._lock:
             engine = self._local.get(model)
             if engine is None or engine.proc is None or engine.proc.poll() is not None:

@@ -28,6 +28,7 @@ def app_url(suite, backend, tmp_path_factory):
     pytest.importorskip("playwright")
     mp = pytest.MonkeyPatch()
     mp.setenv("DAGENT_DEMO_RECORDINGS", str(tmp_path_factory.mktemp("recordings")))
+    mp.setenv("DAGENT_DEMO_MODEL", "tiny-qwen3")  # fast to start; its text is noise (the default is a real model)
     from app import build_app
     from dagent.serving import free_port
 

@@ -149,3 +149,20 @@ def test_an_engine_that_is_down_is_a_clear_message(demo):
     demo.open("tab", None, "train", 0)
     with pytest.raises(DemoError, match="engine is not available"):
         demo.model_step("tab", "tiny-qwen3", "http://127.0.0.1:9")
+
+
+def test_the_demo_starts_with_a_real_model_or_the_newest_checkpoint(tmp_path):
+    from dagent.demo.session import default_model, local_model
+
+    assert default_model({}, runs=tmp_path / "none") == "smollm2-135m"  # not the tiny Qwen3's noise
+    older, newer = tmp_path / "runs" / "sft" / "final", tmp_path / "runs" / "grpo" / "final"
+    for d in (older, newer):
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+    import os
+
+    os.utime(older / "config.json", (1, 1))
+    os.utime(older, (1, 1))
+    assert default_model({}, runs=tmp_path / "runs") == str(newer) and local_model(str(newer))
+    assert default_model({"DAGENT_DEMO_MODEL": "tiny-qwen3"}, runs=tmp_path / "runs") == "tiny-qwen3"
+    assert not local_model(str(tmp_path / "nothing"))

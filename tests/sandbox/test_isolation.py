@@ -5,15 +5,13 @@ forced here with `isolation="rlimits"`, end to end through the white-box server.
 A planted suite directory is world-readable (mode 0755 under a 0755 parent), the layout of a Space
 image that builds its suite under /opt: only the sandbox itself can keep an agent out of it.
 Not covered: a host that really lacks user namespaces (the bwrap probe is forced to fail instead),
-and "outside" beyond this machine (offline; a listener on this host's non-loopback address stands in).
+and "outside" beyond this machine (a route lookup only: nothing is ever sent off loopback).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
 
 import pytest
 
@@ -40,26 +38,10 @@ def open_suite(tmp_path_factory):
 
 @pytest.fixture()
 def outside():
-    """An address off loopback that answers (what 'the outside' looks like from a shared network)."""
+    """An address off loopback: this host's own interface address. The probe only asks whether a route
+    to it exists (a UDP connect sends nothing), so no traffic goes there either way."""
     ip = _host_ip()
-    if ip is None:
-        yield None
-        return
-    listener = socket.create_server(("0.0.0.0", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def accept():
-        while not stop.is_set():
-            try:
-                listener.accept()[0].close()
-            except OSError:
-                pass
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield (ip, listener.getsockname()[1])
-    stop.set()
-    listener.close()
+    return None if ip is None else (ip, 9)
 
 
 def _mountns(tmp_path, **kw) -> LocalBackend:
@@ -137,7 +119,9 @@ def test_the_unprivileged_uid_reads_nothing_the_server_owns_and_still_solves(tmp
             r = b.exec(probe)
             assert probe.startswith("ls /proc") or r.exit_code != 0, (probe, r.stdout)
         assert int(b.exec("ls /proc | grep -c '^[0-9]'").stdout) < 10  # its own pid namespace
-        assert b.exec("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 443), 2)'").exit_code != 0
+        # no route out (a UDP connect is a routing decision: nothing is sent, isolated or not)
+        assert b.exec("python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+                      ".connect((\"1.1.1.1\", 443))'").exit_code != 0
         # a file the server writes for the agent is the agent's own (it may edit it)
         b.write_file("sub/dir/given.py", "print(1)\n")
         assert b.exec("echo more >> sub/dir/given.py && touch sub/dir/new").exit_code == 0

@@ -188,15 +188,20 @@ def test_commands_run_in_workdir_with_a_writable_home(sb) -> None:
 def test_no_network_inside(bwrap_sb) -> None:
     server = socket.create_server(("0.0.0.0", 0))
     port = server.getsockname()[1]
-    targets = [("127.0.0.1", port), ("192.0.2.1", 80), ("1.1.1.1", 53)]
+    # the host's loopback listener by TCP (the one target this test controls); every other address by
+    # a route lookup only (a UDP connect sends nothing), so no packet can leave even were it reachable
+    targets = [("127.0.0.1", port, "tcp"), ("192.0.2.1", 80, "route"), ("1.1.1.1", 53, "route")]
     if ip := _host_ip():
-        targets.append((ip, port))
+        targets.append((ip, port, "route"))
     try:
         probe = (
             "import socket, sys\n"
-            "for host, port in {targets!r}:\n"
+            "for host, port, how in {targets!r}:\n"
             "    try:\n"
-            "        socket.create_connection((host, port), timeout=2).close()\n"
+            "        if how == 'tcp':\n"
+            "            socket.create_connection((host, port), timeout=2).close()\n"
+            "        else:\n"
+            "            socket.socket(socket.AF_INET, socket.SOCK_DGRAM).connect((host, port))\n"
             "        print('REACHED', host, port)\n"
             "    except OSError as e:\n"
             "        print('blocked', host, port, e)\n"

@@ -9,7 +9,9 @@ running the probes an agent could run, as the agent:
     read_gold      read a file of the suite that holds gold answers (by its path, and by where a
                    link points: a Hub snapshot's files live in the cache's blob store)
     list_suite     list the suite's directory
-    server_env     read the server process's environment (its secrets)
+    server_env     read the server process's environment (its secrets), recognised by its digest:
+                   in a container without an init process the server is pid 1, and so is the
+                   sandbox's own init, whose environment is no leak
     server_port    connect to a port the server's host listens on (a listener opened for the
                    check on the host's loopback; and the server's own port when given)
     outside        find a route to an address outside the machine (default 1.1.1.1:443): a UDP
@@ -23,6 +25,7 @@ their sandboxes; their egress is their provider's setting).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -63,7 +66,13 @@ for path in spec["gold"]:
         attempt("read_gold", lambda: read(path))
 if spec["suite"]:
     attempt("list_suite", lambda: "listed %d entries of %s" % (len(os.listdir(spec["suite"])), spec["suite"]))
-attempt("server_env", lambda: read("/proc/%d/environ" % spec["pid"]))
+def environ(pid):  # the server's environment only when it IS the server's: without an init process
+    import hashlib  # the server is pid 1, and so is the sandbox's own init
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != spec["environ_sha256"]:
+            raise OSError("not the server's environment")
+    return "read the server's environment (/proc/%d/environ)" % pid
+attempt("server_env", lambda: environ(spec["pid"]))
 for port in spec["ports"]:
     if out.get("server_port") is None:
         attempt("server_port", lambda: connect("127.0.0.1", port))
@@ -122,6 +131,15 @@ def _gold_file(suite_dir: Path | None) -> Path | None:
     return files[0] if files else None
 
 
+def _environ_digest(pid: int) -> str | None:
+    """sha256 of the server's environment as /proc shows it: the probe recognises the server's by this,
+    never by its content (a secret never leaves the server's process)."""
+    try:
+        return hashlib.sha256(Path(f"/proc/{pid}/environ").read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def check_isolation(backend: SandboxBackend, *, suite_dir: str | Path | None = None,
                     server_port: int | None = None, outside: tuple[str, int] = OUTSIDE,
                     server_pid: int | None = None) -> IsolationReport:
@@ -145,8 +163,9 @@ def check_isolation(backend: SandboxBackend, *, suite_dir: str | Path | None = N
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     golds = sorted({str(gold), os.path.realpath(gold)}) if gold else []  # by its path and where it really is
-    spec = {"gold": golds, "suite": str(suite) if suite else None,
-            "pid": server_pid or os.getpid(), "ports": [listener.getsockname()[1], *([server_port] if server_port else [])],
+    pid = server_pid or os.getpid()
+    spec = {"gold": golds, "suite": str(suite) if suite else None, "environ_sha256": _environ_digest(pid),
+            "pid": pid, "ports": [listener.getsockname()[1], *([server_port] if server_port else [])],
             "outside": list(outside), "timeout": _TIMEOUT_S}
     try:
         with backend.create(Resources(timeout_s=60)) as sandbox:

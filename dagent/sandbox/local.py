@@ -162,8 +162,11 @@ class LocalBackend(SandboxBackend):
     def _probe_bwrap(self) -> str:
         if not self.bwrap:
             return "`bwrap` not found on PATH"
-        r = subprocess.run([self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-                            "true"], capture_output=True, text=True)
+        try:  # the same flags every sandbox runs with (/proc, /dev, the /etc copy): fewer could pass where
+            argv = [*self._bwrap_base(), "true"]  # a real sandbox then fails (`Can't mount proc`)
+        except OSError as e:
+            return f"the sandbox's /etc copy could not be made ({e})"
+        r = subprocess.run(argv, capture_output=True, text=True)
         return "" if r.returncode == 0 else f"bwrap exited {r.returncode}: {r.stderr.strip()[:200]}"
 
     @property
@@ -447,12 +450,27 @@ class LocalSandbox(Sandbox):
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _unreadable(folder: str, names: list[str]) -> list[str]:
+    """What an unprivileged server cannot read (`/etc/ssl/private` as uid 1000): left out of the copy."""
+    return [n for n in names if not os.access(os.path.join(folder, n), os.R_OK)
+            and not os.path.islink(os.path.join(folder, n))]
+
+
+def _readable_tree(root: Path) -> list[Path]:
+    """Every entry under `root` this process can list, sorted; unreadable folders skipped."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root, onerror=lambda _e: None):
+        dirs[:] = [d for d in dirs if d not in _unreadable(folder, dirs)]
+        found += [Path(folder, n) for n in (*dirs, *files)]
+    return sorted(found)
+
+
 def _etc_copy(base_dir: Path) -> Path:
     """An allow-listed copy of /etc, bound as one mount (one mount, not one bind per entry)."""
-    entries = [Path("/etc", n) for n in _ETC if os.path.lexists(f"/etc/{n}")]
+    entries = [Path("/etc", n) for n in _ETC if os.path.lexists(f"/etc/{n}") and os.access(f"/etc/{n}", os.R_OK)]
     stamp = hashlib.sha256()
     for e in entries:
-        for p in [e, *(sorted(e.rglob("*")) if e.is_dir() and not e.is_symlink() else [])]:
+        for p in [e, *(_readable_tree(e) if e.is_dir() and not e.is_symlink() else [])]:
             st = p.lstat()
             stamp.update(f"{p}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
     final = base_dir / f".etc-{stamp.hexdigest()[:16]}"
@@ -460,7 +478,7 @@ def _etc_copy(base_dir: Path) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=".etc-tmp-", dir=base_dir))
         for e in entries:
             if e.is_dir() and not e.is_symlink():
-                shutil.copytree(e, tmp / e.name, symlinks=True)
+                shutil.copytree(e, tmp / e.name, symlinks=True, ignore=_unreadable)
             else:
                 shutil.copy2(e, tmp / e.name, follow_symlinks=False)
         os.chmod(tmp, 0o755)

@@ -158,3 +158,34 @@ def test_the_white_box_server_refuses_a_readable_suite_and_serves_behind_the_uid
         assert env.get_reward() > 1.0
     finally:
         live.stop()
+
+
+def test_a_server_that_is_pid_1_is_not_confused_with_the_sandboxes_own_init(tmp_path):
+    """In a container without an init process the server is pid 1, and inside a sandbox with its own
+    pid namespace so is the sandbox's init: reading that one's environment is no leak."""
+    backend = LocalBackend(base_dir=tmp_path / "bw")
+    if backend.tier not in ("bwrap", "mountns"):
+        pytest.skip(f"no pid namespace here ({backend.tier})")
+    report = check_isolation(backend, server_pid=1)  # stands in for a server running as pid 1
+    assert not {p.name for p in report.probes if p.escaped} & {"server_env"}, report.summary()
+
+
+def test_the_bubblewrap_probe_runs_with_every_flag_a_sandbox_runs_with(tmp_path, monkeypatch):
+    import subprocess
+
+    seen: list[list[str]] = []
+    real = subprocess.run
+
+    def record(argv, *a, **kw):
+        seen.append(list(argv))
+        return real(argv, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "run", record)
+    backend = LocalBackend(base_dir=tmp_path / "bw")
+    if not backend.bwrap:
+        pytest.skip("no bwrap here")
+    (probe,) = [a for a in seen if a and a[0] == backend.bwrap and a[-1] == "true"]
+    for flag in ("--proc", "--dev", "--unshare-all", "--cap-drop"):
+        assert flag in probe, flag  # `Can't mount proc` shows at start-up, not at the first episode
+    if backend.tier == "bwrap":
+        assert probe[:-1] == backend.bwrap_base

@@ -88,7 +88,8 @@ _MODES = (
      "datasets_build.harbor.verify_catalog"),
     ("F44", "an installed package or container start command that misses a module", "tests/envs/test_space.py"),
     # found by reading and running this project against the seed
-    ("F45", "a remote sandbox's egress decided before the capture URL is known: zero model calls", None),
+    ("F45", "a remote sandbox's egress decided before the capture URL is known: zero model calls",
+     "dagent.capture.reach.verify_reach"),
     ("F46", "a recipe value a library silently overrides (the config reads one thing, the run does another)", None),
     ("F47", "evaluation under other episode conditions than training", "dagent.core.conditions.conditions_differ"),
     ("F48", "a curriculum or filter that empties part of a split without a word",

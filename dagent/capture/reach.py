@@ -32,6 +32,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import shlex
 import shutil
 import tempfile
 import threading
@@ -43,7 +44,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from dagent.errors import ConfigError, DagentError
-from dagent.sandbox.base import SandboxBackend
+from dagent.sandbox.base import Resources, SandboxBackend
 
 _LOG = logging.getLogger(__name__)
 PublishMode = Literal["direct", "gradio"]
@@ -388,3 +389,40 @@ class Publisher:
             self.bridge = None
             if on_stop:
                 on_stop("bridge")
+
+
+class EgressError(PublishError):
+    """A remote sandbox cannot reach the capture URL the publisher resolved (F45)."""
+
+
+# From inside a sandbox: GET <base_url>/models; any HTTP answer means the proxy is reachable.
+_REACH_PROBE = (
+    "import sys, urllib.request, urllib.error\n"
+    "try:\n"
+    "    urllib.request.urlopen(sys.argv[1] + '/models', timeout=15)\n"
+    "except urllib.error.HTTPError:\n"
+    "    pass\n"
+    "print('reached')\n"
+)
+
+
+def allow_egress(backend: SandboxBackend, base_url: str) -> None:
+    """Let a remote backend's sandboxes reach `base_url`'s host: decided AFTER the publisher resolved
+    the URL (a tunnel's is known only once it starts; F45). Backends without an egress policy
+    (no `allow_out`) are left as they are."""
+    host = urlsplit(base_url).hostname
+    allowed = getattr(backend, "allow_out", None)
+    if host and allowed is not None and host not in allowed:
+        backend.allow_out = (*allowed, host)  # type: ignore[attr-defined]
+
+
+def verify_reach(backend: SandboxBackend, reach: Reach, timeout_s: float = 60.0) -> None:
+    """From inside one sandbox of `backend`, ask the capture proxy at `reach.base_url` for its models:
+    refuse (EgressError, F45) before any rollout when it does not answer, since every rollout would
+    then make zero model calls."""
+    with backend.create(Resources(timeout_s=timeout_s)) as sandbox:
+        r = sandbox.exec(f"python3 -c {shlex.quote(_REACH_PROBE)} {shlex.quote(reach.base_url)}", timeout_s=timeout_s)
+    if r.exit_code != 0 or "reached" not in r.stdout:
+        raise EgressError(f"a {backend.name} sandbox cannot reach the capture proxy at {reach.base_url} ({reach.how}): "
+                          f"{(r.stderr or r.stdout).strip()[-200:]}; allow the sandbox's egress to that host (and check "
+                          "the URL answers from outside this machine), or every rollout makes zero model calls (F45)")

@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from dagent.capture import CaptureServer
-from dagent.capture.reach import SANDBOX_PORT, SANDBOX_SOCKET_DIR, Publisher, Reach, Tunnel
+from dagent.capture.reach import (
+    SANDBOX_PORT,
+    SANDBOX_SOCKET_DIR,
+    Publisher,
+    Reach,
+    Tunnel,
+    allow_egress,
+    verify_reach,
+)
 from dagent.core.outcome import EvalRecord, cause_head, outcome_of
 from dagent.core.reward import RewardConfig, reward
 from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
@@ -194,14 +202,10 @@ class BlackBoxRuntime:
         if remote:
             if isinstance(spec, SandboxBackend):
                 return spec
-            from urllib.parse import urlsplit
-
-
             # remote: opencode comes with the image (E2B) or is installed at run time (HF). E2B
-            # sandboxes start with no internet: the agent may reach only the capture URL's host.
-            url = self._publish["public_url"]
-            kwargs = {"allow_out": [urlsplit(url).hostname]} if spec == "e2b" and url else {}
-            return get_backend(spec, **kwargs)
+            # sandboxes start with no internet; the capture URL's host is allowed once the publisher
+            # has resolved it (start(): a tunnel's URL is known only then, F45).
+            return get_backend(spec)
         binary = find_opencode()
         check_version(binary)
         # F31: what opencode RESOLVES from our config, not what we wrote, decides the tools
@@ -233,6 +237,9 @@ class BlackBoxRuntime:
             self.publisher = Publisher(self.backend, self.capture.host, self.capture.port,
                                        bridge_dir=self._bridge_dir, **self._publish)
             self.reach = self.publisher.start()  # F08 refusal, bounded tunnel (F09), the bridge
+            if self.backend.remote:  # egress to the URL actually resolved, checked from a sandbox (F45)
+                allow_egress(self.backend, self.reach.base_url)
+                verify_reach(self.backend, self.reach)
         except BaseException:
             self.stop()
             raise

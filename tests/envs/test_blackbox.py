@@ -38,12 +38,40 @@ SCRIPTED = OpencodeConfig(model="scripted", max_output_tokens=256)
 
 
 class RemoteBackend(SandboxBackend):
-    """A remote backend (like e2b) whose sandboxes this host cannot see; never creates one."""
+    """A remote backend like e2b: its sandboxes reach only the hosts its egress policy allows
+    (`allow_out`, as E2B's); the one sandbox a runtime creates is its reach check (F45)."""
 
     name, remote, home = "e2b", True, "/home/user"
 
+    def __init__(self) -> None:
+        self.allow_out: tuple[str, ...] = ()
+        self.created = 0
+
     def create(self, resources=None):
-        raise AssertionError("a refused runtime must not create sandboxes")
+        self.created += 1
+        return ReachingSandbox(self)
+
+
+class ReachingSandbox:
+    """Answers the capture reach probe as a sandbox behind `allow_out` would."""
+
+    def __init__(self, backend: RemoteBackend) -> None:
+        self.backend = backend
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def exec(self, command, timeout_s=None, **kw):
+        import shlex
+        from urllib.parse import urlsplit
+
+        host = urlsplit(shlex.split(command)[-1]).hostname
+        if host in self.backend.allow_out:
+            return ExecResult(0, "reached\n", "")
+        return ExecResult(1, "", f"urlopen error: connection to {host} refused by the egress policy")
 
 
 class Tunnel:
@@ -87,7 +115,7 @@ def test_a_loopback_proxy_url_for_a_remote_backend_is_refused_at_start_up(suite)
     runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG)
     with pytest.raises(ConfigError, match=r"(?s)e2b sandboxes.*zero model calls.*DAGENT_CAPTURE_PUBLIC_URL.*F08"):
         runtime.start()
-    assert runtime.capture._server is None  # nothing left listening
+    assert runtime.capture._server is None and runtime.backend.created == 0  # nothing left listening, no sandbox
     bad = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                           public_url="http://10.0.0.5:8000")
     with pytest.raises(ConfigError, match="F08"):
@@ -136,6 +164,31 @@ def test_the_real_gradio_tunnel_offline_fails_within_its_bound():
 
 
 @pytest.mark.failure_mode("F09")
+@pytest.mark.failure_mode("F45")
+def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a_sandbox(suite):
+    from dagent.capture.reach import EgressError
+
+    runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
+                              publish="gradio", tunnel=Tunnel())
+    with runtime:  # the tunnel's URL is known only once it started: egress is decided then
+        assert runtime.backend.allow_out == ("abc123.gradio.live",) and runtime.backend.created == 1
+
+    class Frozen(RemoteBackend):  # the planted fault: egress decided before the URL was known
+        @property
+        def allow_out(self):
+            return ()
+
+        @allow_out.setter
+        def allow_out(self, value):
+            pass
+
+    frozen = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=Frozen(), opencode=CONFIG, publish="gradio",
+                             tunnel=Tunnel())
+    with pytest.raises(EgressError, match=r"(?s)cannot reach the capture proxy at https://abc123.gradio.live/v1.*F45"):
+        frozen.start()
+    assert frozen.capture._server is None  # nothing left running
+
+
 def test_shutdown_stops_the_tunnel_before_the_proxy(suite):
     log: list[str] = []
     runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,

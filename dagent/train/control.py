@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from dagent.errors import ConfigError
+
 CONTROLS = ("none", "permuted")
 
 
@@ -23,8 +25,6 @@ def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
     """`trainer_cls` itself for `none`; for `permuted`, a subclass whose rewards are permuted within
     each batch (module docstring). The permutations applied are kept in `.control_permutations`."""
     if control not in CONTROLS:
-        from dagent.errors import ConfigError
-
         raise ConfigError(f"unknown control {control!r}: use {' or '.join(CONTROLS)}")
     if control == "none":
         return trainer_cls

@@ -58,8 +58,8 @@ class BlackboxRecipe:
     def cpu(cls, **overrides: Any) -> BlackboxRecipe:
         """Small groups, one prompt a step, fp32 weights on the CPU (the engine serves the trainer's
         own module: bf16 autocast only where the CPU has it), and a short agent: 8 steps of at most
-        384 tokens (measured with the SFT'd SmolLM2 through pi: 3 of a group's 4 rollouts ran to a
-        15-step cap, 9 minutes for the group's rollouts)."""
+        384 tokens (with 15 steps most of a group's rollouts ran to the cap and a group's rollouts
+        took most of a step; the figures: README, "Black-box on this CPU")."""
         base = cls(num_generations=4, groups_per_step=1, learning_rate=5e-6, warmup_steps=2, max_steps=40,
                    save_steps=10, agent_steps=8, max_output_tokens=384, agent_timeout_s=600.0,
                    use_cpu=True, bf16=cpu_has_bf16())

@@ -52,6 +52,7 @@ from typing import IO, Literal
 from dagent.errors import ConfigError, SandboxError, StagingError
 from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, Sandbox, SandboxBackend
 from dagent.sandbox.cgroups import _cgroup_parents, _Cgroups
+from dagent.sandbox.etc import etc_copy
 from dagent.sandbox.staging import check_inputs
 
 __all__ = ["OUTPUT_CAP", "LocalBackend", "LocalSandbox"]
@@ -61,11 +62,6 @@ OUTPUT_CAP = 1 << 20  # bytes of stdout / stderr kept per exec
 _NOFILE = 4096
 _HOME = "/root"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_ETC = ("alternatives", "ca-certificates", "ssl", "passwd", "group", "hosts", "hostname",
-        "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-        "localtime", "timezone", "mime.types", "protocols", "services", "os-release",
-        "debian_version", "magic", "magic.mime", "fonts", "inputrc", "terminfo", "python3",
-        "python3.11", "xdg")
 _OOM_TEXT = re.compile(r"MemoryError|cannot allocate|bad_alloc|out of memory|memory exhausted",
                        re.IGNORECASE)  # what a program prints when RLIMIT_AS refuses it memory
 _SETUP_FAILED = "dagent-sandbox: setup failed"
@@ -202,7 +198,7 @@ class LocalBackend(SandboxBackend):
                 a += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 a += ["--ro-bind", d, d]
-        etc = str(_etc_copy(self.base_dir))
+        etc = str(etc_copy(self.base_dir))
         return a + ["--ro-bind", etc, "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
 
     def describe(self) -> str:
@@ -448,45 +444,6 @@ class LocalSandbox(Sandbox):
         except OSError:  # directories the command made read-only
             subprocess.run(["chmod", "-R", "u+rwX", str(self.root)], capture_output=True)
             shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _unreadable(folder: str, names: list[str]) -> list[str]:
-    """What an unprivileged server cannot read (`/etc/ssl/private` as uid 1000): left out of the copy."""
-    return [n for n in names if not os.access(os.path.join(folder, n), os.R_OK)
-            and not os.path.islink(os.path.join(folder, n))]
-
-
-def _readable_tree(root: Path) -> list[Path]:
-    """Every entry under `root` this process can list, sorted; unreadable folders skipped."""
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root, onerror=lambda _e: None):
-        dirs[:] = [d for d in dirs if d not in _unreadable(folder, dirs)]
-        found += [Path(folder, n) for n in (*dirs, *files)]
-    return sorted(found)
-
-
-def _etc_copy(base_dir: Path) -> Path:
-    """An allow-listed copy of /etc, bound as one mount (one mount, not one bind per entry)."""
-    entries = [Path("/etc", n) for n in _ETC if os.path.lexists(f"/etc/{n}") and os.access(f"/etc/{n}", os.R_OK)]
-    stamp = hashlib.sha256()
-    for e in entries:
-        for p in [e, *(_readable_tree(e) if e.is_dir() and not e.is_symlink() else [])]:
-            st = p.lstat()
-            stamp.update(f"{p}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
-    final = base_dir / f".etc-{stamp.hexdigest()[:16]}"
-    if not final.is_dir():
-        tmp = Path(tempfile.mkdtemp(prefix=".etc-tmp-", dir=base_dir))
-        for e in entries:
-            if e.is_dir() and not e.is_symlink():
-                shutil.copytree(e, tmp / e.name, symlinks=True, ignore=_unreadable)
-            else:
-                shutil.copy2(e, tmp / e.name, follow_symlinks=False)
-        os.chmod(tmp, 0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another backend built it first
-            shutil.rmtree(tmp)
-    return final
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int:

@@ -100,16 +100,17 @@ def test_load_records_names_the_bad_line(tmp_path):
 
 
 def test_each_arm_is_measured_against_its_own_agents_step_cap(tmp_path):
-    """opencode's step limit (15) is not the tool loop's budget (30): 20 calls is capped for one only."""
+    """opencode's step limit (17, the black-box recipe's it trains under) is not the tool loop's budget
+    (30): 17 calls is capped for one only."""
     pytest.importorskip("matplotlib")
     from dagent.eval.experiment import step_cap
 
     caps = {name: step_cap(agent) for name, agent in (("oc", "opencode"), ("tl", "tools"), ("or", "oracle"))}
-    assert caps == {"oc": 15, "tl": 30, "or": None}
+    assert caps == {"oc": 17, "tl": 30, "or": None}
     assert step_cap("tools", "cpu") == 4  # the cpu preset's tool-iteration cap
-    arms = {"oc": [rec(0, "wrong", agent="opencode", tool_calls=15), rec(1, "wrong", agent="opencode", tool_calls=3)],
-            "tl": [rec(0, "wrong", tool_calls=15), rec(1, "wrong", tool_calls=30)],
+    arms = {"oc": [rec(0, "wrong", agent="opencode", tool_calls=17), rec(1, "wrong", agent="opencode", tool_calls=3)],
+            "tl": [rec(0, "wrong", tool_calls=17), rec(1, "wrong", tool_calls=30)],
             "or": [rec(0, "correct", agent="oracle", tool_calls=1), rec(1, "correct", agent="oracle", tool_calls=1)]}
     write_results(tmp_path, arms, step_cap=caps)
     line = next(x for x in (tmp_path / "results.md").read_text().splitlines() if "reached the step cap" in x)
-    assert "oc 50.0% (cap 15)" in line and "tl 50.0% (cap 30)" in line and "or " not in line
+    assert "oc 50.0% (cap 17)" in line and "tl 50.0% (cap 30)" in line and "or " not in line

@@ -1,13 +1,15 @@
 """The data-agent white-box Space: wiring only (settings from the environment, then `create_app`).
 
     DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/...
-                          (default: the local build, `dagent suite build`)
+                          (the image carries none: a Hub dataset is downloaded at start-up, or
+                          mount a build; outside an image the default is `dagent suite build`'s)
     DAGENT_TOOLS          toolsets: bash, seta or bash,seta (default both; submit_solution always)
     DAGENT_MAX_EPISODES   episodes running at once (default 64)
     DAGENT_MAX_STEPS      tool calls per episode before only submit_solution is allowed (default 30)
     DAGENT_OUTPUT_CHARS   tool output is clipped to this many characters (default 1200)
     DAGENT_COMMAND_TIMEOUT_S, DAGENT_TOOL_WORKERS, DAGENT_IDLE_TIMEOUT_S
     DAGENT_MCP_HANDLER    lean (default) or openenv (openenv's own POST /mcp, for measuring it)
+    DAGENT_SANDBOX_IMAGE  the hf sandbox's image (one with the data stack; checked by running an oracle)
     DAGENT_SANDBOX        local (default), e2b (E2B_API_KEY) or hf (HF_TOKEN): where agent commands
                           run. A local backend must pass the isolation self-check at start-up (no
                           gold within an agent's reach); on a host without user namespaces that

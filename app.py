@@ -304,9 +304,27 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
     return demo
 
 
+def space_backend():
+    """The sandbox backend a served demo uses (`DAGENT_SANDBOX`: local, e2b or hf), a local one only
+    once the isolation self-check holds on this host (no gold within a sandbox's reach), else the
+    start is refused with the fix named, as the environment servers do."""
+    from dagent.sandbox import get_backend
+    from dagent.sandbox.isolation import require_isolation
+    from dagent.sandbox.local import LocalBackend
+    from dagent.suites.sources import suite_root
+
+    name = os.environ.get("DAGENT_SANDBOX", "local")
+    if name != "local":
+        return get_backend(name)
+    backend = LocalBackend()
+    source = os.environ.get("DAGENT_SUITE") or None
+    print(require_isolation(backend, suite_dir=suite_root(source)[0]).summary(), flush=True)
+    return backend
+
+
 if __name__ == "__main__":
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # nothing phones home from a Space or offline
-    app = build_app()
+    app = build_app(backend=space_backend())
     try:
         app.launch(server_name=os.environ.get("HOST", "0.0.0.0"), server_port=int(os.environ.get("PORT", "7860")))
     finally:

@@ -94,9 +94,11 @@ _MODES = (
     ("F47", "evaluation under other episode conditions than training", "dagent.core.conditions.conditions_differ"),
     ("F48", "a curriculum or filter that empties part of a split without a word",
      "dagent.core.suite.TaskSuite.prompt_rows"),
-    ("F49", "two engines on one accelerator without sized memory: the second dies or starves", None),
+    ("F49", "two engines on one accelerator without sized memory: the second dies or starves",
+     "dagent.engine.sizing.size_engines"),
     ("F50", "a job or image that cannot install what its command needs", "tests/launch/test_environments.py"),
-    ("F51", "a sandbox image without the data stack: the oracle's answer file is empty", None),
+    ("F51", "a sandbox image without the data stack: the oracle's answer file is empty",
+     "dagent.harness.readiness.check_image"),
     ("F52", "a training control that cannot differ from its baseline", None),
 )
 

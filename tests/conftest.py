@@ -38,6 +38,16 @@ def suite_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def solvable_suite(tmp_path_factory) -> TaskSuite:
+    """The demo suite with real (pandas) reference programs for its row-count and sum tasks, so the
+    first task's oracle is correct: what a remote backend's image check runs (F51)."""
+    from dagent.suites.sources import load_tasks
+    from tests.factories import write_solvable_suite
+
+    return load_tasks(write_solvable_suite(tmp_path_factory.mktemp("solvable")))
+
+
+@pytest.fixture(scope="session")
 def suite(suite_dir) -> TaskSuite:
     from dagent.suites.sources import load_tasks
 

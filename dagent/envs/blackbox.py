@@ -68,6 +68,7 @@ from dagent.harness.opencode import (
 )
 from dagent.harness.pi import PiConfig, PiHarness
 from dagent.harness.play import clip_answer, play
+from dagent.harness.readiness import check_image
 from dagent.sandbox import get_backend
 from dagent.sandbox.base import ExecResult, SandboxBackend
 from dagent.sandbox.isolation import require_isolation, suite_paths
@@ -231,7 +232,6 @@ class BlackBoxRuntime:
         try:
             self.backend = self._make_backend(self._bridge_dir)
             if not self.backend.remote:  # from inside a sandbox: no gold within reach
-
                 require_isolation(self.backend, suite_dir=self.suite.tables_root.parent)
             self.capture.start()
             self.publisher = Publisher(self.backend, self.capture.host, self.capture.port,
@@ -240,6 +240,7 @@ class BlackBoxRuntime:
             if self.backend.remote:  # egress to the URL actually resolved, checked from a sandbox (F45)
                 allow_egress(self.backend, self.reach.base_url)
                 verify_reach(self.backend, self.reach)
+                check_image(self.suite, self.backend)  # the image runs the tasks at all (F51)
         except BaseException:
             self.stop()
             raise

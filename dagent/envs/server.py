@@ -47,6 +47,7 @@ from dagent.envs.whitebox import (
     mcp_server,
 )
 from dagent.errors import ConfigError, SplitError, TaskError
+from dagent.harness.readiness import check_image
 from dagent.sandbox.base import SandboxBackend
 from dagent.sandbox.isolation import require_isolation
 from dagent.suites.sources import load_tasks
@@ -79,8 +80,9 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
 
     Before serving, a local backend's sandboxes are probed from inside (`dagent.sandbox.isolation`):
     if an agent could read the suite or gold, reach the server's network or the outside, start-up
-    fails with `IsolationError` naming the check and the fix (`isolation_check=False` skips it:
-    for a backend whose sandboxes never run a policy).
+    fails with `IsolationError` naming the check and the fix; a remote backend's image must run one
+    task's oracle to a correct grade (F51, `SandboxImageError`). `isolation_check=False` skips both:
+    for a backend whose sandboxes never run a policy.
 
     `mcp_handler="openenv"` keeps openenv's own `POST /mcp` (for measuring it; see the docstring).
     """
@@ -98,8 +100,9 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     runtime = configure(Runtime(suite, backend=backend, config=config, max_episodes=max_episodes))
     _ = runtime.backend  # probe the sandbox backend now: a broken one fails at start-up, not mid-rollout
     if isolation_check and not runtime.backend.remote:  # from inside a sandbox: no gold within reach
-
         _LOG.info("sandbox %s", require_isolation(runtime.backend, suite_dir=suite.tables_root.parent).summary())
+    elif isolation_check:  # a remote image must run the tasks at all (F51)
+        _LOG.info("sandbox image runs the oracle of %s", check_image(suite, runtime.backend).task_id)
     env_cls = environment_class(names)
     app = openenv_create_app(env_cls, CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_episodes, reset_observation_cls=WhiteBoxObservation)

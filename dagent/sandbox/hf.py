@@ -6,7 +6,8 @@ What an HF sandbox is, as the installed SDK defines it:
   starts one HF Job running the pinned `sbx-server`; commands and files go over HTTPS to it.
   Sizing is the FLAVOR (`cpu-basic` is 2 vCPU / 16 GB; `hf jobs hardware` lists the rest), and
   the image is any Docker image with `/bin/sh`. The default `python:3.12` carries no pandas:
-  use an image with the data stack for real tasks.
+  use an image with the data stack (`image=`, or `DAGENT_SANDBOX_IMAGE`); servers run one task's
+  oracle through the backend before serving and refuse an image that cannot (F51).
 - No lifetime knob: a job lives at most 24 h and `idle_timeout` ends an idle one. The SDK does
   not count a running foreground command as activity, so `idle_timeout_s` is raised to at least
   the command timeout plus a minute; it stays distinct from `timeout_s`, one command's limit.
@@ -48,6 +49,9 @@ _LOG = logging.getLogger(__name__)
 _HOME = "/root"  # HF sandboxes run as root (F20); read it through sandbox_home("hf")
 _CPU_BASIC = (2, 16 * 1024)  # cpus, memory_mb of the default flavor
 SETUP_TIMEOUT_S = 60.0
+# huggingface_hub's own default: it has no pandas, so a server refuses it at start-up (its oracle
+# check, F51) until DAGENT_SANDBOX_IMAGE names an image with the data stack
+DEFAULT_IMAGE = "python:3.12"
 
 
 def _import_hub() -> Any:
@@ -74,14 +78,16 @@ class HFBackend(SandboxBackend):
     label = "HF"
     ends_when = "at its idle timeout"
 
-    def __init__(self, image: str = "python:3.12", *, flavor: str = "cpu-basic", idle_timeout_s: int = 900,
+    def __init__(self, image: str | None = None, *, flavor: str = "cpu-basic", idle_timeout_s: int = 900,
                  env: Mapping[str, str] | None = None, token: str | None = None) -> None:
         self.sdk = _import_hub()
         self.token = token or os.environ.get("HF_TOKEN")
         if not self.token:
             raise ConfigError("HF_TOKEN is not set: export HF_TOKEN=<a token with Jobs access> "
                               "or pass HFBackend(token=...)")
-        self.image, self.flavor, self.idle_timeout_s = image, flavor, int(idle_timeout_s)
+        # DAGENT_SANDBOX_IMAGE selects it where a server builds the backend from settings (a Space)
+        self.image = image or os.environ.get("DAGENT_SANDBOX_IMAGE") or DEFAULT_IMAGE
+        self.flavor, self.idle_timeout_s = flavor, int(idle_timeout_s)
         self.env = dict(env or {})
 
     def describe(self) -> str:

@@ -86,9 +86,12 @@ _FIXES = {
     "server_port": "sandboxes share the server's network",
     "outside": "sandboxes reach the outside",
 }
-FIX = ("install bubblewrap on a host that allows user namespaces (dagent's default isolation), or run "
-       "the server as root (without user namespaces dagent then runs commands as an unprivileged uid in "
-       "private mount, network and pid namespaces), or use a cloud sandbox backend (e2b, hf)")
+FIX = ("on a host, install bubblewrap where user namespaces are allowed (dagent's default isolation); in "
+       "a container, allow them: `docker run --security-opt seccomp=unconfined --security-opt "
+       "systempaths=unconfined` (Docker's default profile refuses them), or run it as root with "
+       "`--cap-add SYS_ADMIN --cap-add NET_ADMIN` (private mount, network and pid namespaces, commands as an "
+       "unprivileged uid); where the runtime allows neither (a Hugging Face Space), use a remote sandbox: "
+       "DAGENT_SANDBOX=e2b with E2B_API_KEY, or DAGENT_SANDBOX=hf with HF_TOKEN (docs/sandboxes.md)")
 
 
 @dataclass(frozen=True)

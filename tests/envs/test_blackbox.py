@@ -53,21 +53,41 @@ class RemoteBackend(SandboxBackend):
 
 
 class ReachingSandbox:
-    """Answers the capture reach probe as a sandbox behind `allow_out` would."""
+    """Answers the capture reach probe as a sandbox behind `allow_out` would; anything else (the
+    image check's oracle, F51) runs in a real local sandbox, as an image with the data stack would."""
 
     def __init__(self, backend: RemoteBackend) -> None:
-        self.backend = backend
+        self.backend, self._inner = backend, None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        return None
+        if self._inner is not None:
+            self._inner.close()
+
+    def inner(self):
+        if self._inner is None:
+            from dagent.sandbox.local import LocalBackend
+
+            self._inner = LocalBackend().create()
+        return self._inner
+
+    def stage(self, files):
+        return self.inner().stage(files)
+
+    def write_file(self, path, data):
+        return self.inner().write_file(path, data)
+
+    def read_file(self, path):
+        return self.inner().read_file(path)
 
     def exec(self, command, timeout_s=None, **kw):
         import shlex
         from urllib.parse import urlsplit
 
+        if "urlopen" not in command:
+            return self.inner().exec(command, timeout_s=timeout_s, **kw)
         host = urlsplit(shlex.split(command)[-1]).hostname
         if host in self.backend.allow_out:
             return ExecResult(0, "reached\n", "")
@@ -111,16 +131,16 @@ def test_infrastructure_causes_in_order():
 
 # -- start-up refusals -------------------------------------------------------------------------
 @pytest.mark.failure_mode("F08")
-def test_a_loopback_proxy_url_for_a_remote_backend_is_refused_at_start_up(suite):
-    runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG)
+def test_a_loopback_proxy_url_for_a_remote_backend_is_refused_at_start_up(solvable_suite):
+    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG)
     with pytest.raises(ConfigError, match=r"(?s)e2b sandboxes.*zero model calls.*DAGENT_CAPTURE_PUBLIC_URL.*F08"):
         runtime.start()
     assert runtime.capture._server is None and runtime.backend.created == 0  # nothing left listening, no sandbox
-    bad = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
+    bad = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                           public_url="http://10.0.0.5:8000")
     with pytest.raises(ConfigError, match="F08"):
         bad.start()
-    good = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
+    good = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                            public_url="https://capture.example.org/", publish="gradio", tunnel=Tunnel(hang=True))
     with good:  # the explicit URL wins: no tunnel is even started
         assert (good.reach.base_url, good.reach.how) == ("https://capture.example.org/v1", "public_url")
@@ -165,13 +185,14 @@ def test_the_real_gradio_tunnel_offline_fails_within_its_bound():
 
 @pytest.mark.failure_mode("F09")
 @pytest.mark.failure_mode("F45")
-def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a_sandbox(suite):
+def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a_sandbox(solvable_suite):
     from dagent.capture.reach import EgressError
 
-    runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
+    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                               publish="gradio", tunnel=Tunnel())
     with runtime:  # the tunnel's URL is known only once it started: egress is decided then
-        assert runtime.backend.allow_out == ("abc123.gradio.live",) and runtime.backend.created == 1
+        # two sandboxes: the reach check, then the image check (F51)
+        assert runtime.backend.allow_out == ("abc123.gradio.live",) and runtime.backend.created == 2
 
     class Frozen(RemoteBackend):  # the planted fault: egress decided before the URL was known
         @property
@@ -182,16 +203,16 @@ def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a
         def allow_out(self, value):
             pass
 
-    frozen = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=Frozen(), opencode=CONFIG, publish="gradio",
+    frozen = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=Frozen(), opencode=CONFIG, publish="gradio",
                              tunnel=Tunnel())
     with pytest.raises(EgressError, match=r"(?s)cannot reach the capture proxy at https://abc123.gradio.live/v1.*F45"):
         frozen.start()
     assert frozen.capture._server is None  # nothing left running
 
 
-def test_shutdown_stops_the_tunnel_before_the_proxy(suite):
+def test_shutdown_stops_the_tunnel_before_the_proxy(solvable_suite):
     log: list[str] = []
-    runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
+    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                               publish="gradio", tunnel=Tunnel(log=log))
     runtime.start()
     assert (runtime.reach.base_url, runtime.reach.how) == ("https://abc123.gradio.live/v1", "gradio")
@@ -440,12 +461,12 @@ def test_an_ungraded_rollout_reaches_trl_as_none_with_an_empty_trace():
 
 # -- the openenv face ------------------------------------------------------------------------------
 @pytest.mark.failure_mode("F30")
-def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(suite):
+def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(solvable_suite):
     from fastapi.testclient import TestClient
 
     from dagent.envs.blackbox import ENV_NAME
 
-    runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
+    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                               public_url="https://capture.example.org")
     with runtime, TestClient(create_app(runtime)) as client:
         assert client.get("/health").status_code == 200

@@ -16,6 +16,27 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# --tests: also Docker, for the Space images' tests (pytest -m docker): Debian's docker.io, its daemon
+# started with no bridge network (containers use the host's, loopback only), then the images built in
+# the background while the rest of set-up and the tests run (scripts/docker_images.sh; a test that
+# wants an image waits for it, then rebuilds from the cache in seconds).
+if [ "${1:-}" = "--tests" ] && ! docker info >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    if ! command -v dockerd >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+      log "installing Docker (docker.io) and mmdebstrap (the Space images' tests, ~1 min)"
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io mmdebstrap >/dev/null
+    fi
+    log "starting dockerd (no bridge network: every container runs with --network host)"
+    nohup dockerd --bridge=none --iptables=false >/tmp/dagent-dockerd.log 2>&1 &
+    for _ in $(seq 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  else
+    log "WARNING: no Docker daemon and none can be started here: the image tests (pytest -m docker) are skipped"
+  fi
+fi
+if [ "${1:-}" = "--tests" ] && docker info >/dev/null 2>&1; then
+  log "building the Space images in the background (log: /tmp/dagent-images.log)"
+  nohup bash scripts/docker_images.sh >/tmp/dagent-images.log 2>&1 &
+fi
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 if [ ! -x .venv/bin/python ]; then

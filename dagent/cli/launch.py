@@ -35,13 +35,14 @@ def jobs_run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the equivalent `hf jobs uv run` line; submit nothing.")] = False,
     detach: Annotated[bool, typer.Option("--detach", help="Submit and return; do not follow the logs.")] = False,
     expose: Annotated[Optional[list[int]], typer.Option("--expose", help="A container port reachable through the jobs proxy (repeatable; a train-blackbox job with --env-url exposes its engine itself).")] = None,
+    image: Annotated[Optional[str], typer.Option(help="A Docker image with uv to run the job in: the black-box image (spaces/data-agent-blackbox/Dockerfile, pushed to a registry) brings Node, opencode and pi for black-box jobs without --env-url.")] = None,
 ) -> None:
     """Submit a job script of jobs/ to HF Jobs (HfApi.run_uv_job), with dagent pinned at a commit."""
     pairs = dict(e.split("=", 1) for e in env or [] if "=" in e)
     if len(pairs) != len(env or []):
         raise DagentError("--env takes KEY=VALUE")
     spec = job_spec(name, ctx.args, flavor=flavor, timeout=timeout, env=pairs, secrets=secret or [],
-                    project_url=project_url, revision=revision, expose=expose or ())
+                    project_url=project_url, revision=revision, expose=expose or (), image=image)
     if dry_run:
         typer.echo(spec.hf_line())
         return

@@ -63,6 +63,7 @@ class JobSpec:
     secrets: tuple[str, ...] = ()  # names only; values come from the environment at submission
     labels: tuple[tuple[str, str], ...] = ()
     expose: tuple[int, ...] = ()  # container ports reachable through the jobs proxy (a remote Space's callers)
+    image: str | None = None  # a Docker image with uv (the black-box image brings Node, opencode and pi)
 
     def hf_command(self) -> list[str]:
         """The `hf jobs uv run` argv this spec is (what `--dry-run` prints, shell-quoted)."""
@@ -77,6 +78,8 @@ class JobSpec:
             argv += ["--label", f"{key}={value}"]
         for port in self.expose:
             argv += ["--expose", str(port)]
+        if self.image:
+            argv += ["--image", self.image]
         # `--` before the script: without it hf takes a job argument that shares a name with one of
         # its own options (eval's --timeout 60) as its own, silently (a 60-second job)
         return [*argv, "--with", self.requirement, "--", self.script, *self.args]
@@ -122,7 +125,7 @@ def project_requirement(url: str | None = None, revision: str | None = None, *, 
 def job_spec(name: str, args: Sequence[str] = (), *, flavor: str = "cpu-basic", timeout: str | None = None,
              env: Mapping[str, str] | None = None, secrets: Iterable[str] = (), requirement: str | None = None,
              project_url: str | None = None, revision: str | None = None, extras: str | None = None,
-             expose: Iterable[int] = ()) -> JobSpec:
+             expose: Iterable[int] = (), image: str | None = None) -> JobSpec:
     """The spec of job `name` (one of JOB_SCRIPTS) with this project pinned, in the job environment
     of its flavour (`extras` overrides it). A black-box training job whose episodes run on a remote
     server (`--env-url`) has that server call back into the job's engine: its port is pinned
@@ -140,7 +143,7 @@ def job_spec(name: str, args: Sequence[str] = (), *, flavor: str = "cpu-basic", 
         exposed = tuple(dict.fromkeys((*exposed, int(env[ENGINE_PORT_VARIABLE]))))
     return JobSpec(script=JOB_SCRIPTS[name], args=tuple(args), requirement=requirement, flavor=flavor,
                    timeout=timeout, env=tuple(sorted(env.items())), secrets=tuple(secrets),
-                   labels=(("app", "dagent"), ("job", name), ("revision", sha)), expose=exposed)
+                   labels=(("app", "dagent"), ("job", name), ("revision", sha)), expose=exposed, image=image)
 
 
 def submit(spec: JobSpec, *, api: Any = None, namespace: str | None = None,
@@ -157,7 +160,7 @@ def submit(spec: JobSpec, *, api: Any = None, namespace: str | None = None,
         api = HfApi()
     return api.run_uv_job(spec.script_url or str(ROOT / spec.script), script_args=list(spec.args),
                           dependencies=[spec.requirement],
-                          python=spec.python, env=dict(spec.env) or None,
+                          python=spec.python, image=spec.image, env=dict(spec.env) or None,
                           secrets={n: environ[n] for n in spec.secrets} or None, flavor=spec.flavor,
                           timeout=spec.timeout, labels=dict(spec.labels), namespace=namespace,
                           expose=list(spec.expose) or None)

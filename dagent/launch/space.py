@@ -73,6 +73,9 @@ def plan(kind: str, repo_id: str, *, secrets: Sequence[str] = (), variables: dic
         raise ConfigError(f"unknown Space {kind!r}: use whitebox or blackbox")
     if repo_id.count("/") != 1:
         raise ConfigError(f"{repo_id!r} is not OWNER/NAME")
+    if not (variables or {}).get("DAGENT_SUITE"):  # the images carry no suite: it comes at start-up
+        raise ConfigError("the Space's image carries no task suite: pass --var DAGENT_SUITE=OWNER/NAME (a dataset "
+                          "that `dagent suite push OWNER/NAME` made; the Space downloads it when it starts)")
     files = ["Dockerfile", "README.md", *_shipped([*SOURCES, SPACES[kind]])]
     return DeployPlan(kind, repo_id, tuple(files), tuple(secrets), dict(variables or {}), private)
 

@@ -25,7 +25,8 @@ def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_heal
     try:
         with FakeHub() as hub:
             api = HfApi(endpoint=hub.url, token=hub.token)
-            p = plan("whitebox", "fake-user/data-agent", secrets=["E2B_API_KEY"], variables={"DAGENT_SANDBOX": "e2b"})
+            p = plan("whitebox", "fake-user/data-agent", secrets=["E2B_API_KEY"], variables={"DAGENT_SANDBOX": "e2b",
+                                                                                        "DAGENT_SUITE": "fake-user/suite"})
             health = deploy(p, api=api, health_url=f"{server.url}/health", timeout_s=60, echo=lines.append)
             files = hub.files("fake-user/data-agent", "space")
             settings = hub.settings("fake-user/data-agent", "space")
@@ -46,7 +47,8 @@ def test_a_missing_secret_is_refused_before_anything_is_created(monkeypatch):
     with FakeHub() as hub:
         api = HfApi(endpoint=hub.url, token=hub.token)
         with pytest.raises(ConfigError, match="E2B_API_KEY is not set"):
-            deploy(plan("blackbox", "fake-user/bb", secrets=["E2B_API_KEY"]), api=api, timeout_s=1)
+            deploy(plan("blackbox", "fake-user/bb", secrets=["E2B_API_KEY"], variables={"DAGENT_SUITE": "u/s"}), api=api,
+                   timeout_s=1)
         assert ("space", "fake-user/bb") not in hub.repos
 
 

@@ -1,0 +1,200 @@
+"""The Space images, built with the real Docker from a clean checkout and run as Spaces run them.
+
+Each image is built exactly as its Dockerfile says (the base from scripts/docker_base.sh) and run as
+its own user, uid 1000, with no added privileges: Docker's default runtime refuses the user
+namespaces bubblewrap needs, so the server refuses to start and names the fix; the documented
+runtime setting then makes it start, and from inside an episode the outside client's probes (the
+suite's gold, the suite's directory, the server's port, a route out) all fail. The black-box image
+plays one graded rollout with opencode and one with pi against the local engine; the demo image
+serves the app with a task loaded from the suite it is given. The suite is never inside an image:
+it is mounted read-only here (a Hub dataset on a Space).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dagent.serving import free_port
+from tests.spaces.docker import NAMESPACES, ROOT, build, clean_checkout, need_docker, readable_copy, run
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+IMAGES = {"whitebox": ("spaces/data-agent/Dockerfile", "dagent-test-whitebox"),
+          "blackbox": ("spaces/data-agent-blackbox/Dockerfile", "dagent-test-blackbox"),
+          "demo": ("spaces/demo/Dockerfile", "dagent-test-demo")}
+SUITE = "/data/suite"
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    need_docker()
+    return clean_checkout(tmp_path_factory.mktemp("checkout"))
+
+
+@pytest.fixture(scope="module")
+def mounted_suite(suite_dir, tmp_path_factory) -> Path:
+    return readable_copy(suite_dir, tmp_path_factory.mktemp("mount") / "suite")
+
+
+def image(checkout: Path, kind: str, *build_args: str) -> str:
+    dockerfile, tag = IMAGES[kind]
+    build(checkout, dockerfile, tag, *build_args)
+    return tag
+
+
+def test_the_dockerfiles_name_their_base_run_as_uid_1000_under_tini_and_bake_no_suite():
+    for dockerfile, _ in IMAGES.values():
+        text = (ROOT / dockerfile).read_text()
+        assert "FROM python:3.11-slim-trixie" in text  # Debian named: trixie's Node 20 runs pi (>= 20.6)
+        assert "useradd --create-home --uid 1000 user" in text and "\nUSER user\n" in text
+        assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in text and "HOME=/home/user" in text
+        assert "datasets_build --out" not in text and "ENV DAGENT_SUITE" not in text
+        # dependencies installed before the package's code is copied: a code change rebuilds in seconds
+        assert text.index("pip install --no-cache-dir \".[") < text.index("COPY dagent ./dagent")
+
+
+def test_the_white_box_image_refuses_default_runtime_and_serves_isolated_episodes_with_the_setting(
+        checkout, mounted_suite):
+    tag = image(checkout, "whitebox")
+    port = free_port()
+    env = {"PORT": str(port), "DAGENT_SUITE": SUITE}
+    refused = run(tag, "dagent-test-wb-default", env=env, volumes={mounted_suite: SUITE})
+    try:
+        assert refused.wait_exit() != 0
+        logs = refused.logs()
+        assert "refusing to serve" in logs and "seccomp=unconfined --security-opt systempaths=unconfined" in logs
+        assert "DAGENT_SANDBOX=e2b" in logs  # what a Space whose runtime refuses namespaces sets
+    finally:
+        refused.remove()
+    box = run(tag, "dagent-test-wb", env=env, volumes={mounted_suite: SUITE}, options=NAMESPACES)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        box.wait_serving(f"{url}/health")
+        assert box.exec("id", "-u").strip() == "1000" and box.exec("cat", "/proc/1/comm").strip() == "tini"
+        health = httpx.get(f"{url}/health").json()
+        assert health["sandbox"]["isolation"] == "bwrap" and health["sandbox"]["backend"] == "local"
+        from dagent.envs.client import white_box_client
+
+        env_ = white_box_client(url)()
+        env_.reset(split="test", index=0)
+        probes = {"gold": f"cat {SUITE}/data/*.parquet | head -c 40 | od -c | head -2",
+                  "suite": f"ls {SUITE}/data",
+                  "server": f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); "
+                            "print('REACHED')\"",
+                  "outside": "python -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                             "s.connect(('1.1.1.1', 9)); print('ROUTED')\""}  # a route lookup: nothing is sent
+        seen = {name: env_.bash(command=cmd) for name, cmd in probes.items()}
+        assert "PAR1" not in seen["gold"] and "P   A   R   1" not in seen["gold"], seen
+        assert "eval-" not in seen["suite"] and "test-" not in seen["suite"], seen
+        assert "REACHED" not in seen["server"] and "ROUTED" not in seen["outside"], seen
+        assert env_.bash(command="tail -n +2 input/t.csv | wc -l") == "3"
+        assert env_.submit_solution(answer=3).startswith("Answer submitted")
+        assert env_.get_reward() > 1.0
+    finally:
+        box.remove()
+
+
+@pytest.mark.parametrize("harness", ["opencode", "pi"])
+def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_suite, harness):
+    from benchmarks.rollouts import steered_engine
+
+    tag = image(checkout, "blackbox")
+    engine = steered_engine()  # on this host's loopback, which the container shares
+    port = free_port()
+    box = run(tag, f"dagent-test-bb-{harness}", volumes={mounted_suite: SUITE}, options=NAMESPACES,
+              env={"PORT": str(port), "DAGENT_SUITE": SUITE, "DAGENT_ENGINE_URL": engine.url,
+                   "DAGENT_HARNESS": harness, "DAGENT_MAX_OUTPUT_TOKENS": "256", "DAGENT_MAX_ROLLOUTS": "2"})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        box.wait_serving(f"{url}/health", timeout_s=240)
+        assert box.exec("id", "-u").strip() == "1000"
+        node = tuple(int(x) for x in box.exec("node", "--version").strip().lstrip("v").split(".")[:2])
+        assert node >= (20, 6)  # pi's engines field
+        health = httpx.get(f"{url}/health").json()
+        assert health["status"] == "healthy" and health["sandbox"]["isolation"] == "bwrap"
+        r = httpx.post(f"{url}/data_agent_blackbox/rollout", json={"split": "train", "index": 0},
+                       timeout=600).json()
+        assert r["outcome"] == "correct" and r["reward"] > 1.0 and r["model_calls"] >= 1, (r, box.logs()[-3000:])
+    finally:
+        box.remove()
+        engine.stop()
+
+
+def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mounted_suite, tmp_path):
+    wheels = os.environ.get("DAGENT_TORCH_WHEELS")  # a find-links page or folder with torch 2.13.0+cpu
+    server = None
+    if wheels is None:  # this machine's wheel folder, served on loopback for the build
+        folder = Path("/opt/wheels")
+        if not any(folder.glob("torch-2.13.0+cpu-*.whl")):
+            pytest.skip("download.pytorch.org is unreachable here and no local torch 2.13.0+cpu wheel is "
+                        "present: set DAGENT_TORCH_WHEELS to a find-links page that has it")
+        wheels_port = free_port()
+        server = subprocess.Popen(["python", "-m", "http.server", str(wheels_port), "--bind", "127.0.0.1"],
+                                  cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wheels = f"http://127.0.0.1:{wheels_port}/"
+    try:
+        tag = image(checkout, "demo", f"TORCH_WHEELS={wheels}")
+    finally:
+        if server is not None:
+            server.terminate()
+    port = free_port()
+    box = run(tag, "dagent-test-demo", volumes={mounted_suite: SUITE}, options=NAMESPACES,
+              env={"PORT": str(port), "DAGENT_SUITE": SUITE})
+    try:
+        box.wait_serving(f"http://127.0.0.1:{port}/", timeout_s=240)
+        assert "isolation holds" in box.logs()
+        torch = box.exec("python", "-c", "import torch; print(torch.__version__, torch.version.cuda)").split()
+        assert torch == ["2.13.0+cpu", "None"]
+        from gradio_client import Client
+
+        config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).json()
+        splits = next(c["props"]["choices"] for c in config["components"]
+                      if c.get("props", {}).get("label") == "split")
+        assert [choice[0] for choice in splits] == ["train", "test", "eval"]  # the mounted suite
+        loaded = Client(f"http://127.0.0.1:{port}/", verbose=False).predict("", "test", "test#0", api_name="/load")
+        shown = "\n".join(str(x) for x in loaded)
+        assert "demo.t100" in shown and "t.csv" in shown and "Error" not in shown, shown[:2000]
+    finally:
+        box.remove()
+
+
+def test_a_black_box_job_runs_in_the_black_box_image_as_hf_jobs_starts_it(checkout, mounted_suite):
+    """`dagent jobs run --image IMAGE eval --agent opencode ...` is `hf jobs uv run --image IMAGE --with
+    "dagent[...] @ git+URL@SHA" -- jobs/eval.py ...`: uv in the image installs this commit into an
+    empty environment and the job's opencode is the image's. Here the URL is this checkout (mounted)
+    and the engine the steered tiny Qwen3 on loopback; one task, graded."""
+    from benchmarks.rollouts import steered_engine
+    from dagent.launch.job import job_spec
+
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not sha:
+        pytest.skip("not a git checkout: the job installs dagent from a commit")
+    tag = image(checkout, "blackbox")
+    engine = steered_engine()
+    try:
+        job = ["--agent", "opencode", "--engine-url", engine.url, "--model", "tiny-qwen3-steered", "--preset", "cpu",
+               "--suite", SUITE, "--split", "train", "--limit", "1", "--workers", "1", "--out", "/tmp/out"]
+        spec = job_spec("eval", job, flavor="cpu-upgrade", project_url="file:///src", revision=sha,
+                        extras="server,report", image=tag)
+        line = spec.hf_command()
+        assert line[line.index("--image") + 1] == tag
+        uv_run = ["uv", "run", "--no-project", "--python", spec.python, "--with", spec.requirement, "--",
+                  f"/src/{spec.script}", *spec.args]
+        safe = ["-e", "GIT_CONFIG_COUNT=1", "-e", "GIT_CONFIG_KEY_0=safe.directory", "-e", "GIT_CONFIG_VALUE_0=*"]
+        r = subprocess.run(["docker", "run", "--rm", "--network", "host", *NAMESPACES, *safe,
+                            "-v", f"{ROOT}:/src:ro", "-v", f"{mounted_suite}:{SUITE}:ro", tag, "sh", "-c",
+                            " ".join(shlex.quote(a) for a in uv_run) + " && cat /tmp/out/*/summary.json"],
+                           capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+        summary = json.loads(r.stdout[r.stdout.index("{"):])
+        assert summary["tasks"] == 1 and summary["provenance"]["project"]["revision"] == sha
+        assert summary["correct"] == 1, summary
+    finally:
+        engine.stop()

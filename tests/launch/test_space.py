@@ -34,12 +34,18 @@ def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_heal
         server.stop()
     assert health["status"] == "healthy" and health["sandbox"]["backend"] == "local"
     assert settings["sdk"] == "docker" and settings["secrets"] == {"E2B_API_KEY": "e2b_secret_value"}
-    assert settings["variables"] == {"DAGENT_SANDBOX": "e2b"} and settings["restarts"] == 1
+    assert settings["variables"] == {"DAGENT_SANDBOX": "e2b", "DAGENT_SUITE": "fake-user/suite"}
+    assert settings["restarts"] == 1
     assert {"Dockerfile", "README.md", "pyproject.toml", "dagent/envs/server.py", "datasets_build/__main__.py",
             "spaces/data-agent/server/app.py"} <= set(files)
-    assert b"COPY spaces/data-agent/ /app/" in files["Dockerfile"] and b"sdk: docker" in files["README.md"]
+    assert b"COPY --chown=user spaces/data-agent/ /app/" in files["Dockerfile"] and b"sdk: docker" in files["README.md"]
     assert not any(b"e2b_secret_value" in data for data in files.values())  # the value only as a secret (F22)
     assert not any("e2b_secret_value" in line for line in lines) and "E2B_API_KEY" in " ".join(lines)
+
+
+def test_a_deploy_without_a_suite_is_refused_naming_the_setting():
+    with pytest.raises(ConfigError, match=r"--var DAGENT_SUITE=OWNER/NAME.*dagent suite push"):
+        plan("whitebox", "fake-user/data-agent", variables={"DAGENT_SANDBOX": "e2b"})
 
 
 def test_a_missing_secret_is_refused_before_anything_is_created(monkeypatch):

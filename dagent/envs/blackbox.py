@@ -145,15 +145,6 @@ class Rollout:
         return out
 
 
-#: Where no cgroup can be made (a container's unprivileged user), a sandbox's memory limit is
-#: RLIMIT_AS, which counts ADDRESS SPACE, and the agents' JavaScript runtimes reserve far more than
-#: they use (measured in the black-box image under a 1 GB task's limit: opencode's Bun aborts with
-#: "MemoryExhaustion"; pi's Node cannot instantiate undici's WebAssembly HTTP parser below about
-#: 12 GB: 8 failed, 12 passed). The agent's runtime gets this much on top of the task's memory, so
-#: there the limit bounds a runaway allocation, not the agent's working set (docs/sandboxes.md).
-AGENT_ADDRESS_SPACE_MB = 16384
-
-
 class BlackBoxRuntime:
     """The suite, the capture proxy, its publisher, the sandbox backend and the opencode harness."""
 
@@ -293,8 +284,6 @@ class BlackBoxRuntime:
                               "rebuild the rows from the served suite")
         if self.harbor_catalog is not None:
             return self.run_harbor_rollout(split, index, timeout_s=timeout_s)
-        if memory_mb is None and not self.backend.remote and not getattr(self.backend, "cgroups", True):
-            memory_mb = task.memory_mb + AGENT_ADDRESS_SPACE_MB  # RLIMIT_AS also bounds the agent's runtime
         played = play(self.suite, split, index, agent, self.backend,
                       timeout_s=self.timeout_s if timeout_s is None else timeout_s, memory_mb=memory_mb,
                       reward_config=self.reward_config)

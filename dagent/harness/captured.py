@@ -97,6 +97,15 @@ class CapturedAgent:
     it, the session's turns analysed (auxiliary calls labelled by the harness's role hints, F03)
     and handed back with the run."""
 
+    # Where a sandbox's memory is bounded by RLIMIT_AS (no cgroup: a container's unprivileged user),
+    # the limit counts ADDRESS SPACE, and the agents' JavaScript runtimes reserve far more than they
+    # use (measured in the black-box image under a 1 GB task's limit: opencode's Bun aborts with
+    # "MemoryExhaustion"; pi's Node reserves about 10 GB per WebAssembly instance: a rollout failed
+    # with "Connection error." at 16 GB and was graded correct at 32 GB). So the agent's runtime gets
+    # this much on top of the task's memory; there the limit bounds a runaway allocation, not the
+    # working set (docs/sandboxes.md).
+    runtime_address_space_mb = 32768
+
     def __init__(self, harness: Harness, capture: CaptureServer, reach: Reach, *,
                  fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> None:
         self.harness, self.capture, self.reach = harness, capture, reach

@@ -69,7 +69,8 @@ def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: Sandbo
     """One task, end to end, through `agent` (module docstring). Never raises for infrastructure."""
     started = time.monotonic()
     task = suite.task_at(split, index)
-    resources = Resources(cpus=task.cpus, memory_mb=memory_mb or task.memory_mb, timeout_s=timeout_s)
+    resources = Resources(cpus=task.cpus, memory_mb=memory_mb or task.memory_mb, timeout_s=timeout_s,
+                          runtime_address_space_mb=getattr(agent, "runtime_address_space_mb", 0))
     run: AgentRun | None = None
     answer: bytes | None = None
     failure: tuple[str, str] | None = None  # (cause, note) of an infrastructure failure

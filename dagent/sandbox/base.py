@@ -58,6 +58,9 @@ class Resources:
     timeout_s: float = 120.0  # default wall clock per exec
     max_processes: int = 256
     max_file_mb: int = 1024
+    # address space beyond memory_mb for the agent's own runtime, granted only where memory is bounded
+    # by RLIMIT_AS (no cgroup), which counts reservations a JavaScript runtime never touches
+    runtime_address_space_mb: int = 0
 
 
 class Sandbox(abc.ABC):

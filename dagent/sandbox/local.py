@@ -256,7 +256,7 @@ class LocalSandbox(Sandbox):
                   ("t", math.ceil(timeout_s * max(res.cpus, 1)) + 1, resource.RLIMIT_CPU, 1),
                   ("f", res.max_file_mb * 2048, resource.RLIMIT_FSIZE, 512)]
         if not self._cg:
-            limits.append(("v", res.memory_mb * 1024, resource.RLIMIT_AS, 1024))
+            limits.append(("v", (res.memory_mb + res.runtime_address_space_mb) * 1024, resource.RLIMIT_AS, 1024))
         for flag, value, rlim, unit in limits:
             hard = resource.getrlimit(rlim)[1]  # an unprivileged caller cannot raise these
             steps.append(f"ulimit -{flag} {value if hard < 0 else min(value, hard // unit)}")

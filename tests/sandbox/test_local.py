@@ -110,6 +110,24 @@ def test_memory_hog_without_cgroup_is_caught_by_rlimit_as(tmp_path, monkeypatch,
         assert not s.exec("python -c 'print(1)'").oom_killed
 
 
+def test_an_agents_runtime_gets_address_space_only_where_rlimit_as_bounds_memory(tmp_path, monkeypatch) -> None:
+    """RLIMIT_AS counts reservations a JavaScript runtime never touches (measured: Bun aborts under a
+    1 GB task's limit): the agent's allowance is added there, and never to a cgroup's memory limit."""
+    from dataclasses import replace
+
+    agent = replace(SMALL, runtime_address_space_mb=4096)
+    with LocalBackend(base_dir=tmp_path / "cg").create(agent) as s:
+        limit = s.exec("ulimit -v").stdout.strip()
+        assert limit == "unlimited" if s.backend.cgroups else int(limit) == (SMALL.memory_mb + 4096) * 1024
+    monkeypatch.setattr(local, "_cgroup_parents", lambda: {})
+    with LocalBackend(base_dir=tmp_path / "as").create(agent) as s, \
+            LocalBackend(base_dir=tmp_path / "plain").create(SMALL) as plain:
+        assert int(s.exec("ulimit -v").stdout) == (SMALL.memory_mb + 4096) * 1024
+        assert int(plain.exec("ulimit -v").stdout) == SMALL.memory_mb * 1024
+        assert s.exec("python -c 'x = bytearray(3 * 1024**3)'").ok  # what the task alone would be refused
+        assert plain.exec("python -c 'x = bytearray(3 * 1024**3)'").oom_killed
+
+
 def test_process_and_file_size_limits(backend: LocalBackend) -> None:
     if "pids" not in backend.cgroups:
         pytest.skip("no pids cgroup here (RLIMIT_NPROC is not enforced for root)")

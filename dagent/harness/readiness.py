@@ -21,8 +21,8 @@ from dagent.sandbox.base import SandboxBackend
 __all__ = ["SandboxImageError", "check_image"]
 
 FIX = ("use an image with the data stack the reference programs import: for an HF sandbox, "
-       "DAGENT_SANDBOX_IMAGE=<an image from `dagent sandbox image hf`> (or HFBackend(image=...)); for E2B, the "
-       "template `dagent sandbox template e2b` builds")
+       "DAGENT_SANDBOX_IMAGE=<an image with those packages> (or HFBackend(image=...); `dagent sandbox template "
+       "e2b --dry-run` prints the recipe as a Dockerfile); for E2B, the template that command builds")
 
 
 class SandboxImageError(SandboxError):

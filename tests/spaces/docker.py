@@ -42,13 +42,9 @@ def need_docker() -> None:
 
 def clean_checkout(dest: Path) -> Path:
     """The files git ships (tracked, and untracked but not ignored), copied to `dest`."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split()
-    for rel in files:
-        if (ROOT / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
-    return dest
+    from tests.envs.test_space import _shipped_tree
+
+    return _shipped_tree(dest)
 
 
 def build(checkout: Path, dockerfile: str, tag: str, *build_args: str) -> float:

@@ -44,6 +44,8 @@ class SFTArgs:
     seed: int = field(default=0, metadata={"help": "Seed of the task order and of training."})
     report_to: str = field(default="none", metadata={"help": "none or trackio (local store under $TRACKIO_DIR, project dagent-sft)."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo (OWNER/NAME) to upload final/ to."})
+    processes: int = field(default=0, metadata={"help": "Trainer processes: 0 = one per visible GPU (relaunched under `accelerate launch` on a multi-GPU machine), N = that many."})
+    accelerate_config: str = field(default="multi_gpu", metadata={"help": "With more than one process: TRL's accelerate config (multi_gpu, zero1/zero2/zero3, fsdp1/fsdp2) or a YAML path."})
 
 
 def main(args: SFTArgs) -> int:
@@ -53,11 +55,16 @@ def main(args: SFTArgs) -> int:
     from dagent.cli.app import load_suite
     from dagent.engine.models import model_dir
     from dagent.errors import ConfigError
+    from dagent.launch.processes import relaunch
     from dagent.sandbox.local import LocalBackend
     from dagent.tools import select
     from dagent.train.sft import build_demonstrations, sft_trainer, trainer_chat_template
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # on a multi-GPU machine this process becomes N data-parallel trainer processes (each builds the
+    # same demonstrations: same seed); only the first writes the summary and pushes
+    relaunch(args.processes, args.accelerate_config,
+             mixed_precision="bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no")
     started = time.monotonic()
     path = model_dir(args.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -87,6 +94,8 @@ def main(args: SFTArgs) -> int:
 
     final = out / "final"
     trainer.save_model(str(final))  # the model and the tokenizer (processing_class), chat template included
+    if not trainer.is_world_process_zero():
+        return 0
     saved = AutoTokenizer.from_pretrained(final)
     if saved.chat_template != tokenizer.chat_template or trainer_chat_template(saved) != template:
         raise ConfigError(f"the tokenizer saved in {final} renders with another chat template than SFT trained "

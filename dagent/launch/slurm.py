@@ -1,7 +1,7 @@
 """The same jobs on a Slurm cluster: an `sbatch` script from a `JobSpec`'s pinned project.
 
 For white-box training the node's GPUs are split: the first `engine_gpus` serve the policy with
-`trl vllm-serve`, the rest run the trainer (`accelerate launch`), which reaches the engine in TRL's
+`trl vllm-serve`, the rest run the trainer (`--processes N`: the job relaunches itself under `accelerate launch`), which reaches the engine in TRL's
 server mode. Every port is derived from `$SLURM_JOB_ID`, so two jobs sharing a node never answer
 each other's probes (F36: a fixed port is answered by whichever job bound it first). Everything
 runs through `uv run --with <the pinned dagent[gpu]>` (vLLM included: TRL's server mode imports it in
@@ -68,8 +68,10 @@ def sbatch_script(spec: JobSpec, *, gpus: int = 8, engine_gpus: int = 1, model: 
                   "  curl -sf \"http://127.0.0.1:$ENGINE_PORT/health/\" >/dev/null && break",
                   "  kill -0 $ENGINE 2>/dev/null || { echo 'the engine exited before it answered' >&2; exit 1; }",
                   "  sleep 2", "done",
-                  f"CUDA_VISIBLE_DEVICES={trainer} \"${{UV[@]}}\" accelerate launch --num_processes {gpus - engine_gpus} "
-                  f"{' '.join(_command(spec))} {args} --vllm-server-url \"http://127.0.0.1:$ENGINE_PORT\" "
+                  # --processes: the job relaunches itself under `accelerate launch` (dagent.launch.processes),
+                  # the same path an HF Jobs multi-GPU flavour takes
+                  f"CUDA_VISIBLE_DEVICES={trainer} \"${{UV[@]}}\" python {' '.join(_command(spec))} {args} "
+                  f"--processes {gpus - engine_gpus} --vllm-server-url \"http://127.0.0.1:$ENGINE_PORT\" "
                   "--vllm-group-port \"$GROUP_PORT\""]
     else:
         lines.append(f"\"${{UV[@]}}\" python {' '.join(_command(spec))} {args}")

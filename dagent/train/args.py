@@ -30,6 +30,8 @@ class TrainArgs:
     control: str = field(default="none", metadata={"help": "permuted: the control run, each batch's rewards shuffled across its rollouts (same optimiser, steps, data and code path; the reward no longer tracks the answer, F52); none: training."})
     trackio_space: str | None = field(default=None, metadata={"help": "A Hub Space (OWNER/NAME) the trackio metrics sync to, so a job's curves outlive its container (default: the offline store under --out/trackio)."})
     project_url: str | None = field(default=None, metadata={"help": "The project's repository named in model cards (default: $DAGENT_PROJECT_URL, the checkout's origin remote, or where a job installed dagent from)."})
+    processes: int = field(default=0, metadata={"help": "Trainer processes: 0 = one per visible GPU (the job relaunches itself under `accelerate launch` on a multi-GPU machine), N = that many (2 on a CPU: gloo)."})
+    accelerate_config: str = field(default="multi_gpu", metadata={"help": "With more than one process: TRL's accelerate config (multi_gpu = DDP, zero1/zero2/zero3 = DeepSpeed ZeRO, fsdp1/fsdp2) or a YAML path."})
 
     def apply_project_url(self) -> None:
         """Model cards and provenance name `--project-url` (read from $DAGENT_PROJECT_URL)."""

@@ -154,6 +154,10 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
     args.apply_project_url()
     recipe = args.recipe()
+    if args.processes > 1:
+        raise ConfigError(f"--processes {args.processes}: black-box training runs ONE trainer process (sync serves "
+                          "the policy from it; async gives the engine the GPUs --engine-devices names and the "
+                          "trainer the one left): leave --processes at 0, or train white-box on several processes")
     if args.mode == "async":
         return train_async(args, recipe, echo=echo)
     if args.mode != "sync":

@@ -140,7 +140,8 @@ def check_dtype(trainer: str, engine: str) -> Check:
 
 # -- the engine ----------------------------------------------------------------------------------
 def engine_command(model: str, port: int, *, served_name: str, max_model_len: int = 65_536,
-                   gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1) -> list[str]:
+                   gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1,
+                   data_parallel_size: int = 1) -> list[str]:
     """`vllm serve` as TRL's trainers need it (TRL's own builder: NCCL weight transfer, processed
     logprobs), plus what agents need: hermes tool calls, this job's served name, and sampling
     from the request only (`--generation-config vllm`: the capture proxy pins dagent.core.sampling on
@@ -150,7 +151,8 @@ def engine_command(model: str, port: int, *, served_name: str, max_model_len: in
     command = build_command(ScriptArguments(model=model, port=port, host="0.0.0.0", dtype="bfloat16",
                                             max_model_len=max_model_len,
                                             gpu_memory_utilization=gpu_memory_utilization,
-                                            tensor_parallel_size=tensor_parallel_size))
+                                            tensor_parallel_size=tensor_parallel_size,
+                                            data_parallel_size=data_parallel_size))
     return command + ["--served-model-name", served_name, "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                       "--generation-config", "vllm"]
 
@@ -325,7 +327,9 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force),
               *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,
                             engine_max_model_len=65_536, turns_per_rollout=8.5)]
-    command = engine_command(served, ports.engine, served_name=served)
+    # every engine device serves a replica (data parallel); the trainer takes the one GPU left (trainer_devices)
+    command = engine_command(served, ports.engine, served_name=served,
+                             data_parallel_size=len([d for d in args.engine_devices.split(",") if d.strip()]))
     for check in checks:
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}"
@@ -350,11 +354,7 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
         raise ConfigError("--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU")
     procs = Processes([], [])
     try:
-        gpus = [str(i) for i in range(torch.cuda.device_count())]
-        engine_gpus = args.engine_devices.split(",")
-        trainer_gpus = [g for g in gpus if g not in engine_gpus]
-        if not trainer_gpus:
-            raise ConfigError(f"--engine-devices {args.engine_devices} leaves no GPU for the trainer (of {len(gpus)})")
+        trainer_gpus = trainer_devices(torch.cuda.device_count(), args.engine_devices)
         engine = subprocess.Popen(command, env=engine_env(args.engine_devices))
         procs.procs.append(engine)
         local_engine = f"http://127.0.0.1:{ports.engine}"
@@ -384,6 +384,23 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
         return trainer
     finally:
         procs.stop()
+
+
+def trainer_devices(gpus: int, engine_devices: str) -> list[str]:
+    """The trainer's GPU: exactly one left over by the engine's. AsyncGRPOTrainer here is one
+    process (it starts the engine and the environment servers it trains against), so a second
+    leftover GPU would idle: the engine takes it instead (tensor parallel)."""
+    engine = [d.strip() for d in engine_devices.split(",") if d.strip()]
+    unknown = [d for d in engine if not d.isdigit() or int(d) >= gpus]
+    if unknown:
+        raise ConfigError(f"--engine-devices {engine_devices}: {', '.join(unknown)} is not one of this machine's "
+                          f"{gpus} GPUs (0..{gpus - 1})")
+    left = [str(i) for i in range(gpus) if str(i) not in engine]
+    if len(left) != 1:
+        fix = ",".join(map(str, range(gpus - 1))) if gpus > 1 else "-"
+        raise ConfigError(f"--engine-devices {engine_devices} leaves {len(left)} of {gpus} GPUs to the trainer, which "
+                          f"takes exactly one in async mode: give the engine the others (--engine-devices {fix})")
+    return left
 
 
 def _serve_environment(suite: TaskSuite, engine_url: str, recipe: BlackboxRecipe, served: str, harness: str,

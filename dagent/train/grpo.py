@@ -25,6 +25,7 @@ from dagent.envs.contract import trainer_rows
 from dagent.errors import ConfigError
 from dagent.harness.contract import check_step_cap
 from dagent.harness.toolloop import LoopLimits, tool_schemas
+from dagent.launch.processes import relaunch
 from dagent.provenance import provenance
 from dagent.suites.sources import load_tasks
 from dagent.tools import select
@@ -286,6 +287,8 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     """Preflight, train, save `final/`; every sandbox the run opened is closed on any exit."""
     args.apply_project_url()
     recipe = args.recipe()
+    # on a multi-GPU machine (an HF Jobs flavour like a100x4) this process becomes N trainer processes
+    relaunch(args.processes, args.accelerate_config, mixed_precision="bf16" if recipe.bf16 else "no", echo=echo)
     suite = load_tasks(args.suite)
     path = model_dir(args.model)
     out = Path(args.out)

@@ -64,8 +64,10 @@ def test_the_training_script_splits_gpus_and_derives_ports_from_the_job_id(tmp_p
         assert engine["argv"][engine["argv"].index("--port") + 1] == str(port)
         assert engine["argv"][:7] == ["run", "--python", spec.python, "--with", REQ, "trl", "vllm-serve"]
         argv = trainer["argv"]  # vLLM comes with dagent[gpu]: one environment, resolved in test_environments
-        assert argv[5:10] == ["accelerate", "launch", "--num_processes", "3", "-m"]
+        assert argv[5:10] == ["python", "-m", "dagent.cli.app", "train", "whitebox"]
         cli = argv[argv.index("whitebox") + 1:]
+        # 3 trainer processes: the job relaunches itself under accelerate (tests/launch/test_processes.py)
+        assert parse(WhiteboxArgs, cli).processes == 3
         assert cli[cli.index("--vllm-server-url") + 1] == f"http://127.0.0.1:{port}"
         seen[job_id] = (port, cli[cli.index("--vllm-group-port") + 1])
         recipe = parse(WhiteboxArgs, cli).recipe()  # what `dagent train whitebox` makes of it

@@ -2,6 +2,7 @@
 
     python benchmarks/rollouts.py --n 20                      # the scripted policy (see below)
     python benchmarks/rollouts.py --n 20 --template qwen3_5   # the same, Qwen3.5's thinking template
+    python benchmarks/rollouts.py --n 8 --tool-json compact   # tool calls written without JSON spaces
     python benchmarks/rollouts.py --n 20 --policy tiny-qwen3  # the random tiny Qwen3, real weights
     python benchmarks/rollouts.py --n 20 --policy steered     # the tiny Qwen3 steered to the script
     python benchmarks/rollouts.py --suite ~/.cache/dagent/suite --split test --n 20
@@ -50,13 +51,20 @@ WRITE = {"command": "tail -n +2 /workdir/input/*.csv | wc -l > /workdir/answer.t
 DONE = "I counted the data rows and wrote the count to /workdir/answer.txt."
 
 
+#: How the scripted policy spaces its JSON tool calls: `spaced` as json.dumps (and the chat template's
+#: re-rendering) writes them, `compact` without spaces as some models do: the harness sends the parsed
+#: call back and the template re-renders it spaced, so the held answer drifts in its tail.
+JSON_STYLE = {"style": "spaced"}
+
+
 def tool_call(arguments: dict[str, str], xml: bool = False) -> str:
-    """A tool call as the model family writes one: Qwen3's hermes JSON (json.dumps spacing), or
-    Qwen3.5's XML form (`<function=bash><parameter=...>`)."""
+    """A tool call as the model family writes one: Qwen3's hermes JSON (json.dumps spacing, or
+    compact under `--tool-json compact`), or Qwen3.5's XML form (`<function=bash><parameter=...>`)."""
     if xml:
         params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
         return f"<tool_call>\n<function=bash>\n{params}</function>\n</tool_call>"
-    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": arguments}) + "\n</tool_call>"
+    separators = (",", ":") if JSON_STYLE["style"] == "compact" else None
+    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": arguments}, separators=separators) + "\n</tool_call>"
 
 
 def script_for(prompt: str) -> str:
@@ -180,6 +188,7 @@ def main(args: argparse.Namespace) -> int:
 
         scratch = tempfile.TemporaryDirectory(prefix="dagent-bench-")
         suite = load_tasks(write_suite(Path(scratch.name) / "suite"))
+    JSON_STYLE["style"] = args.tool_json
     if args.policy == "scripted":
         engine = scripted_engine(args.template)
     elif args.policy == "steered":
@@ -210,7 +219,8 @@ def main(args: argparse.Namespace) -> int:
     gates = [r.gate for r in rows]
     walls = [r.wall_s for r in rows]
     transitions = sum(max(g.agent_turns - 1, 0) for g in gates)
-    label = (f"{args.policy}/{args.template}" if args.policy == "scripted" else args.policy) + f", {args.harness}"
+    label = (f"{args.policy}/{args.template}/{args.tool_json}" if args.policy == "scripted" else args.policy) \
+        + f", {args.harness}"
     print(f"\n{len(rows)} rollouts ({label}) in {time.monotonic() - started:.0f}s")
     print("outcomes: " + ", ".join(f"{o} {sum(r.outcome == o for r in rows)}" for o in ("correct", "wrong", "ungraded")))
     print(f"turns per rollout: agent {statistics.mean(g.agent_turns for g in gates):.2f}, "
@@ -260,6 +270,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--split", default="train")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per rollout")
     p.add_argument("--max-output-tokens", type=int, default=256)
+    p.add_argument("--tool-json", default="spaced", choices=["spaced", "compact"],
+                   help="the scripted policy's JSON spacing in tool calls (compact: re-rendered spaced, a tail drift)")
     p.add_argument("--harness", default="opencode", choices=["opencode", "pi"], help="the agent that owns the loop")
     p.add_argument("--context", type=int, default=32_768, help="the context window pi is told the model has")
     return p.parse_args(argv)

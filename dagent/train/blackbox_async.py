@@ -82,7 +82,7 @@ def config_kwargs(recipe: Any, output_dir: str, *, engine_url: str, turns_per_ro
         max_steps=recipe.max_steps, save_strategy="steps", save_steps=recipe.save_steps, save_total_limit=3,
         logging_steps=1, dtype="bfloat16", vllm_server_base_url=engine_url, token_budget=TOKEN_BUDGET,
         heartbeat_stale_after_s=HEARTBEAT_S, max_completion_length=MAX_COMPLETION, max_inflight_tasks=inflight,
-        fork_threshold_tokens=recipe.fork_threshold_tokens, max_tool_calling_iterations=recipe.agent_steps,
+        fork_threshold_tokens=recipe.worker_fork_threshold, max_tool_calling_iterations=recipe.agent_steps,
         **RECIPE_SAMPLING.as_trl())
     kwargs.update(extra)
     return kwargs
@@ -222,7 +222,7 @@ def probe_from_server(env_url: str, served_name: str) -> Check:
 
 
 def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory: Any, *,
-                  lossless_capture: bool = False) -> dict[str, Any]:
+                  lossless_capture: bool = True) -> dict[str, Any]:
     """`HarnessRolloutWorker`'s arguments, as AsyncGRPOTrainer builds its own worker's from `config`,
     plus our session factory and the recipe's fork policy (`lossless_capture`: TRL's default True
     would force `fork_threshold_tokens` to 0 whatever the config says, F46). Everything here is
@@ -334,7 +334,7 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}"
          f" ({', '.join(args.harnesses())}, routed per group), fork policy: lossless_capture={recipe.lossless_capture},"
-         f" fork_threshold_tokens={recipe.fork_threshold_tokens}")
+         f" fork_threshold_tokens={recipe.worker_fork_threshold}")
     echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
     if args.dry_run:
         return kwargs
@@ -408,7 +408,7 @@ def _serve_environment(suite: TaskSuite, engine_url: str, recipe: BlackboxRecipe
     conditions = dict(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
     runtime = BlackBoxRuntime(suite, engine_url, model=served, sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
                               opencode=OpencodeConfig(**conditions), pi=PiConfig(**conditions), harness=harness,
-                              fork_threshold_tokens=recipe.fork_threshold_tokens).start()
+                              fork_threshold_tokens=recipe.worker_fork_threshold).start()
     procs.stoppers.append(runtime.stop)
     server = ThreadedServer(create_app(runtime, max_concurrent=64), port=port, timeout_keep_alive=75).start()
     procs.stoppers.append(server.stop)

@@ -36,13 +36,25 @@ class BlackboxRecipe:
     env_max_steps: int = MAX_STEPS  # the environment's step budget (tool calls an episode serves)
     max_output_tokens: int = 8192  # what capture clamps an agent's max_tokens to
     agent_timeout_s: float = 600.0
+    # sync mode: GRPOTrainer's rollout_func trains ONE row per rollout, so a chain that forks is
+    # dropped; 1024 keeps a tail drift (a harness re-serialising its last answer) as one realigned row
     fork_threshold_tokens: int = 1024
-    # TRL's HarnessRolloutWorker defaults to lossless_capture=True, which forces fork_threshold_tokens
-    # to 0 whatever the config says (F46): the recipe names its choice and the launcher passes it
-    lossless_capture: bool = False
+    # async mode: TRL's lossless capture (its rollout loop forks at any drift, threshold 0), chosen by
+    # measurement over the same rollouts (`benchmarks/rollouts.py --n 8 --tool-json compact`, opencode
+    # and pi alike): at 1024 each drifted tool call is realigned INTO CONTEXT, 26 trained tokens per
+    # rollout, the tool calls untrained; at 0 every sampled token is trained, 96 per rollout, in 3
+    # rows; where nothing drifts both give the same one row. TRL's worker defaults to True and then
+    # ignores the config's threshold (F46): the recipe names the choice, the launcher passes it, and
+    # the config carries the threshold the worker really uses (`worker_fork_threshold`).
+    lossless_capture: bool = True
     use_cpu: bool = False
     bf16: bool = True
     seed: int = 0
+
+    @property
+    def worker_fork_threshold(self) -> int:
+        """The fork threshold TRL's rollout loop uses in async mode (0 under lossless capture)."""
+        return 0 if self.lossless_capture else self.fork_threshold_tokens
 
     @classmethod
     def gpu(cls, **overrides: Any) -> BlackboxRecipe:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import pickle
+from dataclasses import replace
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_the_async_config_is_the_reference_runs_field_by_field():
                     max_inflight_tasks=32, dtype="bfloat16", num_generations=8, learning_rate=1e-6,
                     temperature=0.8, top_p=1.0, top_k=0, max_steps=400, save_steps=20, save_total_limit=3,
                     per_device_train_batch_size=4, gradient_accumulation_steps=4, max_tool_calling_iterations=17,
-                    fork_threshold_tokens=1024, vllm_server_base_url="http://127.0.0.1:20420", run_name="bb",
+                    fork_threshold_tokens=0, vllm_server_base_url="http://127.0.0.1:20420", run_name="bb",
                     output_dir="/tmp/out", logging_steps=1)
     assert {k: getattr(config, k) for k in expected} == expected
     assert str(config.save_strategy) in ("steps", "SaveStrategy.STEPS")
@@ -213,10 +214,14 @@ def test_the_recipes_fork_policy_and_step_cap_are_what_the_rollout_loop_uses():
     recipe = BlackboxRecipe.gpu()
     assert recipe.agent_steps == 17 and BlackboxRecipe.gpu_steps25().agent_steps == 25  # the reference run's cap
     loop = harness_loop(recipe, lossless_capture=recipe.lossless_capture)
-    assert loop._fork_threshold_tokens == recipe.fork_threshold_tokens == 1024  # on the object, not the config
+    # the recipe's choice (lossless, measured: every sampled token trained), on the object, not the config
+    assert recipe.lossless_capture and loop._fork_threshold_tokens == recipe.worker_fork_threshold == 0
     assert loop._limits.max_turns == 17 and loop._factory.sampling["temperature"] == 0.8
-    # the planted fault: TRL's default lossless_capture=True silently discards the recipe's threshold
-    assert harness_loop(recipe, lossless_capture=True)._fork_threshold_tokens == 0
+    # the alternative keeps its threshold when lossless capture is off ...
+    realigning = replace(recipe, lossless_capture=False)
+    assert harness_loop(realigning, lossless_capture=False)._fork_threshold_tokens == 1024
+    # ... and the planted fault: TRL's default lossless_capture=True silently discards a config's 1024
+    assert harness_loop(realigning, lossless_capture=True)._fork_threshold_tokens == 0
 
 
 @pytest.mark.failure_mode("F40")
@@ -261,7 +266,7 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
     lines: list[str] = []
     kwargs = train_async(a := args("--harness", "opencode,pi"), a.recipe(), echo=lines.append)
     assert kwargs["max_tool_calling_iterations"] == 17
-    assert any("opencode, pi, routed per group" in line and "lossless_capture=False" in line for line in lines)
+    assert any("opencode, pi, routed per group" in line and "lossless_capture=True" in line for line in lines)
     with pytest.raises(ConfigError, match="one harness"):
         train_async(a := args("--harness", "opencode,pi", "--env-url", "http://space"), a.recipe(), echo=lines.append)
     with pytest.raises(PreflightError, match="zero_variance_groups"):  # --base-pass1 reaches the F39 check

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build every Space image from this checkout, as the tests do (tests/spaces/docker.py): the base
 # first (scripts/docker_base.sh), then the white-box, black-box and demo images, which share their
-# layers down to the core dependencies. Holds the build lock the tests take, so a test that wants an
+# layers down to the core dependencies, then the HF sandbox image (spaces/sandbox, FROM the golds'
+# python:3.11.7). Holds the build lock the tests take, so a test that wants an
 # image waits for it and then rebuilds from the cache in seconds.
-#   bash scripts/docker_images.sh        # tags dagent-test-whitebox, -blackbox, -demo
+#   bash scripts/docker_images.sh        # tags dagent-test-whitebox, -blackbox, -demo, -sandbox
 # DAGENT_TORCH_WHEELS: where the demo's CPU torch comes from (default: download.pytorch.org, or this
 # machine's /opt/wheels served on loopback where that page cannot be reached).
 set -euo pipefail
@@ -31,4 +32,8 @@ docker build -q --network host -f spaces/demo/Dockerfile ${wheels:+--build-arg T
   -t dagent-test-demo . >/dev/null || { [ -n "$server" ] && kill "$server"; exit 1; }
 echo "dagent-test-demo: built in $((SECONDS - start)) s"
 [ -n "$server" ] && kill "$server"
+DAGENT_BASE_IMAGE=$(sed -n 's/^FROM //p' spaces/sandbox/Dockerfile) bash scripts/docker_base.sh
+start=$SECONDS
+docker build -q --network host -t dagent-test-sandbox spaces/sandbox >/dev/null
+echo "dagent-test-sandbox: built in $((SECONDS - start)) s"
 exit 0

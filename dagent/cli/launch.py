@@ -13,12 +13,15 @@ from dagent.launch.job import job_spec, logs, submit
 from dagent.launch.slurm import sbatch_script
 from dagent.launch.space import deploy, duplicate, plan
 from dagent.sandbox.e2b_template import build_template, render_template, template_spec
+from dagent.sandbox.hf_image import publish_image, sandbox_dockerfile
 from dagent.sandbox.isolation import check_isolation, suite_paths
 from dagent.sandbox.local import LocalBackend
 
 sandbox_app = typer.Typer(no_args_is_help=True, help="Sandbox images and checks.")
 template_app = typer.Typer(no_args_is_help=True, help="Build the sandbox template a cloud backend starts from.")
 sandbox_app.add_typer(template_app, name="template")
+image_app = typer.Typer(no_args_is_help=True, help="Publish the image a cloud backend's sandboxes run.")
+sandbox_app.add_typer(image_app, name="image")
 jobs_app = typer.Typer(no_args_is_help=True, help="Run dagent's jobs on HF Jobs, with this project pinned at a commit.")
 
 
@@ -115,6 +118,23 @@ def template_e2b(
     info = build_template(spec, on_log=lambda line: console.print(line, markup=False, highlight=False))
     out.print(f"built E2B template {alias!r} ({spec.cpus} cpu / {spec.memory_mb} MB): "
               f"{getattr(info, 'template_id', info)}")
+
+
+@image_app.command("hf")
+def image_hf(
+    repo: Annotated[str, typer.Argument(help="The Docker Space (OWNER/NAME) whose image HF sandboxes will run.")],
+    private: Annotated[bool, typer.Option("--private", help="Create the Space private.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the Dockerfile instead of publishing it.")] = False,
+    suite: SuiteOpt = None,
+) -> None:
+    """The HF sandbox image: the E2B template's recipe (root, as HF sandboxes run) as a Docker Space."""
+    spec = template_spec(load_suite(suite))
+    if dry_run:
+        typer.echo(sandbox_dockerfile(spec), nl=False)
+        return
+    image = publish_image(repo, spec, private=private)
+    out.print(f"published {repo}; once Hugging Face has built it, select it with DAGENT_SANDBOX_IMAGE={image}",
+              markup=False, highlight=False)
 
 
 space_app = typer.Typer(no_args_is_help=True, help="Deploy or duplicate the environment Spaces.")

@@ -20,9 +20,9 @@ from dagent.sandbox.base import SandboxBackend
 
 __all__ = ["SandboxImageError", "check_image"]
 
-FIX = ("use an image with the data stack the reference programs import: for an HF sandbox, "
-       "DAGENT_SANDBOX_IMAGE=<an image with those packages> (or HFBackend(image=...); `dagent sandbox template "
-       "e2b --dry-run` prints the recipe as a Dockerfile); for E2B, the template that command builds")
+FIX = ("use an image with the data stack the reference programs import: for an HF sandbox, publish ours with "
+       "`dagent sandbox image hf OWNER/NAME` and set DAGENT_SANDBOX_IMAGE=hf.co/spaces/OWNER/NAME (or "
+       "HFBackend(image=...)); for E2B, the template `dagent sandbox template e2b` builds")
 
 
 class SandboxImageError(SandboxError):

@@ -8,13 +8,14 @@ a wrong answer. CPU and memory are fixed when a template is built, not per sandb
 - `FROM python:<the version the golds were measured with>`;
 - the table packages the reference programs import, at the versions that built the golds
   (`dagent.sandbox.image`), and `huggingface_hub` at this environment's version for staging;
-- Node.js and opencode from npm at the pinned version (`dagent.harness.opencode.OPENCODE_PACKAGE`);
+- curl, Node.js and opencode from npm at the pinned version (`dagent.harness.opencode.OPENCODE_PACKAGE`);
 - `/workdir/input` made and `/workdir` owned by `user`, the user E2B runs commands as;
 - sized from the suite's largest task (its measured `cpus` / `memory_mb`, F18), never below
   E2B's 2 CPU / 2 GB floor, unless `--cpu` / `--memory-mb` say otherwise.
 
 `dagent sandbox template e2b --alias NAME [--cpu N --memory-mb M] [--dry-run]` builds it
 (`Template.build`, a real call that needs E2B_API_KEY) or prints it offline (`Template.to_dockerfile`).
+The HF sandbox image is the same recipe run as root (`dagent.sandbox.hf_image`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def template_spec(suite: TaskSuite | None = None, *, alias: str = DEFAULT_TEMPLA
                            npm=(OPENCODE_PACKAGE,), cpus=cpus, memory_mb=memory_mb)
 
 
-def _sdk() -> Any:
+def e2b_sdk() -> Any:
     try:
         import e2b
     except ImportError as e:
@@ -73,10 +74,10 @@ def _sdk() -> Any:
 
 def template_builder(spec: E2BTemplateSpec) -> Any:
     """The `e2b.Template` for `spec` (nothing is sent anywhere)."""
-    e2b = _sdk()
+    e2b = e2b_sdk()
     return (e2b.Template()
             .from_python_image(spec.python)
-            .apt_install(["nodejs", "npm"], no_install_recommends=True)
+            .apt_install(["curl", "nodejs", "npm"], no_install_recommends=True)
             .pip_install(list(spec.packages))
             .npm_install(list(spec.npm), g=True)
             .run_cmd(f"id -u {spec.user} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {spec.user}",
@@ -89,7 +90,7 @@ def template_builder(spec: E2BTemplateSpec) -> Any:
 
 def render_template(spec: E2BTemplateSpec) -> str:
     """What `--dry-run` prints: the template as a Dockerfile, and the size it is built at."""
-    e2b = _sdk()
+    e2b = e2b_sdk()
     return (f"# E2B template {spec.alias!r}: {spec.cpus} cpu / {spec.memory_mb} MB (fixed at build time)\n"
             + e2b.Template.to_dockerfile(template_builder(spec)))
 
@@ -97,7 +98,7 @@ def render_template(spec: E2BTemplateSpec) -> str:
 def build_template(spec: E2BTemplateSpec, *, api_key: str | None = None,
                    on_log: Callable[[str], None] = lambda _line: None) -> Any:
     """Build and register the template with E2B (a real call; E2B_API_KEY). Returns its BuildInfo."""
-    e2b = _sdk()
+    e2b = e2b_sdk()
     key = api_key or os.environ.get("E2B_API_KEY")
     if not key:
         raise ConfigError("E2B_API_KEY is not set: export E2B_API_KEY=<your key from the E2B dashboard>, "

@@ -6,7 +6,8 @@ What an HF sandbox is, as the installed SDK defines it:
   starts one HF Job running the pinned `sbx-server`; commands and files go over HTTPS to it.
   Sizing is the FLAVOR (`cpu-basic` is 2 vCPU / 16 GB; `hf jobs hardware` lists the rest), and
   the image is any Docker image with `/bin/sh`. The default `python:3.12` carries no pandas:
-  use an image with the data stack (`image=`, or `DAGENT_SANDBOX_IMAGE`); servers run one task's
+  use an image with the data stack (`image=`, or `DAGENT_SANDBOX_IMAGE`; `dagent sandbox image hf
+  OWNER/NAME` publishes ours as `hf.co/spaces/OWNER/NAME`, dagent.sandbox.hf_image); servers run one task's
   oracle through the backend before serving and refuse an image that cannot (F51).
 - No lifetime knob: a job lives at most 24 h and `idle_timeout` ends an idle one. The SDK does
   not count a running foreground command as activity, so `idle_timeout_s` is raised to at least

@@ -231,6 +231,8 @@ def test_the_to_the_hub_commands_run_offline_as_written():
             assert out.startswith("space OWNER/") and "secrets (by name" in out and "hf.space/health" in out
         elif argv[:2] == ["space", "duplicate"]:
             assert out.startswith("duplicate spaces/OWNER/data-agent-blackbox -> spaces/ME/")
+        elif argv[:3] == ["sandbox", "image", "hf"]:
+            assert out == (ROOT / "spaces/sandbox/Dockerfile").read_text()  # the image it would publish
         else:
             assert out.startswith("# E2B template") and "FROM python:" in out
 

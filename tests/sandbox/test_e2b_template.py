@@ -43,7 +43,7 @@ def test_the_rendered_template_holds_every_requirement(tmp_path):
     pip = re.search(r"^RUN pip install (.+)$", text, re.M).group(1).split()
     assert pip == [f"pandas=={version('pandas')}", f"numpy=={version('numpy')}", f"pyarrow=={version('pyarrow')}",
                    f"huggingface_hub=={version('huggingface_hub')}"]
-    assert "apt-get install -y --no-install-recommends nodejs npm" in text
+    assert "apt-get install -y --no-install-recommends curl nodejs npm" in text
     assert f"RUN npm install -g opencode-ai@{OPENCODE_VERSION}\n" in text
     assert "RUN mkdir -p /workdir/input\n" in text and "RUN chown -R user:user /workdir\n" in text
     assert text.index("chown -R user:user /workdir") < text.index("USER user\n")  # as root, before

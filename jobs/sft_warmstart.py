@@ -11,6 +11,8 @@ tools. Writes `<out>/final` (model + tokenizer with its chat template) for the G
 from, checkpoints with optimizer state under `<out>/checkpoint-*`, and `<out>/sft_summary.json`.
 
 Locally:  .venv/bin/python jobs/sft_warmstart.py --model tiny-qwen3 --max-steps 5 --out runs/sft-smoke
+Black-box (the harness's own format, dagent.train.harness_demos):
+          .venv/bin/python jobs/sft_warmstart.py --model smollm2-135m --harness pi --n 64 --out runs/sft-pi
 HF Jobs:  dagent jobs run --flavor a10g-small --secret HF_TOKEN sft \\
             --model smollm2-135m --suite OWNER/SUITE --push-to-hub OWNER/SFT-CHECKPOINT
 Then:     jobs/train_whitebox.py --model runs/sft/final ...  (same --tools and split family)
@@ -31,7 +33,8 @@ class SFTArgs:
     model: str = field(default="tiny-qwen3", metadata={"help": "tiny-qwen3, smollm2-135m, a local model directory or a Hub model repo OWNER/NAME[@REVISION]."})
     suite: str | None = field(default=None, metadata={"help": "Local build, Hub repo id or hf://datasets/...; default: the bundled build."})
     split: str = field(default="train:easy", metadata={"help": "Where demonstrations come from: train or train:<tier> only (held-out tasks would leak)."})
-    tools: str = field(default="all", metadata={"help": "Toolsets the GRPO run serves (bash, seta, all): the prompt's tool schemas."})
+    tools: str = field(default="all", metadata={"help": "Toolsets the GRPO run serves (bash, seta, all): the prompt's tool schemas (white-box)."})
+    harness: str | None = field(default=None, metadata={"help": "Black-box warm start: demonstrations in each harness's own format (opencode, pi or pi,opencode), made by the real harness against an engine replaying the reference program, captured as black-box GRPO captures (default: white-box tool-loop demonstrations)."})
     n: int = field(default=48, metadata={"help": "Demonstrations to build (fewer when --max-steps needs fewer)."})
     epochs: float = field(default=1.0, metadata={"help": "Passes over the demonstrations (ignored when --max-steps > 0)."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1: as many as --epochs take."})
@@ -58,6 +61,7 @@ def main(args: SFTArgs) -> int:
     from dagent.launch.processes import relaunch
     from dagent.sandbox.local import LocalBackend
     from dagent.tools import select
+    from dagent.train.harness_demos import build_harness_demonstrations
     from dagent.train.sft import build_demonstrations, sft_trainer, trainer_chat_template
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -77,8 +81,15 @@ def main(args: SFTArgs) -> int:
         n = min(n, args.max_steps * args.batch_size * args.grad_accum)
 
     suite = load_suite(args.suite)
-    rows = build_demonstrations(suite, args.split, n=n, backend=LocalBackend(), tokenizer=tokenizer, tools=tools,
-                                seed=args.seed, max_length=max_length)
+    if args.harness:  # each harness its share of the demonstrations, in its own format
+        names = [h.strip() for h in args.harness.split(",") if h.strip()]
+        rows = [row for k, name in enumerate(names)
+                for row in build_harness_demonstrations(suite, args.split, n=n // len(names) + (k < n % len(names)),
+                                                        model_dir=path, harness=name, served=args.model,
+                                                        seed=args.seed + k, max_length=max_length, echo=print)]
+    else:
+        rows = build_demonstrations(suite, args.split, n=n, backend=LocalBackend(), tokenizer=tokenizer, tools=tools,
+                                    seed=args.seed, max_length=max_length)
     built = time.monotonic()
     print(f"{len(rows)} demonstrations from {args.split} in {built - started:.1f}s "
           f"({sum(len(r['input_ids']) for r in rows):,} tokens, {sum(sum(r['completion_mask']) for r in rows):,} "

@@ -1,7 +1,7 @@
 """results.md and validation.md of `dagent reproduce` (dagent.cli.reproduce), from the stages' receipts.
 
 results.md: the stage table (status, time, the command that ran), then the paired evaluation of the
-trained checkpoint against the base model (its own results.md, tables and plots, included), the
+white-box trained checkpoint against the base model (its own results.md, tables and plots, included), the
 base model's evaluation and the training receipts in brief.
 
 validation.md: one section per stage with its receipt and a PASS / FAIL / SKIPPED line per check:
@@ -80,7 +80,7 @@ def checks_for(name: str, receipt: dict[str, Any], status: str) -> list[tuple[st
                     f"{receipt.get('outcomes')}, {receipt.get('auxiliary_calls_excluded')} auxiliary/other calls kept "
                     f"out of training, samples per rollout {_fmt(receipt.get('samples_per_rollout'))}",
                     receipt.get("samples_per_rollout") in (None, 1.0)))
-    if name == "sft":
+    if name in ("sft", "sft-blackbox"):
         out.append((f"loss {_fmt(receipt.get('first_loss'))} -> {_fmt(receipt.get('last_loss'))} over "
                     f"{receipt.get('steps')} steps", (receipt.get("last_loss") or 1e9) < (receipt.get("first_loss") or 0)))
     return out
@@ -115,7 +115,7 @@ def results_markdown(profile: Any, stages: dict[str, Any], out: Path) -> str:
     lines += ["", f"Total: {total / 60:.1f} min.", ""]
     evaluation = out / "eval" / "results.md"
     if evaluation.is_file():
-        lines += ["## The trained checkpoint against the base model", "",
+        lines += ["## The white-box trained checkpoint against the base model", "",
                   "(the evaluation's own results.md; plots in eval/)", ""]
         lines += [line.replace("](", "](eval/") if line.startswith("![") else line
                   for line in evaluation.read_text().splitlines()[1:]]

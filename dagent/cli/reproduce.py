@@ -13,8 +13,12 @@ its cause and the command that reruns from there, `--from STAGE`):
   eval-base        the base model with the tools agent on the held-out split
   sft              the SFT warm start from oracle demonstrations of the train split
   train-whitebox   white-box GRPO from the warm start
-  train-blackbox   black-box GRPO (sync: the trainer's module served in-process; pi and opencode)
-  eval-checkpoint  the trained checkpoint against the base model, both served at once, paired
+  sft-blackbox     the black-box warm start: demonstrations in pi's and opencode's own format (the
+                   real harnesses replaying the reference program, captured as training captures)
+  train-blackbox   black-box GRPO from that warm start (sync: the trainer's module served
+                   in-process; pi and opencode)
+  eval-checkpoint  the white-box trained checkpoint against the base model, both served at once,
+                   paired
   report           results.md (the paired evaluation, its tables and plots, the stage table) and
                    validation.md (a receipt per stage)
 
@@ -59,7 +63,7 @@ from dagent.suites.sources import load_tasks
 from dagent.train.rollouts import audit_clean, row_of
 
 STAGES = ("suite", "smoke-whitebox", "smoke-blackbox", "smoke-harbor", "eval-base", "sft", "train-whitebox",
-          "train-blackbox", "eval-checkpoint", "report")
+          "sft-blackbox", "train-blackbox", "eval-checkpoint", "report")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -78,6 +82,8 @@ class Profile:
     sft_steps: int = 12
     grpo_steps: int = 2
     blackbox_steps: int = 2  # one group a step: with two harnesses, one group each
+    blackbox_sft_n: int = 16  # harness-format demonstrations, shared by the harnesses
+    blackbox_sft_steps: int = 8
     blackbox_harness: str = "pi,opencode"
     preset: str = "cpu"
     engine: str = "local"
@@ -89,7 +95,8 @@ class Profile:
             return cls("cpu", model or "smollm2-135m")
         if name == "gpu":
             return cls("gpu", model or "HuggingFaceTB/SmolLM2-360M-Instruct", eval_limit=131, eval_samples=4,
-                       sft_n=512, sft_steps=64, grpo_steps=200, blackbox_steps=100, preset="gpu", engine="vllm",
+                       sft_n=512, sft_steps=64, grpo_steps=200, blackbox_steps=100, blackbox_sft_n=512,
+                       blackbox_sft_steps=64, preset="gpu", engine="vllm",
                        workers=32)
         raise ConfigError(f"unknown profile {name!r}: use cpu or gpu")
 
@@ -276,11 +283,21 @@ class Reproduction:
                   "train-whitebox.log")
         stage.receipt = checkpoint_receipt(out, self.out / "sft" / "final")
 
+    def stage_sft_blackbox(self, stage: Stage) -> None:
+        p = self.profile
+        self._cmd(stage, [sys.executable, "jobs/sft_warmstart.py", "--model", p.model, "--harness", p.blackbox_harness,
+                          "--n", str(p.blackbox_sft_n), "--max-steps", str(p.blackbox_sft_steps), "--batch-size", "2",
+                          "--save-steps", str(p.blackbox_sft_steps), "--out", str(self.out / "sft-blackbox"),
+                          *self._suite_args()], "sft-blackbox.log")
+        summary = json.loads((self.out / "sft-blackbox" / "sft_summary.json").read_text())
+        stage.receipt = {k: summary.get(k) for k in ("rows", "steps", "first_loss", "last_loss", "s_per_step")
+                         if k in summary} | checkpoint_receipt(self.out / "sft-blackbox", self._base_weights())
+
     def stage_train_blackbox(self, stage: Stage) -> None:
         p = self.profile
         out = self.out / "blackbox"
         self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "blackbox", "--mode", "sync", "--preset", p.preset,
-                          "--model", str(self.out / "grpo" / "final"), "--harness", p.blackbox_harness, "--max-steps",
+                          "--model", str(self.out / "sft-blackbox" / "final"), "--harness", p.blackbox_harness, "--max-steps",
                           str(p.blackbox_steps), "--save-steps", str(p.blackbox_steps), "--num-generations", "2",
                           "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()], "train-blackbox.log")
         rows = [json.loads(line) for line in (out / "receipts.jsonl").read_text().splitlines()]
@@ -291,12 +308,12 @@ class Reproduction:
                          "trained_rollouts": len(graded), "trained_tokens": sum(r["trained_tokens"] for r in rows),
                          "auxiliary_calls_excluded": sum(r["other_calls"] for r in rows),
                          "samples_per_rollout": (sum(r["sequences"] for r in graded) / len(graded)) if graded else None,
-                         } | checkpoint_receipt(out, self.out / "grpo" / "final")
+                         } | checkpoint_receipt(out, self.out / "sft-blackbox" / "final")
         if not all(audit_clean(r["audit"]) for r in rows):
             raise StageError(f"a trained row differs from the engine's tokens: {stage.receipt['exact_token_audit']}")
 
     def stage_eval_checkpoint(self, stage: Stage) -> None:
-        scores = self._eval(stage, self.out / "eval", str(self.out / "blackbox" / "final"), self.profile.model,
+        scores = self._eval(stage, self.out / "eval", str(self.out / "grpo" / "final"), self.profile.model,
                             "eval-checkpoint.log")
         stage.receipt = {arm: {"pass@1": s["pass_at"].get("1"), "ci": s.get("pass1_ci"),
                                "excluded_by_cause": s.get("excluded_by_cause")} for arm, s in scores.items()}

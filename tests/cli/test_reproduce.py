@@ -32,7 +32,7 @@ def test_a_failed_stage_stops_the_run_with_its_cause_and_the_command_that_reruns
         run.run()
     assert "stage smoke-whitebox failed: RuntimeError: the engine fell over" in str(e.value)
     assert f"--out {tmp_path} --suite {solvable} --from smoke-whitebox" in str(e.value)
-    assert lines[0] == "[1/10] suite ..." and lines[1].startswith("[1/10] suite ok in ")
+    assert lines[0] == "[1/11] suite ..." and lines[1].startswith("[1/11] suite ok in ")
     saved = json.loads((tmp_path / "stages.json").read_text())
     assert saved["suite"]["status"] == "ok" and saved["smoke-whitebox"]["status"] == "failed"
     with pytest.raises(ConfigError, match="stage smoke-whitebox has not completed"):

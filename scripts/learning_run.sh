@@ -1,44 +1,73 @@
 #!/usr/bin/env bash
-# The white-box learning protocol on CPU (docs/learning.md), stage by stage: SFT warm start from
-# oracle demonstrations of the train split, the warm start's pass@1 on a TRAIN slice (for the
-# group-size check), then for each seed GRPO on train:easy and its permuted-reward control (the same
-# run, each batch's rewards shuffled across its rollouts, F52), and the paired evaluation of every
-# arm against the warm start and GRPO against its control on the held-out EVAL split (eval:easy),
-# which no choice looks at (`test` is for choosing), under the cpu preset's episode conditions.
+# The learning protocol on CPU (docs/learning.md), for one loop, stage by stage:
+#   sft      the warm start: white-box, oracle demonstrations through the tool loop; black-box,
+#            demonstrations in the harness's own format (the real harness replaying the reference
+#            program, captured as training captures: dagent.train.harness_demos)
+#   base     the warm start's pass@1 on a TRAIN slice (for the group-size check, F39)
+#   grpo     per seed: GRPO on train:easy from the warm start
+#   control  per seed: the same run with each batch's rewards permuted across its rollouts (F52)
+#   watch    per seed: held-out pass@1 on TEST at every saved checkpoint (dagent eval watch)
+#   eval     per seed: GRPO, the control and the warm start on the untouched EVAL split, paired
+#   pool     GRPO - warm start, GRPO - control, control - warm start: per seed and pooled over seeds
+#            (dagent eval pool: a bootstrap that resamples seeds, then tasks)
+#   report   one results.md: the sizes, the tables, the forest plots, the training and watch curves
 #
-#   bash scripts/learning_run.sh                      # every stage, in order, into runs/lr
-#   STAGES="grpo eval" bash scripts/learning_run.sh   # from a stage on (each stage's output is kept)
+#   LOOP=whitebox bash scripts/learning_run.sh                # every stage, in order, into runs/lr-whitebox
+#   LOOP=blackbox HARNESS=pi bash scripts/learning_run.sh     # the black-box loop (pi) into runs/lr-blackbox
+#   STAGES="pool report" bash scripts/learning_run.sh         # from a stage on (each stage's output is kept)
 #
-# Sizes are environment variables (defaults: about 3 x 2 hours on a 2-core CPU):
-#   SEEDS="0 1 2" SFT_N=128 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them) SAVE_STEPS=8
-#   TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
+# Sizes are environment variables (white-box defaults: about 3 x 2 hours on a 2-core CPU):
+#   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them)
+#   SAVE_STEPS=8 TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
+#   WATCH_SPLIT=test:easy WATCH_LIMIT=32 WATCH_SAMPLES=1 MODEL=smollm2-135m SUITE= (default: the bundled one)
 #   The control of a seed runs the GRPO run's own step count, its learning rate and its seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-runs/lr}
+LOOP=${LOOP:-whitebox}; HARNESS=${HARNESS:-pi}
+case "$LOOP" in
+  whitebox) AGENT=tools ;;
+  blackbox) AGENT=$HARNESS ;;
+  *) echo "LOOP must be whitebox or blackbox" >&2; exit 2 ;;
+esac
+OUT=${OUT:-runs/lr-$LOOP}
 PY=.venv/bin/python
 DAGENT=.venv/bin/dagent
-STAGES=${STAGES:-"sft base grpo control eval"}
+STAGES=${STAGES:-"sft base grpo control watch eval pool report"}
 SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}
-SFT_N=${SFT_N:-128}; GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
+SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}
+GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
 TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
 EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}
-WORKERS=${WORKERS:-4}
+WATCH_SPLIT=${WATCH_SPLIT:-test:easy}; WATCH_LIMIT=${WATCH_LIMIT:-32}; WATCH_SAMPLES=${WATCH_SAMPLES:-1}
+WORKERS=${WORKERS:-4}; MODEL=${MODEL:-smollm2-135m}
+SUITE_ARGS=(); [ -n "${SUITE:-}" ] && SUITE_ARGS=(--suite "$SUITE")
 mkdir -p "$OUT"
-stage() { echo "== $(date -u +%H:%M:%S) $1"; }
+stage() { echo "== $(date -u +%H:%M:%S) $LOOP: $1"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+train() {  # the loop's trainer, with the arguments both arms share
+  if [ "$LOOP" = whitebox ]; then $DAGENT train whitebox --preset cpu "${SUITE_ARGS[@]}" "$@"
+  else $DAGENT train blackbox --mode sync --preset cpu --harness "$HARNESS" "${SUITE_ARGS[@]}" "$@"; fi
+}
+evaluate() { $DAGENT eval --agent "$AGENT" --preset cpu --task-seed 0 --workers "$WORKERS" "${SUITE_ARGS[@]}" "$@"; }
+arm() { find "$1" -mindepth 1 -maxdepth 1 -type d ! -name baseline ! -name trackio | head -1; }
 
 if has sft; then
-  stage "sft: $SFT_N demonstrations of train:easy"
-  $PY jobs/sft_warmstart.py --model smollm2-135m --tools bash --n "$SFT_N" --batch-size 4 --grad-accum 2 --out "$OUT/sft"
+  if [ "$LOOP" = whitebox ]; then
+    stage "sft: $SFT_N tool-loop demonstrations of train:easy"
+    $PY jobs/sft_warmstart.py --model "$MODEL" --tools bash --n "$SFT_N" --max-steps "$SFT_STEPS" --batch-size 4 \
+      --grad-accum 2 --out "$OUT/sft" "${SUITE_ARGS[@]}"
+  else
+    stage "sft: $SFT_N $HARNESS demonstrations of train:easy in the harness's own format"
+    $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --n "$SFT_N" --max-steps "$SFT_STEPS" \
+      --batch-size 2 --grad-accum 2 --out "$OUT/sft" "${SUITE_ARGS[@]}"
+  fi
 fi
 if has base; then
   stage "base: the warm start's pass@1 on train:easy ($TRAIN_LIMIT seeded tasks x $TRAIN_SAMPLES), cpu preset"
-  $DAGENT eval --agent tools --preset cpu --model "$OUT/sft/final" --split train:easy --limit "$TRAIN_LIMIT" \
-    --task-seed 0 --samples "$TRAIN_SAMPLES" --workers "$WORKERS" --out "$OUT/base-train"
+  evaluate --model "$OUT/sft/final" --split train:easy --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES" --out "$OUT/base-train"
 fi
 base_pass1() {
-  .venv/bin/python - "$OUT/base-train" <<'EOF'
+  $PY - "$OUT/base-train" <<'EOF'
 import json, sys
 from pathlib import Path
 s = json.loads((Path(sys.argv[1]) / "scores.json").read_text())
@@ -49,14 +78,12 @@ if has grpo; then
   P=$(base_pass1)
   for S in $SEEDS; do
     stage "grpo seed $S: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on train:easy from the warm start (base pass@1 on train $P)"
-    $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" --seed "$S" \
-      --max-minutes "$GRPO_MINUTES" --save-steps "$SAVE_STEPS" --out "$OUT/grpo-$S" --run-name "grpo-$S" ${FORCE:+--force}
-    LAST=$(ls -d "$OUT/grpo-$S"/checkpoint-* | sort -t- -k2 -n | tail -1)
-    $PY -m dagent.train.curves "$LAST" --out "$OUT/grpo-${S}_curves.png"
+    train --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" --seed "$S" --max-minutes "$GRPO_MINUTES" \
+      --save-steps "$SAVE_STEPS" --out "$OUT/grpo-$S" --run-name "grpo-$S" ${FORCE:+--force}
   done
 fi
 grpo_steps() {
-  .venv/bin/python - "$1" <<'EOF'
+  $PY - "$1" <<'EOF'
 import json, sys
 from pathlib import Path
 last = max(Path(sys.argv[1]).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
@@ -68,21 +95,75 @@ if has control; then
   for S in $SEEDS; do
     G_STEPS=$(grpo_steps "$OUT/grpo-$S")
     stage "control seed $S: rewards permuted within each batch, $G_STEPS steps (the GRPO run's), same lr, seed and code path"
-    $DAGENT train whitebox --preset cpu --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$G_STEPS" --seed "$S" \
-      --control permuted --save-steps "$SAVE_STEPS" --out "$OUT/control-$S" --run-name "control-$S" ${FORCE:+--force}
+    train --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$G_STEPS" --seed "$S" --control permuted \
+      --save-steps "$SAVE_STEPS" --out "$OUT/control-$S" --run-name "control-$S" ${FORCE:+--force}
+  done
+fi
+if has watch; then
+  for S in $SEEDS; do
+    N=$(ls -d "$OUT/grpo-$S"/checkpoint-* | wc -l)
+    stage "watch seed $S: $WATCH_SPLIT ($WATCH_LIMIT tasks x $WATCH_SAMPLES) at each of $N checkpoints, warm start first"
+    $DAGENT eval watch "$OUT/grpo-$S" --agent "$AGENT" --preset cpu --split "$WATCH_SPLIT" --limit "$WATCH_LIMIT" \
+      --samples "$WATCH_SAMPLES" --workers "$WORKERS" --baseline "$OUT/sft/final" --max-checkpoints "$N" \
+      --deadline 60 --poll 1 --out "$OUT/watch-$S" "${SUITE_ARGS[@]}"
   done
 fi
 if has eval; then
   for S in $SEEDS; do
-    stage "eval seed $S: GRPO and its control vs the warm start, $EVAL_SPLIT $EVAL_LIMIT seeded tasks x $EVAL_SAMPLES"
-    $DAGENT eval --agent tools --preset cpu --model "$OUT/grpo-$S/final" --baseline "$OUT/sft/final" --split "$EVAL_SPLIT" \
-      --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" --out "$OUT/eval-$S"
-    $DAGENT eval --agent tools --preset cpu --model "$OUT/control-$S/final" --baseline "$OUT/sft/final" \
-      --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --task-seed 0 --samples "$EVAL_SAMPLES" --workers "$WORKERS" \
+    stage "eval seed $S: GRPO, its control and the warm start on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
+    evaluate --model "$OUT/grpo-$S/final" --baseline "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" \
+      --samples "$EVAL_SAMPLES" --out "$OUT/eval-$S"
+    evaluate --model "$OUT/control-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" \
       --out "$OUT/eval-control-$S"
-    arm() { find "$1" -mindepth 1 -maxdepth 1 -type d ! -name baseline ! -name trackio | head -1; }
-    ARM=$(arm "$OUT/eval-$S"); CARM=$(arm "$OUT/eval-control-$S")
-    $DAGENT eval compare "$CARM" "$ARM" --out "$OUT/grpo-vs-control-$S"
   done
+fi
+if has pool; then
+  stage "pool: per seed and pooled over seeds ($SEEDS)"
+  W=(); G=(); C=(); GC=(); CW=()
+  for S in $SEEDS; do
+    WARM="$OUT/eval-$S/baseline"; GRPO=$(arm "$OUT/eval-$S"); CTRL=$(arm "$OUT/eval-control-$S")
+    G+=("$WARM" "$GRPO"); GC+=("$CTRL" "$GRPO"); CW+=("$WARM" "$CTRL")
+  done
+  $DAGENT eval pool "${G[@]}" --a-arm "warm start" --b-arm GRPO --out "$OUT/pool-grpo-vs-warm"
+  $DAGENT eval pool "${GC[@]}" --a-arm control --b-arm GRPO --out "$OUT/pool-grpo-vs-control"
+  $DAGENT eval pool "${CW[@]}" --a-arm "warm start" --b-arm control --out "$OUT/pool-control-vs-warm"
+fi
+if has report; then
+  stage "report: $OUT/results.md"
+  for S in $SEEDS; do
+    for RUN in grpo control; do
+      LAST=$(ls -d "$OUT/$RUN-$S"/checkpoint-* | sort -t- -k2 -n | tail -1)
+      $PY -m dagent.train.curves "$LAST" --out "$OUT/$RUN-${S}_curves.png"
+    done
+  done
+  LOOP=$LOOP AGENT=$AGENT SEEDS="$SEEDS" EVAL_SPLIT=$EVAL_SPLIT EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES \
+    SFT_N=$SFT_N GRPO_MINUTES=$GRPO_MINUTES WATCH_SPLIT=$WATCH_SPLIT MODEL=$MODEL $PY - "$OUT" <<'EOF'
+import json, os, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+env = os.environ
+seeds = env["SEEDS"].split()
+steps = {s: json.loads(max((out / f"grpo-{s}").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+                       .joinpath("trainer_state.json").read_text())["global_step"] for s in seeds}
+lines = [f"# Learning, measured: the {env['LOOP']} loop ({env['AGENT']} agent), {env['MODEL']} on CPU", "",
+         f"Protocol: docs/learning.md. Sizes: warm start from {env['SFT_N']} demonstrations; per seed ({', '.join(seeds)}) "
+         f"GRPO for {env['GRPO_MINUTES']} minutes ({', '.join(f'seed {s}: {n} steps' for s, n in steps.items())}) and "
+         f"its permuted-reward control for the same steps; the final claim on {env['EVAL_SPLIT']} "
+         f"({env['EVAL_LIMIT']} seeded tasks x {env['EVAL_SAMPLES']} samples), never looked at before; "
+         f"checkpoint curves on {env['WATCH_SPLIT']}.", ""]
+for name in ("pool-grpo-vs-control", "pool-grpo-vs-warm", "pool-control-vs-warm"):
+    md = out / name / "pooled.md"
+    if md.is_file():
+        body = md.read_text().splitlines()
+        lines += ["## " + body[0].lstrip("# "), *body[1:-1], f"![{name}]({name}/pooled.png)", ""]
+for s in seeds:
+    lines += [f"## Seed {s}", "", f"![training curves, GRPO](grpo-{s}_curves.png)",
+              f"![training curves, control](control-{s}_curves.png)"]
+    if (out / f"watch-{s}" / "results.md").is_file():
+        lines += [f"Held-out pass@1 at each checkpoint: [watch-{s}/results.md](watch-{s}/results.md)"]
+    lines.append("")
+(out / "results.md").write_text("\n".join(lines) + "\n")
+print(out / "results.md")
+EOF
 fi
 stage done

@@ -32,9 +32,10 @@ from dagent.eval.experiment import (
     write_arms,
 )
 from dagent.eval.hub import push_results_dataset
+from dagent.eval.pooled import pooled
 from dagent.eval.recordings import append_recording
 from dagent.eval.regrade import regrade
-from dagent.eval.report import load_records, recorded_conditions, write_results
+from dagent.eval.report import load_records, recorded_conditions, write_pooled, write_results
 from dagent.eval.scoring import paired, task_scores
 from dagent.eval.stack import run_rollout
 from dagent.jobargs import parse
@@ -289,6 +290,30 @@ def eval_compare(
     if out_dir is not None:
         write_results(out_dir, {la: ra, lb: rb}, baseline=la, title=f"{lb} vs {la}")
         out.print(f"results: {out_dir / 'results.md'}")
+
+
+@eval_app.command("pool")
+def eval_pool(
+    dirs: Annotated[list[Path], typer.Argument(help="Evaluation dirs in pairs, one pair per seed: BASELINE CANDIDATE [BASELINE CANDIDATE ...].")],
+    a_arm: Annotated[str, typer.Option("--a-arm", help="What the baselines are (e.g. 'warm start', 'control').")] = "baseline",
+    b_arm: Annotated[str, typer.Option("--b-arm", help="What the candidates are (e.g. GRPO).")] = "candidate",
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write pooled.json, pooled.md and pooled.png here.")] = None,
+    allow_other_conditions: Annotated[bool, typer.Option("--allow-other-conditions", help="Pool pairs measured under different episode conditions anyway.")] = False,
+) -> None:
+    """B against A per seed and pooled over seeds, with a two-level (seeds, then tasks) bootstrap 95% CI."""
+    if len(dirs) < 2 or len(dirs) % 2:
+        raise DagentError(f"give evaluation dirs in pairs (BASELINE CANDIDATE per seed); got {len(dirs)}")
+    pairs = list(zip(dirs[::2], dirs[1::2]))
+    for a, b in pairs:
+        differ = conditions_differ(recorded_conditions(a), recorded_conditions(b))
+        if differ and not allow_other_conditions:
+            raise DagentError(f"{a} and {b} were measured under different episode conditions ({'; '.join(differ)}): "
+                              "pass --allow-other-conditions to pool them anyway (F47)")
+    result = pooled([(load_records(a), load_records(b)) for a, b in pairs], a_arm=a_arm, b_arm=b_arm)
+    for line in result.lines():
+        out.print(line, markup=False, highlight=False)
+    if out_dir is not None:
+        out.print(f"results: {write_pooled(out_dir, result, f'{b_arm} - {a_arm}, pooled over {len(pairs)} seeds')}")
 
 
 @eval_app.command("void")

@@ -246,3 +246,40 @@ def _plots(out: Path, scores: Sequence[Scores], arms: Mapping[str, Sequence[Eval
                            PLOTS[3], "tool calls per sample", "no tool count recorded",
                            xlim=(-0.5, most + step), marks=step_caps))
     return paths
+
+
+def write_pooled(out_dir: Path | str, result: Any, title: str) -> Path:
+    """`pooled.json`, `pooled.md` and `pooled.png` (a forest plot: each seed's paired difference
+    with its CI, and the pooled one with its two-level CI) for a `dagent.eval.pooled.Pooled`."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import PercentFormatter
+    except ImportError as e:
+        raise MissingDependencyError("matplotlib", purpose="the pooled plot") from e
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "pooled.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    rows = [(f"seed {s}", p.diff, p.ci) for s, p in enumerate(result.per_seed)] + [("pooled", result.diff, result.ci)]
+    fig = Figure(figsize=(7.0, 1.0 + 0.55 * len(rows)), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for y, (label, diff, ci) in enumerate(reversed(rows)):
+        if diff is None or ci is None:
+            continue
+        color = "black" if label == "pooled" else "C0"
+        ax.errorbar([diff], [y], xerr=[[diff - ci[0]], [ci[1] - diff]], fmt="D" if label == "pooled" else "o",
+                    color=color, capsize=4)
+        ax.text(ci[1], y, f"  {diff:+.1%} [{ci[0]:+.1%}, {ci[1]:+.1%}]", fontsize=8, va="center")
+    ax.axvline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    ends = [x for _, _, ci in rows if ci for x in ci] + [0.0]
+    span = max(max(ends) - min(ends), 0.05)
+    ax.set_xlim(min(ends) - 0.05 * span, max(ends) + 0.5 * span)  # room for the labels right of each interval
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    ax.set(xlabel=f"{result.b_arm} - {result.a_arm}, pass@{result.k} (95% CI)", title=title)
+    fig.tight_layout()
+    fig.savefig(out / "pooled.png")
+    (out / "pooled.md").write_text(f"# {title}\n\n```\n" + "\n".join(result.lines()) + "\n```\n\n![pooled](pooled.png)\n",
+                                   encoding="utf-8")
+    return out / "pooled.md"

@@ -322,6 +322,14 @@ class Paired(BaseModel):
         return out
 
 
+def paired_values(ta: dict[str, TaskTally], tb: dict[str, TaskTally], k: int = 1) -> tuple[list[str], np.ndarray,
+                                                                                         np.ndarray]:
+    """The tasks graded in both tallies with at least k graded samples each, and their pass@k in A and B."""
+    usable = [tid for tid in ta if tid in tb and ta[tid].n >= k and tb[tid].n >= k]
+    return (usable, np.array([pass_at_k(ta[t].n, ta[t].c, k) for t in usable]),
+            np.array([pass_at_k(tb[t].n, tb[t].c, k) for t in usable]))
+
+
 def paired(a_records: Iterable[EvalRecord], b_records: Iterable[EvalRecord], *, k: int = 1,
            n_boot: int = 10_000, seed: int = 0, a_arm: str | None = None,
            b_arm: str | None = None) -> Paired:
@@ -331,9 +339,7 @@ def paired(a_records: Iterable[EvalRecord], b_records: Iterable[EvalRecord], *, 
     ta, tb = tally(a_records), tally(b_records)
     both = [tid for tid in ta if tid in tb]
     graded = [tid for tid in both if ta[tid].n and tb[tid].n]
-    usable = [tid for tid in graded if ta[tid].n >= k and tb[tid].n >= k]
-    va = np.array([pass_at_k(ta[t].n, ta[t].c, k) for t in usable])
-    vb = np.array([pass_at_k(tb[t].n, tb[t].c, k) for t in usable])
+    usable, va, vb = paired_values(ta, tb, k)
     d = vb - va
     return Paired(
         a_arm=a_arm or _arm_name(a_records), b_arm=b_arm or _arm_name(b_records), k=k,

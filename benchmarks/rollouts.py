@@ -79,27 +79,13 @@ def script_for(prompt: str) -> str:
     return prefix + (tool_call(LOOK, thinking) if done == 0 else tool_call(WRITE, thinking) if done == 1 else DONE)
 
 
-class ScriptedPolicy:
+def ScriptedPolicy(tokenizer: Any, vocab: int, stop_id: int) -> Any:  # noqa: N802 - a policy, named as one
     """A causal-LM stand-in for `dagent.engine.generation.LocalEngine`: logits put all mass (30.0
-    over zeros) on the next token of `script_for(prompt)`, then on the stop token. Its cache is
-    `(script, position)`, handed back by the engine each step (no state on the instance)."""
+    over zeros) on the next token of `script_for(prompt)`, then on the stop token (the warm start's
+    replaying policy, `dagent.train.harness_demos.ReplayPolicy`, with this benchmark's script)."""
+    from dagent.train.harness_demos import ReplayPolicy
 
-    def __init__(self, tokenizer: Any, vocab: int, stop_id: int) -> None:
-        self.tokenizer, self.vocab, self.stop_id = tokenizer, vocab, stop_id
-
-    def __call__(self, input_ids: Any, cache: Any = None, **_: Any) -> Any:
-        import torch
-
-        if cache is None:
-            text = self.tokenizer.decode(input_ids[0].tolist())
-            script = self.tokenizer.encode(script_for(text), add_special_tokens=False) + [self.stop_id]
-            cache = (script, 0)
-        else:
-            cache = (cache[0], cache[1] + 1)
-        script, pos = cache
-        logits = torch.zeros(1, 1, self.vocab)
-        logits[0, 0, script[min(pos, len(script) - 1)]] = 30.0
-        return SimpleNamespace(logits=logits, cache=cache)
+    return ReplayPolicy(tokenizer, vocab, stop_id, script_for)
 
 
 class SteeredPolicy:

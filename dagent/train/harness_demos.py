@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -83,9 +84,10 @@ class ReplayScript:
 
 class ReplayPolicy:
     """A causal-LM stand-in for `LocalEngine`: logits put all mass (30.0 over zeros) on the next
-    token of `script(prompt)`, then on the stop token. Its cache is `(tokens, position)`."""
+    token of `script(prompt)` (prompt text -> what to say), then on the stop token. Its cache is
+    `(tokens, position)`."""
 
-    def __init__(self, tokenizer: Any, vocab: int, stop_id: int, script: ReplayScript) -> None:
+    def __init__(self, tokenizer: Any, vocab: int, stop_id: int, script: Callable[[str], str]) -> None:
         self.tokenizer, self.vocab, self.stop_id, self.script = tokenizer, vocab, stop_id, script
         self.config = None  # not a PreTrainedModel: the engine serves it one sequence at a time
 

@@ -389,7 +389,7 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
 def trainer_devices(gpus: int, engine_devices: str) -> list[str]:
     """The trainer's GPU: exactly one left over by the engine's. AsyncGRPOTrainer here is one
     process (it starts the engine and the environment servers it trains against), so a second
-    leftover GPU would idle: the engine takes it instead (tensor parallel)."""
+    leftover GPU would idle: the engine takes it instead (one more data-parallel replica)."""
     engine = [d.strip() for d in engine_devices.split(",") if d.strip()]
     unknown = [d for d in engine if not d.isdigit() or int(d) >= gpus]
     if unknown:

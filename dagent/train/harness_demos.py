@@ -38,6 +38,8 @@ from typing import Any
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite, parse_split
 from dagent.core.task import Task
+from dagent.engine.generation import LocalEngine
+from dagent.engine.server import create_app
 from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
@@ -107,9 +109,6 @@ class ReplayPolicy:
 
 def _replay_engine(model_dir: Path, served: str, script: ReplayScript) -> tuple[ThreadedServer, Any]:
     from transformers import AutoConfig, AutoTokenizer
-
-    from dagent.engine.generation import LocalEngine
-    from dagent.engine.server import create_app
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")

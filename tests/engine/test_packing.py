@@ -4,6 +4,7 @@ decode-attention kernel timed per machine, and the model served from the main th
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -86,6 +87,11 @@ def test_a_resident_scheduler_serves_on_its_own_thread_and_hands_back_when_stopp
     home = threading.Thread(target=engine.scheduler.serve_here, args=(stop,), name="home")
     home.start()
     try:
+        # until serve_here has taken residence and the first request's thread has ended its burst: a
+        # request submitted before either would still be run by a scheduler thread
+        deadline = time.monotonic() + 10
+        while (not engine.scheduler._resident or engine.scheduler._thread is not None) and time.monotonic() < deadline:
+            time.sleep(0.01)
         threads.clear()
         served = [engine.generate(request) for _ in range(3)]
         results = [g.run().token_ids for g in served]

@@ -47,6 +47,7 @@ from dagent.harness.pi import PiConfig
 from dagent.serving import ThreadedServer
 from dagent.train.blackbox_recipe import BlackboxRecipe
 from dagent.train.rollouts import row_of
+from dagent.train.sft import _heredoc as heredoc
 
 __all__ = ["ReplayPolicy", "ReplayScript", "build_harness_demonstrations", "replay_command"]
 
@@ -57,12 +58,9 @@ CLOSING = "I ran the analysis and wrote the answer to /workdir/answer.txt."
 
 def replay_command(program: str) -> str:
     """The bash command a demonstration's tool call runs: the reference program (which prints the
-    answer) from a quoted heredoc into the answer file, which is then shown."""
-    body = program.rstrip("\n")
-    tag = "PY"
-    while tag in body.splitlines():
-        tag += "_"
-    return f"python3 - > /workdir/answer.txt <<'{tag}'\n{body}\n{tag}\ncat /workdir/answer.txt"
+    answer) from a quoted heredoc (the white-box demonstrations' own, `sft._heredoc`) into the answer
+    file, which is then shown."""
+    return heredoc(program).replace("python3 - <<", "python3 - > /workdir/answer.txt <<", 1) + "\ncat /workdir/answer.txt"
 
 
 class ReplayScript:

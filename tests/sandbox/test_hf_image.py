@@ -13,6 +13,7 @@ refused. Not covered: Hugging Face building the Space, a real sandbox job pullin
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -122,7 +123,7 @@ def sandbox_image():
     if docker("image", "inspect", TAG).returncode:
         base = (ROOT / SHIPPED).read_text().split("FROM ", 1)[1].split()[0]
         r = subprocess.run(["flock", LOCK, "bash", str(ROOT / "scripts" / "docker_base.sh")], capture_output=True,
-                           text=True, env={**__import__("os").environ, "DAGENT_BASE_IMAGE": base})
+                           text=True, env={**os.environ, "DAGENT_BASE_IMAGE": base})
         assert r.returncode == 0, r.stderr[-2000:]
     # under the lock: scripts/docker_images.sh may be building it right now (then this is a cache hit)
     r = subprocess.run(["flock", LOCK, "docker", "build", "-q", "--network", "host", "-t", TAG,

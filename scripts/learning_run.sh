@@ -4,13 +4,15 @@
 #            demonstrations in the harness's own format (the real harness replaying the reference
 #            program, captured as training captures: dagent.train.harness_demos)
 #   base     the warm start's pass@1 on a TRAIN slice (for the group-size check, F39)
-#   grpo     per seed: GRPO on train:easy from the warm start
+#   grpo     per seed: GRPO on TRAIN_SPLIT (default train:easy) from the warm start
 #   control  per seed: the same run with each batch's rewards permuted across its rollouts (F52)
 #   watch    per seed: held-out pass@1 on TEST at every saved checkpoint (dagent eval watch)
-#   eval     per seed: GRPO, the control and the warm start on the untouched EVAL split, paired
+#   eval     the warm start once, then per seed GRPO and its control, on the untouched EVAL split (the same
+#            seeded tasks and samples for every arm: the warm start's evaluation is each seed's baseline)
 #   pool     GRPO - warm start, GRPO - control, control - warm start: per seed and pooled over seeds
 #            (dagent eval pool: a bootstrap that resamples seeds, then tasks)
-#   report   one results.md: the sizes, the tables, the forest plots, the training and watch curves
+#   report   one results.md: the sizes, each arm's pass@1, the pooled tables and forest plots, the
+#            held-out pass@1 per checkpoint per seed (dagent.eval.watch_curves), the training curves
 #
 #   LOOP=whitebox bash scripts/learning_run.sh                # every stage, in order, into runs/lr-whitebox
 #   LOOP=blackbox HARNESS=pi bash scripts/learning_run.sh     # the black-box loop (pi) into runs/lr-blackbox
@@ -18,7 +20,7 @@
 #
 # Sizes are environment variables (white-box defaults: about 3 x 2 hours on a 2-core CPU):
 #   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them)
-#   SAVE_STEPS=8 TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
+#   SAVE_STEPS=8 TRAIN_SPLIT=train:easy TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
 #   WATCH_SPLIT=test:easy WATCH_LIMIT=32 WATCH_SAMPLES=1 MODEL=smollm2-135m SUITE= (default: the bundled one)
 #   The control of a seed runs the GRPO run's own step count, its learning rate and its seed.
 set -euo pipefail
@@ -36,7 +38,7 @@ STAGES=${STAGES:-"sft base grpo control watch eval pool report"}
 SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}
 SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}
 GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
-TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
+TRAIN_SPLIT=${TRAIN_SPLIT:-train:easy}; TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
 EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}
 WATCH_SPLIT=${WATCH_SPLIT:-test:easy}; WATCH_LIMIT=${WATCH_LIMIT:-32}; WATCH_SAMPLES=${WATCH_SAMPLES:-1}
 WORKERS=${WORKERS:-4}; MODEL=${MODEL:-smollm2-135m}
@@ -59,12 +61,12 @@ if has sft; then
   else
     stage "sft: $SFT_N $HARNESS demonstrations of train:easy in the harness's own format"
     $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --n "$SFT_N" --max-steps "$SFT_STEPS" \
-      --batch-size 2 --grad-accum 2 --out "$OUT/sft" "${SUITE_ARGS[@]}"
+      --batch-size 2 --grad-accum 1 --out "$OUT/sft" "${SUITE_ARGS[@]}"  # README: 64 rows, 32 steps
   fi
 fi
 if has base; then
-  stage "base: the warm start's pass@1 on train:easy ($TRAIN_LIMIT seeded tasks x $TRAIN_SAMPLES), cpu preset"
-  evaluate --model "$OUT/sft/final" --split train:easy --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES" --out "$OUT/base-train"
+  stage "base: the warm start's pass@1 on $TRAIN_SPLIT ($TRAIN_LIMIT seeded tasks x $TRAIN_SAMPLES), cpu preset"
+  evaluate --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES" --out "$OUT/base-train"
 fi
 base_pass1() {
   $PY - "$OUT/base-train" <<'EOF'
@@ -77,8 +79,8 @@ EOF
 if has grpo; then
   P=$(base_pass1)
   for S in $SEEDS; do
-    stage "grpo seed $S: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on train:easy from the warm start (base pass@1 on train $P)"
-    train --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$GRPO_STEPS" --seed "$S" --max-minutes "$GRPO_MINUTES" \
+    stage "grpo seed $S: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on $TRAIN_SPLIT from the warm start (base pass@1 there $P)"
+    train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$P" --max-steps "$GRPO_STEPS" --seed "$S" --max-minutes "$GRPO_MINUTES" \
       --save-steps "$SAVE_STEPS" --out "$OUT/grpo-$S" --run-name "grpo-$S" ${FORCE:+--force}
   done
 fi
@@ -95,7 +97,7 @@ if has control; then
   for S in $SEEDS; do
     G_STEPS=$(grpo_steps "$OUT/grpo-$S")
     stage "control seed $S: rewards permuted within each batch, $G_STEPS steps (the GRPO run's), same lr, seed and code path"
-    train --model "$OUT/sft/final" --base-pass1 "$P" --max-steps "$G_STEPS" --seed "$S" --control permuted \
+    train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$P" --max-steps "$G_STEPS" --seed "$S" --control permuted \
       --save-steps "$SAVE_STEPS" --out "$OUT/control-$S" --run-name "control-$S" ${FORCE:+--force}
   done
 fi
@@ -109,10 +111,12 @@ if has watch; then
   done
 fi
 if has eval; then
+  stage "eval: the warm start on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES), once: every seed's paired baseline"
+  evaluate --model "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" --out "$OUT/eval-warm"
   for S in $SEEDS; do
-    stage "eval seed $S: GRPO, its control and the warm start on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
-    evaluate --model "$OUT/grpo-$S/final" --baseline "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" \
-      --samples "$EVAL_SAMPLES" --out "$OUT/eval-$S"
+    stage "eval seed $S: GRPO and its control on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
+    evaluate --model "$OUT/grpo-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" \
+      --out "$OUT/eval-grpo-$S"
     evaluate --model "$OUT/control-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" \
       --out "$OUT/eval-control-$S"
   done
@@ -121,7 +125,7 @@ if has pool; then
   stage "pool: per seed and pooled over seeds ($SEEDS)"
   W=(); G=(); C=(); GC=(); CW=()
   for S in $SEEDS; do
-    WARM="$OUT/eval-$S/baseline"; GRPO=$(arm "$OUT/eval-$S"); CTRL=$(arm "$OUT/eval-control-$S")
+    WARM=$(arm "$OUT/eval-warm"); GRPO=$(arm "$OUT/eval-grpo-$S"); CTRL=$(arm "$OUT/eval-control-$S")
     G+=("$WARM" "$GRPO"); GC+=("$CTRL" "$GRPO"); CW+=("$WARM" "$CTRL")
   done
   $DAGENT eval pool "${G[@]}" --a-arm "warm start" --b-arm GRPO --out "$OUT/pool-grpo-vs-warm"
@@ -136,8 +140,12 @@ if has report; then
       $PY -m dagent.train.curves "$LAST" --out "$OUT/$RUN-${S}_curves.png"
     done
   done
+  WATCH=(); for S in $SEEDS; do [ -d "$OUT/watch-$S" ] && WATCH+=("$OUT/watch-$S" --label "seed $S"); done
+  [ ${#WATCH[@]} -gt 0 ] && $PY -m dagent.eval.watch_curves "${WATCH[@]}" --title "$WATCH_SPLIT pass@1 at each checkpoint" \
+    --out "$OUT/watch_curves.png"
   LOOP=$LOOP AGENT=$AGENT SEEDS="$SEEDS" EVAL_SPLIT=$EVAL_SPLIT EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES \
-    SFT_N=$SFT_N GRPO_MINUTES=$GRPO_MINUTES WATCH_SPLIT=$WATCH_SPLIT MODEL=$MODEL $PY - "$OUT" <<'EOF'
+    SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS GRPO_MINUTES=$GRPO_MINUTES TRAIN_SPLIT=$TRAIN_SPLIT WATCH_SPLIT=$WATCH_SPLIT \
+    WATCH_LIMIT=$WATCH_LIMIT WATCH_SAMPLES=$WATCH_SAMPLES MODEL=$MODEL $PY - "$OUT" <<'EOF'
 import json, os, sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -146,16 +154,32 @@ seeds = env["SEEDS"].split()
 steps = {s: json.loads(max((out / f"grpo-{s}").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
                        .joinpath("trainer_state.json").read_text())["global_step"] for s in seeds}
 lines = [f"# Learning, measured: the {env['LOOP']} loop ({env['AGENT']} agent), {env['MODEL']} on CPU", "",
-         f"Protocol: docs/learning.md. Sizes: warm start from {env['SFT_N']} demonstrations; per seed ({', '.join(seeds)}) "
-         f"GRPO for {env['GRPO_MINUTES']} minutes ({', '.join(f'seed {s}: {n} steps' for s, n in steps.items())}) and "
+         f"Protocol: docs/learning.md. Sizes: warm start from {env['SFT_N']} demonstrations (SFT_STEPS={env['SFT_STEPS']}, "
+         f"-1: one epoch); per seed ({', '.join(seeds)}) GRPO on {env['TRAIN_SPLIT']} for at most {env['GRPO_MINUTES']} "
+         f"minutes ({', '.join(f'seed {s}: {n} steps' for s, n in steps.items())}) and "
          f"its permuted-reward control for the same steps; the final claim on {env['EVAL_SPLIT']} "
          f"({env['EVAL_LIMIT']} seeded tasks x {env['EVAL_SAMPLES']} samples), never looked at before; "
-         f"checkpoint curves on {env['WATCH_SPLIT']}.", ""]
+         f"checkpoint curves on {env['WATCH_SPLIT']} ({env['WATCH_LIMIT']} tasks x {env['WATCH_SAMPLES']}).", ""]
+def pass1(d):  # an evaluation directory's one arm: pass@1 [95% CI] over its graded tasks, exclusions named
+    s = next(iter(json.loads((d / "scores.json").read_text()).values()))
+    ci = s["pass1_ci"]
+    excl = s["tasks"] - s["graded_tasks"]
+    text = "n/a" if s["pass_at"]["1"] is None else f"{s['pass_at']['1']:.1%}"
+    text += f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
+    return text + (f", {excl} excluded" if excl else "")
+lines += [f"## pass@1 on {env['EVAL_SPLIT']}, each arm", "",
+          "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|",
+          "| warm start (one evaluation, every seed's baseline) | " + " | ".join([pass1(out / "eval-warm")] * len(seeds)) + " |"]
+for run, name in (("grpo", "GRPO"), ("control", "permuted-reward control")):
+    lines.append(f"| {name} | " + " | ".join(pass1(out / f"eval-{run}-{s}") for s in seeds) + " |")
+lines.append("")
 for name in ("pool-grpo-vs-control", "pool-grpo-vs-warm", "pool-control-vs-warm"):
     md = out / name / "pooled.md"
     if md.is_file():
         body = md.read_text().splitlines()
         lines += ["## " + body[0].lstrip("# "), *body[1:-1], f"![{name}]({name}/pooled.png)", ""]
+if (out / "watch_curves.png").is_file():
+    lines += [f"## {env['WATCH_SPLIT']} pass@1 at each checkpoint, per seed", "", "![held-out curves](watch_curves.png)", ""]
 for s in seeds:
     lines += [f"## Seed {s}", "", f"![training curves, GRPO](grpo-{s}_curves.png)",
               f"![training curves, control](control-{s}_curves.png)"]

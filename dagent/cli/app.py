@@ -350,7 +350,7 @@ def eval_regrade(
 @eval_app.command("watch")
 def eval_watch(
     source: Annotated[str, typer.Argument(help="The trainer's output_dir, or a Hub model repo id, where checkpoint-N/ appear.")],
-    agent: Annotated[str, typer.Option(help="Agent: tools or opencode.")] = "tools",
+    agent: Annotated[str, typer.Option(help="Agent: tools (the white-box loop), opencode or pi.")] = "tools",
     split: Annotated[str, typer.Option(help="Held-out split to evaluate on.")] = "test:easy",
     suite: SuiteOpt = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline model evaluated once, first, and compared with every checkpoint.")] = None,

@@ -1,0 +1,52 @@
+"""Held-out pass@1 per checkpoint read back from `dagent eval watch` directories (dagent.eval.watch_curves):
+the warm start at step 0, checkpoints by number (not by name order), an arm with no graded task kept
+out of the line, and a directory with nothing evaluated refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from dagent.errors import ConfigError
+from dagent.eval.experiment import scores_json
+from dagent.eval.scoring import task_scores
+from dagent.eval.watch_curves import main, points
+from tests.eval.test_scoring import rec
+
+
+def _arm(root, name, outcomes):
+    (root / name).mkdir(parents=True)
+    records = [rec(f"t{i}", o) for i, o in enumerate(outcomes)]
+    (root / name / "scores.json").write_text(scores_json({name: task_scores(records, arm=name)}))
+
+
+def test_points_are_read_by_step_with_their_intervals(tmp_path):
+    watch = tmp_path / "watch-0"
+    _arm(watch, "checkpoint-10", ["correct"] * 3 + ["wrong"])
+    _arm(watch, "baseline", ["correct"] + ["wrong"] * 3)
+    _arm(watch, "checkpoint-5", ["correct", "correct", "wrong", "wrong"])
+    _arm(watch, "checkpoint-8", ["ungraded"] * 4)  # nothing graded: no pass@1
+    (watch / "notes").mkdir()  # not an arm
+    pts = points(watch)
+    assert [p.step for p in pts] == [0, 5, 8, 10]
+    assert [p.pass1 for p in pts] == [0.25, 0.5, None, 0.75]
+    assert pts[2].graded_tasks == 0 and pts[2].ci is None
+    assert pts[0].ci[0] <= 0.25 <= pts[0].ci[1] and pts[3].ci[0] <= 0.75 <= pts[3].ci[1]
+
+
+def test_the_plot_holds_one_line_per_seed(tmp_path, capsys):
+    for seed, outcomes in ((0, ["correct", "wrong"]), (1, ["wrong", "wrong"])):
+        _arm(tmp_path / f"watch-{seed}", "baseline", ["wrong", "wrong"])
+        _arm(tmp_path / f"watch-{seed}", "checkpoint-3", outcomes)
+    out = tmp_path / "curves.png"
+    # each directory followed by its label, as scripts/learning_run.sh passes them
+    main([str(tmp_path / "watch-0"), "--label", "seed 0", str(tmp_path / "watch-1"), "--label", "seed 1", "--out", str(out)])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(out) in capsys.readouterr().out
+
+
+def test_nothing_evaluated_and_mismatched_labels_are_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="eval watch"):
+        points(tmp_path / "empty")
+    _arm(tmp_path / "w", "baseline", ["correct"])
+    with pytest.raises(ConfigError, match="one per directory"):
+        main([str(tmp_path / "w"), "--label", "a", "--label", "b", "--out", str(tmp_path / "x.png")])

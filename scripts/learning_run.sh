@@ -123,7 +123,7 @@ if has eval; then
 fi
 if has pool; then
   stage "pool: per seed and pooled over seeds ($SEEDS)"
-  W=(); G=(); C=(); GC=(); CW=()
+  G=(); GC=(); CW=()
   for S in $SEEDS; do
     WARM=$(arm "$OUT/eval-warm"); GRPO=$(arm "$OUT/eval-grpo-$S"); CTRL=$(arm "$OUT/eval-control-$S")
     G+=("$WARM" "$GRPO"); GC+=("$CTRL" "$GRPO"); CW+=("$WARM" "$CTRL")

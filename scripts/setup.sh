@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
+# Disk: the main environment takes ~3 GB; --tests adds vLLM (~3.5 GB), Harbor, the harnesses (~0.6 GB),
+# the four Space images with their bases (Docker) and the tests' temporary files (~3 GB). Said up front,
+# because pip and Docker only say "No space left on device" half-way through.
+need_gb=4; [ "${1:-}" = "--tests" ] && need_gb=25
+free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+if [ "${free_gb:-0}" -lt "$need_gb" ]; then
+  log "WARNING: ${free_gb} GB free here, set-up${1:+ $1} needs about ${need_gb} GB: free space first" \
+      "(docker system prune -af; rm -rf runs/ ~/.cache/uv ~/.cache/pip), or expect 'No space left on device'"
+fi
+
 # bubblewrap gives the local sandbox its isolation (read-only system, no network, private /tmp).
 if ! command -v bwrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

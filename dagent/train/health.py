@@ -2,7 +2,8 @@
 
 It stops the run, with a named reason kept in `HealthWatch.stopped`, when
 - the run sits in the ABSORBING state: reward_std 0 and grad-norm 0 for `patience` logged steps in
-  a row (every group scores alike and nothing moves; F39), or
+  a row, which together hold at least `absorbing_groups` groups (every group scores alike and
+  nothing moves; F39), or
 - entropy climbs away from its start (`entropy_rise` above the mean of its first logged values, for
   `patience` steps in a row: the sampler and the trainer disagree, or the policy is collapsing
   into noise; F05), calibrated on the seed's measured runs (the fields' comment), or
@@ -27,6 +28,17 @@ from dagent.errors import DagentError
 from dagent.tools.episode import finished_episodes
 
 
+def groups_per_step(args: Any) -> int:
+    """GRPO groups in one optimizer step, from the trainer's arguments (1 when they do not say):
+    completions a step (batch x accumulation x processes) over the group size."""
+    generations = getattr(args, "num_generations", None)
+    if not isinstance(generations, int) or generations < 1:
+        return 1
+    completions = (getattr(args, "per_device_train_batch_size", generations)
+                   * getattr(args, "gradient_accumulation_steps", 1) * max(1, getattr(args, "world_size", 1)))
+    return max(1, completions // generations)
+
+
 class TrainingHealthError(DagentError):
     """The run was stopped by the health watch; the message names why."""
 
@@ -34,6 +46,12 @@ class TrainingHealthError(DagentError):
 @dataclass
 class HealthWatch(TrainerCallback):
     patience: int = 3
+    # The absorbing state also needs this many alike GROUPS in a row, not only `patience` steps: with
+    # one group a step (both cpu presets), a warm start at 50% on tasks of mixed difficulty has about
+    # half its groups alike by chance, and 3 steps in a row then stopped 2 of 5 six-step black-box
+    # runs of the learning protocol (runs of the same seed ended at different steps). 12 alike in a
+    # row: ~2e-4 at half the groups alike by chance, ~1% at 70%; a model truly stuck reaches it anyway.
+    absorbing_groups: int = 12
     # Entropy against its own start (the mean of the first `baseline_steps` logged values), relative:
     # the seed's collapsing run climbed 0.23 -> 0.59 nats over 24 steps while the reference held
     # 0.17-0.21 (about +-10% around its start); +50% (and at least `entropy_delta` nats) for
@@ -48,6 +66,7 @@ class HealthWatch(TrainerCallback):
     stopped: str | None = None
     history: list[dict[str, float]] = field(default_factory=list)
     _flat: int = 0
+    _flat_groups: int = 0
     _hot: int = 0
     _cold: int = 0
     _entropies: list[float] = field(default_factory=list)
@@ -84,8 +103,10 @@ class HealthWatch(TrainerCallback):
                        "the engine samples under other settings than the trainer scores (F05)")
         flat = float(logs.get("reward_std", 1.0)) == 0.0 and float(logs.get("grad_norm", 1.0)) == 0.0
         self._flat = self._flat + 1 if flat else 0
-        if self._flat >= self.patience:
-            self._stop(control, f"absorbing_state: reward_std 0 and grad_norm 0 for {self._flat} steps in a row: "
+        self._flat_groups = self._flat_groups + groups_per_step(args) if flat else 0
+        if self._flat >= self.patience and self._flat_groups >= self.absorbing_groups:
+            self._stop(control, f"absorbing_state: reward_std 0 and grad_norm 0 for {self._flat} steps "
+                       f"({self._flat_groups} groups) in a row: "
                        "every group scores alike and nothing learns; warm-start with SFT, change the tier or "
                        "raise num_generations (F39)")
         entropy = logs.get("entropy")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from transformers import TrainerControl
 
@@ -9,7 +11,7 @@ from dagent.harness.contract import StepCapError, check_step_cap
 from dagent.harness.toolloop import tool_schemas
 from dagent.tools import select
 from dagent.train.grpo import Recipe, preflight
-from dagent.train.health import HealthWatch, TrainingHealthError
+from dagent.train.health import HealthWatch, TrainingHealthError, groups_per_step
 from dagent.train.preflight import (
     PreflightError,
     alike_probability,
@@ -99,14 +101,44 @@ def feed(watch: HealthWatch, *logs: dict) -> TrainerControl:
 
 @pytest.mark.failure_mode("F39")
 def test_the_absorbing_state_stops_the_run_with_a_named_reason():
-    watch = HealthWatch(patience=3)
+    watch = HealthWatch(patience=3, absorbing_groups=12)
     flat = {"reward_std": 0.0, "grad_norm": 0.0, "entropy": 1.0}
-    control = feed(watch, flat, {"reward_std": 0.2, "grad_norm": 0.5, "entropy": 1.0}, flat, flat)
+    four_groups = SimpleNamespace(num_generations=4, per_device_train_batch_size=16, gradient_accumulation_steps=1,
+                                  world_size=1)
+    control = TrainerControl()
+    for entry in (flat, {"reward_std": 0.2, "grad_norm": 0.5, "entropy": 1.0}, flat, flat):
+        watch.on_log(four_groups, None, control, logs=entry)
     assert not control.should_training_stop  # a moving step resets the count
-    control = feed(watch, flat)
+    watch.on_log(four_groups, None, control, logs=flat)
     assert control.should_training_stop and watch.stopped.startswith("absorbing_state")
+    assert "12 groups" in watch.stopped
     with pytest.raises(TrainingHealthError, match="absorbing_state"):
         watch.raise_if_stopped()
+
+
+@pytest.mark.failure_mode("F39")
+def test_three_alike_groups_by_chance_do_not_stop_a_one_group_a_step_run_and_twelve_do():
+    # the learning protocol's black-box seed 2 (pi from a warm start at 50% on train:easy, one group of
+    # 4 a step): 3 alike groups first, then moving steps; the watch at 3 steps stopped it at step 3
+    flat = {"reward_std": 0.0, "grad_norm": 0.0, "entropy": 0.01}
+    moving = {"reward_std": 0.64, "grad_norm": 0.8, "entropy": 0.01}
+    one_group = SimpleNamespace(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1,
+                                world_size=1)
+    watch, control = HealthWatch(), TrainerControl()
+    for entry in (flat, flat, flat, moving, flat, flat, flat, moving):
+        watch.on_log(one_group, None, control, logs=entry)
+    assert not control.should_training_stop and watch.stopped is None
+    for _ in range(11):
+        watch.on_log(one_group, None, control, logs=flat)
+    assert not control.should_training_stop
+    watch.on_log(one_group, None, control, logs=flat)
+    assert control.should_training_stop and "12 steps (12 groups)" in watch.stopped
+
+
+def test_groups_per_step_reads_the_trainers_arguments():
+    assert groups_per_step(None) == 1
+    assert groups_per_step(SimpleNamespace(num_generations=8, per_device_train_batch_size=2,
+                                           gradient_accumulation_steps=4, world_size=2)) == 2
 
 
 def entropies(values):

@@ -1,6 +1,7 @@
 """Training curves from a run's `trainer_state.json` (what the trainer logged every step): reward
 mean with its group spread, the fraction of groups that scored alike (no gradient, F39), tool calls
-per rollout, and where each step's seconds went (dagent.train.timing).
+per rollout, and where each step's seconds went (dagent.train.timing; for black-box runs, the
+rollouts against the rest of the step).
 
     python -m dagent.train.curves runs/lr/grpo/checkpoint-20 --out runs/lr/grpo_curves.png
 """
@@ -15,6 +16,9 @@ from typing import Any
 from dagent.errors import ConfigError
 
 PHASES = ("generation", "sandbox_tools", "sandbox_setup", "env_overhead", "scoring", "optimizer")
+# The black-box trainer's split: its rollouts (harness, engine, sandbox, grading: `time/rollouts_s`)
+# inside TRL's `step_time`; the rest is scoring and the optimizer.
+BLACKBOX_PHASES = ("rollouts", "scoring + optimizer")
 
 
 def history(path: Path | str) -> list[dict[str, Any]]:
@@ -31,6 +35,23 @@ def history(path: Path | str) -> list[dict[str, Any]]:
 
 def reward_key(h: dict[str, Any]) -> str | None:
     return next((k for k in h if k.startswith("rewards/") and k.endswith("/mean")), None)
+
+
+def tool_calls(steps: list[dict[str, Any]]) -> list[float | None]:
+    """Tool calls per rollout a step: TRL's tool loop (white-box) or the harnesses' (black-box)."""
+    return [h.get("tools/call_frequency", h.get("blackbox/tool_calls")) for h in steps]
+
+
+def phases(steps: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Seconds a step by exclusive phase: the white-box split (dagent.train.timing) when logged,
+    else the black-box one; empty when the run logged neither."""
+    if all(f"time/{p}" in h for h in steps for p in PHASES):
+        return {p: [h[f"time/{p}"] for h in steps] for p in PHASES}
+    if all("time/rollouts_s" in h and "step_time" in h for h in steps):
+        rollouts = [h["time/rollouts_s"] for h in steps]
+        rest = [max(h["step_time"] - r, 0.0) for h, r in zip(steps, rollouts)]
+        return dict(zip(BLACKBOX_PHASES, (rollouts, rest)))
+    return {}
 
 
 def plot(path: Path | str, out: Path | str) -> Path:
@@ -59,17 +80,17 @@ def plot(path: Path | str, out: Path | str) -> Path:
     ax.plot(x, [h.get("frac_reward_zero_std") for h in steps], marker="o", color="tab:red")
     ax.set(title="groups that scored alike (no gradient)", xlabel="step", ylabel="fraction", ylim=(-0.05, 1.05))
     ax = axes[1][0]
-    ax.plot(x, [h.get("tools/call_frequency") for h in steps], marker="o", label="tool calls per rollout")
+    ax.plot(x, tool_calls(steps), marker="o", label="tool calls per rollout")
     ax.plot(x, [h.get("completions/mean_length", 0) / 100 for h in steps], marker=".", label="completion tokens / 100")
     if "entropy" in steps[0]:
         ax.plot(x, [h.get("entropy") for h in steps], marker=".", label="entropy (nats)")
     ax.set(title="behaviour", xlabel="step")
     ax.legend(fontsize=8)
     ax = axes[1][1]
-    if all(f"time/{p}" in steps[0] for p in PHASES):
+    split = phases(steps)
+    if split:
         bottom = [0.0] * len(x)
-        for p in PHASES:
-            vals = [h.get(f"time/{p}", 0.0) for h in steps]
+        for p, vals in split.items():
             ax.bar(x, vals, bottom=bottom, label=p)
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.legend(fontsize=7)

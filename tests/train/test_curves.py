@@ -5,7 +5,7 @@ import json
 import pytest
 
 from dagent.errors import ConfigError
-from dagent.train.curves import PHASES, history, plot
+from dagent.train.curves import BLACKBOX_PHASES, PHASES, history, phases, plot, tool_calls
 
 pytest.importorskip("matplotlib")
 
@@ -30,3 +30,20 @@ def test_the_curves_are_drawn_from_every_logged_step(tmp_path):
 def test_a_directory_without_a_trainer_state_is_named(tmp_path):
     with pytest.raises(ConfigError, match="no trainer_state.json"):
         history(tmp_path)
+
+
+def test_a_black_box_run_fills_the_tool_call_line_and_the_phase_panel(tmp_path):
+    # what the black-box trainer logs: its harnesses' tool calls and its rollouts' seconds inside
+    # TRL's step_time (no white-box phase split, no tools/call_frequency)
+    steps = [{"step": i, "loss": 0.0, "blackbox/tool_calls": 3.0 + i, "time/rollouts_s": 50.0 + i,
+              "step_time": 80.0 + 2 * i} for i in (1, 2)]
+    assert tool_calls(steps) == [4.0, 5.0]
+    assert phases(steps) == {"rollouts": [51.0, 52.0], "scoring + optimizer": [31.0, 32.0]}
+    assert tuple(phases(steps)) == BLACKBOX_PHASES
+
+
+def test_white_box_phases_win_and_a_run_without_timings_has_none(tmp_path):
+    steps = history(state(tmp_path))
+    assert tuple(phases(steps)) == PHASES and phases(steps)["optimizer"][0] == 2.0
+    assert tool_calls(steps) == [2.0] * 6
+    assert phases([{"step": 1, "loss": 0.0, "time/rollouts_s": 5.0}]) == {}

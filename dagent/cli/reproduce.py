@@ -13,10 +13,10 @@ its cause and the command that reruns from there, `--from STAGE`):
   eval-base        the base model with the tools agent on the held-out split
   sft              the SFT warm start from oracle demonstrations of the train split
   train-whitebox   white-box GRPO from the warm start
-  sft-blackbox     the black-box warm start: demonstrations in pi's and opencode's own format (the
-                   real harnesses replaying the reference program, captured as training captures)
+  sft-blackbox     the black-box warm start: demonstrations in the harness's own format (the
+                   real harness replaying the reference program, captured as training captures)
   train-blackbox   black-box GRPO from that warm start (sync: the trainer's module served
-                   in-process; pi and opencode)
+                   in-process; pi on cpu, pi and opencode on gpu; the preset's group size)
   eval-checkpoint  the white-box trained checkpoint against the base model, both served at once,
                    paired
   report           results.md (the paired evaluation, its tables and plots, the stage table) and
@@ -64,7 +64,7 @@ from dagent.train.rollouts import audit_clean, row_of
 
 STAGES = ("suite", "smoke-whitebox", "smoke-blackbox", "smoke-harbor", "eval-base", "sft", "train-whitebox",
           "sft-blackbox", "train-blackbox", "eval-checkpoint", "report")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the project: stages run `jobs/...` from here
 
 
 class StageError(DagentError):
@@ -81,10 +81,13 @@ class Profile:
     sft_n: int = 96  # 32 x 4 steps left SmolLM2 at 0% on train:easy: every GRPO group alike, no gradient
     sft_steps: int = 12
     grpo_steps: int = 2
-    blackbox_steps: int = 2  # one group a step: with two harnesses, one group each
-    blackbox_sft_n: int = 16  # harness-format demonstrations, shared by the harnesses
-    blackbox_sft_steps: int = 8
-    blackbox_harness: str = "pi,opencode"
+    # Black-box, measured here: pi after 44 harness-format demonstrations / 22 SFT steps is at 50% on
+    # train:easy (16 / 8 left it at ~0 parsed tool calls: every group alike, "weights changed: 0").
+    # One group of G=4 a step and about half the groups alike: 6 steps leave ~2% chance of no gradient.
+    blackbox_steps: int = 6
+    blackbox_sft_n: int = 44  # harness-format demonstrations, shared by the harnesses
+    blackbox_sft_steps: int = 22
+    blackbox_harness: str = "pi"
     preset: str = "cpu"
     engine: str = "local"
     workers: int = 4
@@ -96,7 +99,7 @@ class Profile:
         if name == "gpu":
             return cls("gpu", model or "HuggingFaceTB/SmolLM2-360M-Instruct", eval_limit=131, eval_samples=4,
                        sft_n=512, sft_steps=64, grpo_steps=200, blackbox_steps=100, blackbox_sft_n=512,
-                       blackbox_sft_steps=64, preset="gpu", engine="vllm",
+                       blackbox_sft_steps=64, blackbox_harness="pi,opencode", preset="gpu", engine="vllm",
                        workers=32)
         raise ConfigError(f"unknown profile {name!r}: use cpu or gpu")
 
@@ -116,7 +119,7 @@ class Reproduction:
 
     def __init__(self, out: str | Path, profile: Profile, *, suite: str | None = None,
                  echo: Callable[[str], None] = print) -> None:
-        self.out, self.profile, self.suite_source, self.echo = Path(out), profile, suite, echo
+        self.out, self.profile, self.suite_source, self.echo = Path(out).resolve(), profile, suite, echo
         self.out.mkdir(parents=True, exist_ok=True)
         self.state_path = self.out / "stages.json"
         saved = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
@@ -298,7 +301,7 @@ class Reproduction:
         out = self.out / "blackbox"
         self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "blackbox", "--mode", "sync", "--preset", p.preset,
                           "--model", str(self.out / "sft-blackbox" / "final"), "--harness", p.blackbox_harness, "--max-steps",
-                          str(p.blackbox_steps), "--save-steps", str(p.blackbox_steps), "--num-generations", "2",
+                          str(p.blackbox_steps), "--save-steps", str(p.blackbox_steps),
                           "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()], "train-blackbox.log")
         rows = [json.loads(line) for line in (out / "receipts.jsonl").read_text().splitlines()]
         graded = [r for r in rows if r["dropped"] is None]

@@ -39,6 +39,22 @@ def test_a_failed_stage_stops_the_run_with_its_cause_and_the_command_that_reruns
         Reproduction(tmp_path, Profile.named("cpu", "tiny-qwen3"), suite=solvable, echo=lines.append).run("eval-base")
 
 
+def test_stage_commands_run_from_the_project_with_a_relative_out(tmp_path, monkeypatch):
+    # `--out runs/reproduce` (the README's) once reached the stages' commands as a relative path while
+    # they ran from the package directory: the Harbor export landed in dagent/runs/ and the jobs/
+    # scripts were not found
+    import sys
+
+    from dagent.cli.reproduce import ROOT, Stage
+
+    monkeypatch.chdir(tmp_path)
+    run = Reproduction("runs/r", Profile.named("cpu", "tiny-qwen3"), echo=lambda _l: None)
+    assert run.out == tmp_path / "runs" / "r"
+    run._cmd(Stage("x"), [sys.executable, "-c", "import os; print(os.getcwd())"], "cwd.log")
+    assert (run.out / "logs" / "cwd.log").read_text().strip() == str(ROOT)
+    assert (ROOT / "jobs" / "sft_warmstart.py").is_file() and (ROOT / "dagent" / "cli" / "reproduce.py").is_file()
+
+
 @pytest.mark.slow
 def test_the_white_box_smoke_plays_the_reference_program_through_the_servers_tools(tmp_path, solvable):
     run = Reproduction(tmp_path, Profile.named("cpu", "tiny-qwen3"), suite=solvable, echo=lambda _l: None)

@@ -28,7 +28,7 @@ receipts is the command that ran. Receipts are computed from what the stages wro
 audits, weights changed (tensor by tensor against the starting model), optimizer state present
 and restoring to identical tensors, exclusions by cause.
 
-Profiles: `cpu` (this machine: SmolLM2-135M, small sizes, about half an hour) and `gpu` (the
+Profiles: `cpu` (this machine: SmolLM2-135M, small sizes, about 66 minutes) and `gpu` (the
 published recipes, vLLM on the GPU; run it as an HF Job: it is printed here, not exercised).
 """
 

@@ -32,7 +32,7 @@ def test_a_directory_without_a_trainer_state_is_named(tmp_path):
         history(tmp_path)
 
 
-def test_a_black_box_run_fills_the_tool_call_line_and_the_phase_panel(tmp_path):
+def test_a_black_box_run_fills_the_tool_call_line_and_the_phase_panel():
     # what the black-box trainer logs: its harnesses' tool calls and its rollouts' seconds inside
     # TRL's step_time (no white-box phase split, no tools/call_frequency)
     steps = [{"step": i, "loss": 0.0, "blackbox/tool_calls": 3.0 + i, "time/rollouts_s": 50.0 + i,

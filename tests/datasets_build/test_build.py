@@ -300,7 +300,7 @@ def test_a_second_build_is_byte_identical(built, every, tmp_path):
     rng = random.Random(0)
     big = [c for c in cands if c.task_id in by_id and by_id[c.task_id].memory_mb > 1024]
     multi = [c for c in cands if len(c.tables) > 1]
-    sample = {c.task_id: c for c in [*rng.sample(cands, 200), *rng.sample(big, 20), *rng.sample(multi, 20)]}
+    sample = {c.task_id: c for c in [*rng.sample(cands, 80), *rng.sample(big, 20), *rng.sample(multi, 20)]}
     tasks, dropped = make_tasks(list(sample.values()), tables)
     assert {t.task_id: t for t in tasks} == {i: by_id[i] for i in sample if i in by_id}
     assert all(d.task_id not in by_id for d in dropped)

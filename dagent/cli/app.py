@@ -421,7 +421,7 @@ def train_blackbox_cmd(ctx: typer.Context) -> None:
 
 @app.command("reproduce")
 def reproduce_cmd(
-    profile: Annotated[str, typer.Option(help="cpu: this machine, SmolLM2-135M, small sizes (about half an hour); gpu: the published recipes (an HF Job).")] = "cpu",
+    profile: Annotated[str, typer.Option(help="cpu: this machine, SmolLM2-135M, small sizes (about an hour on 2 cores); gpu: the published recipes (an HF Job).")] = "cpu",
     out_dir: Annotated[Path, typer.Option("--out", help="Where every stage writes, with results.md and validation.md.")] = Path("runs/reproduce"),
     model: Annotated[Optional[str], typer.Option(help="The base model (default: the profile's).")] = None,
     suite: SuiteOpt = None,

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -78,9 +79,12 @@ class Profile:
     eval_split: str = "test:easy"
     eval_limit: int = 16
     eval_samples: int = 2
-    sft_n: int = 96  # 32 x 4 steps left SmolLM2 at 0% on train:easy: every GRPO group alike, no gradient
-    sft_steps: int = 12
-    grpo_steps: int = 2
+    # White-box warm start, measured here: 32 demonstrations / 4 steps left SmolLM2 at 0% on train:easy,
+    # 96 / 12 (loss 0.05) made it deterministic (GRPO entropy 0.01, all 4 completions alike, reward std
+    # 0, "weights changed: 0"): both leave every group alike. 6 steps (SFT entropy ~0.2) sits between.
+    sft_n: int = 48
+    sft_steps: int = 6
+    grpo_steps: int = 4
     # Black-box, measured here: pi after 44 harness-format demonstrations / 22 SFT steps is at 50% on
     # train:easy (16 / 8 left it at ~0 parsed tool calls: every group alike, "weights changed: 0").
     # One group of G=4 a step and about half the groups alike: 6 steps leave ~2% chance of no gradient.
@@ -269,36 +273,38 @@ class Reproduction:
 
     def stage_sft(self, stage: Stage) -> None:
         p = self.profile
+        _fresh(self.out / "sft")
         self._cmd(stage, [sys.executable, "jobs/sft_warmstart.py", "--model", p.model, "--tools", "bash", "--n",
                           str(p.sft_n), "--max-steps", str(p.sft_steps), "--batch-size", "4", "--grad-accum", "2",
                           "--save-steps", str(p.sft_steps), "--out", str(self.out / "sft"), *self._suite_args()],
                   "sft.log")
         summary = json.loads((self.out / "sft" / "sft_summary.json").read_text())
         stage.receipt = {k: summary.get(k) for k in ("steps", "first_loss", "last_loss", "s_per_step")
-                         if k in summary} | checkpoint_receipt(self.out / "sft", self._base_weights())
+                         if k in summary} | checkpoint_receipt(self.out / "sft", self._base_weights(), p.sft_steps)
 
     def stage_train_whitebox(self, stage: Stage) -> None:
         p = self.profile
-        out = self.out / "grpo"
+        out = _fresh(self.out / "grpo")
         self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "whitebox", "--preset", p.preset, "--model",
                           str(self.out / "sft" / "final"), "--max-steps", str(p.grpo_steps), "--save-steps",
                           str(p.grpo_steps), "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()],
                   "train-whitebox.log")
-        stage.receipt = checkpoint_receipt(out, self.out / "sft" / "final")
+        stage.receipt = checkpoint_receipt(out, self.out / "sft" / "final", p.grpo_steps)
 
     def stage_sft_blackbox(self, stage: Stage) -> None:
         p = self.profile
+        _fresh(self.out / "sft-blackbox")
         self._cmd(stage, [sys.executable, "jobs/sft_warmstart.py", "--model", p.model, "--harness", p.blackbox_harness,
                           "--n", str(p.blackbox_sft_n), "--max-steps", str(p.blackbox_sft_steps), "--batch-size", "2",
                           "--save-steps", str(p.blackbox_sft_steps), "--out", str(self.out / "sft-blackbox"),
                           *self._suite_args()], "sft-blackbox.log")
         summary = json.loads((self.out / "sft-blackbox" / "sft_summary.json").read_text())
         stage.receipt = {k: summary.get(k) for k in ("rows", "steps", "first_loss", "last_loss", "s_per_step")
-                         if k in summary} | checkpoint_receipt(self.out / "sft-blackbox", self._base_weights())
+                         if k in summary} | checkpoint_receipt(self.out / "sft-blackbox", self._base_weights(), p.blackbox_sft_steps)
 
     def stage_train_blackbox(self, stage: Stage) -> None:
         p = self.profile
-        out = self.out / "blackbox"
+        out = _fresh(self.out / "blackbox")
         self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "blackbox", "--mode", "sync", "--preset", p.preset,
                           "--model", str(self.out / "sft-blackbox" / "final"), "--harness", p.blackbox_harness, "--max-steps",
                           str(p.blackbox_steps), "--save-steps", str(p.blackbox_steps),
@@ -311,7 +317,7 @@ class Reproduction:
                          "trained_rollouts": len(graded), "trained_tokens": sum(r["trained_tokens"] for r in rows),
                          "auxiliary_calls_excluded": sum(r["other_calls"] for r in rows),
                          "samples_per_rollout": (sum(r["sequences"] for r in graded) / len(graded)) if graded else None,
-                         } | checkpoint_receipt(out, self.out / "sft-blackbox" / "final")
+                         } | checkpoint_receipt(out, self.out / "sft-blackbox" / "final", p.blackbox_steps)
         if not all(audit_clean(r["audit"]) for r in rows):
             raise StageError(f"a trained row differs from the engine's tokens: {stage.receipt['exact_token_audit']}")
 
@@ -338,13 +344,20 @@ class Reproduction:
         return model_dir(self.profile.model)
 
 
-def checkpoint_receipt(run_dir: Path, start: Path) -> dict[str, Any]:
-    """The newest checkpoint-N of a run: optimizer/scheduler/trainer state present, weights changed
+def _fresh(run_dir: Path) -> Path:
+    """A training stage's output directory, emptied: its rerun replaces it (no stale checkpoint-N)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return run_dir
+
+
+def checkpoint_receipt(run_dir: Path, start: Path, step: int) -> dict[str, Any]:
+    """The run's checkpoint at its last `step` (not the newest name: a stale checkpoint of an earlier,
+    longer run must not stand in for it): optimizer/scheduler/trainer state present, weights changed
     against `start` (tensor by tensor), and the checkpoint restoring to identical tensors."""
-    ckpts = sorted(Path(run_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    if not ckpts:
-        raise StageError(f"no checkpoint-N in {run_dir}")
-    ckpt = ckpts[-1]
+    ckpt = Path(run_dir) / f"checkpoint-{step}"
+    if not ckpt.is_dir():
+        found = sorted(p.name for p in Path(run_dir).glob("checkpoint-*"))
+        raise StageError(f"no {ckpt.name} in {run_dir} (found {found or 'none'}): the run stopped before step {step}")
     present = {name: (ckpt / name).is_file() for name in ("optimizer.pt", "scheduler.pt", "trainer_state.json")}
     if not all(present.values()):
         raise StageError(f"{ckpt} lacks {[n for n, ok in present.items() if not ok]}: no optimizer state to resume from")

@@ -5,6 +5,7 @@ trained here: optimizer state present, weights changed, restored to identical te
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -85,20 +86,25 @@ def train_tiny(out, steps: int, lr: float):
 @pytest.mark.slow
 def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
     start = train_tiny(tmp_path / "moved", 2, 1e-3)
-    receipt = checkpoint_receipt(tmp_path / "moved", start)
-    assert receipt["state_present"] == {"optimizer.pt": True, "scheduler.pt": True, "trainer_state.json": True}
+    stale = tmp_path / "moved" / "checkpoint-12"  # an earlier, longer run's, its optimizer state deleted
+    shutil.copytree(tmp_path / "moved" / "checkpoint-2", stale)
+    (stale / "optimizer.pt").unlink()
+    receipt = checkpoint_receipt(tmp_path / "moved", start, 2)
+    assert receipt["checkpoint"].endswith("checkpoint-2") and receipt["state_present"] == {"optimizer.pt": True, "scheduler.pt": True, "trainer_state.json": True}
     assert receipt["tensors_changed"] > 0 and receipt["tensors"] > 0
     assert receipt["restore"]["identical"] and receipt["restore"]["optimizer_tensors"] > 0
     assert receipt["restore"]["param_groups"] == 2  # the Trainer's decay / no-decay groups, rebuilt
     checks = dict(checks_for("train-whitebox", receipt, "ok"))
     assert all(checks.values())
     # planted: a run that never moved, and a checkpoint without its optimizer state
-    frozen = checkpoint_receipt(tmp_path / "frozen", train_tiny(tmp_path / "frozen", 1, 0.0))
+    frozen = checkpoint_receipt(tmp_path / "frozen", train_tiny(tmp_path / "frozen", 1, 0.0), 1)
     assert frozen["tensors_changed"] == 0
     assert [ok for check, ok in checks_for("train-whitebox", frozen, "ok") if check.startswith("weights changed")] == [False]
+    with pytest.raises(StageError, match=r"no checkpoint-3 .*checkpoint-12.*checkpoint-2"):
+        checkpoint_receipt(tmp_path / "moved", start, 3)  # a run that stopped short
     (tmp_path / "moved" / "checkpoint-2" / "optimizer.pt").unlink()
     with pytest.raises(StageError, match="optimizer.pt"):
-        checkpoint_receipt(tmp_path / "moved", start)
+        checkpoint_receipt(tmp_path / "moved", start, 2)
 
 
 def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):

@@ -62,9 +62,11 @@ class Forwarder:
     async def chat(self, state: SessionState, headers: list[tuple[bytes, bytes]], raw: bytes,
                    send: Any) -> None:
         seq = state.next_seq()
+        base = state.metadata.get(wire.SAMPLING_SEED)
+        seed = wire.call_seed(base, seq) if type(base) is int else None
         try:
             prepared = wire.prepare(raw, self.sampling, model=self.model,
-                                    max_output_tokens=self.max_output_tokens)
+                                    max_output_tokens=self.max_output_tokens, seed=seed)
         except wire.WireError as e:
             await wire.respond(send, e.status, wire.error_body(str(e), e.err_type, e.status))
             return
@@ -74,7 +76,7 @@ class Forwarder:
             return
         state.model_calls += 1
         meta = {"harness_session_id": wire.header(headers, b"x-session-id") or prepared.harness_session_id,
-                "sampling_params": self.sampling.as_request(),
+                "sampling_params": {**self.sampling.as_request(), **({"seed": seed} if seed is not None else {})},
                 "requested_sampling_params": prepared.requested_sampling, "stream": prepared.stream}
         try:
             response = await self.engine().request("POST", "/chat/completions", prepared.body)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dagent.capture.reach import Reach
+from dagent.capture.wire import SAMPLING_SEED
 from dagent.core.task import Task
 from dagent.harness.base import AgentRun, Captured
 from dagent.sandbox.base import WORKDIR, Sandbox
@@ -118,13 +119,16 @@ class CapturedAgent:
 
     def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
             seed: int | None = None) -> AgentRun:
-        # seed: the harnesses send none of their own; sampling is pinned by the proxy (dagent.core.sampling, F05)
+        # seed: the harnesses send none of their own; sampling is pinned by the proxy (dagent.core.sampling,
+        # F05) and, given a seed (an evaluation's per-sample seed), so are its random numbers: each call
+        # gets `wire.call_seed(seed, call number)`, so arms evaluated on the same sample share them
         if isinstance(sandbox, RemoteSandbox):  # the image may lack it (HF sandboxes): before any model call
             failed = self.harness.ensure_installed(sandbox)
             if failed is not None:
                 return AgentRun(model_calls=0, cause=failed, metadata={"install": failed})
+        seeded = {} if seed is None else {SAMPLING_SEED: seed}
         session = self.capture.open_session(self.harness.config.steps + EXTRA_CALLS,
-                                            metadata={"task_id": task.task_id})
+                                            metadata={"task_id": task.task_id, **seeded})
         try:
             launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key,
                                            timeout_s=timeout_s)

@@ -17,7 +17,7 @@ from typing import Any
 from dagent.capture import wire
 from dagent.capture.store import SessionState, TurnRecord
 from dagent.capture.upstream import EngineClient, Response
-from dagent.core.sampling import Sampling
+from dagent.core.sampling import Sampling, call_seed
 from dagent.errors import EngineError
 
 CONTEXT_OVERFLOW = (  # lower-cased markers of an engine refusing a call that does not fit its window
@@ -63,7 +63,7 @@ class Forwarder:
                    send: Any) -> None:
         seq = state.next_seq()
         base = state.metadata.get(wire.SAMPLING_SEED)
-        seed = wire.call_seed(base, seq) if type(base) is int else None
+        seed = call_seed(base, seq) if type(base) is int else None
         try:
             prepared = wire.prepare(raw, self.sampling, model=self.model,
                                     max_output_tokens=self.max_output_tokens, seed=seed)

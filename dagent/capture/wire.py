@@ -7,10 +7,10 @@ penalties, min_p and logit_bias are removed because the trainer models none of t
 fields `return_token_ids` and `logprobs` (with `top_logprobs` at least 0, which vLLM needs to fill
 `logprobs.content`), empty `tools` dropped with its companions (vLLM refuses `tools: []`), and
 `stream_options` dropped from non-streaming calls (vLLM refuses it without `stream`). A session
-opened with a sampling seed (an evaluation's per-sample seed) gives each call its own `seed`,
-`call_seed(session seed, call number)`, overriding any the client sent: two evaluations of the
-same weights on the same sample then draw the same random numbers, so a paired comparison's noise
-is the weights' and not the dice's. The client's own sampling values are kept for the record.
+opened with a sampling seed (an evaluation's per-sample seed) gives each call its own `seed`
+(`dagent.core.sampling.call_seed`), overriding any the client sent: two evaluations of the same
+weights on the same sample then draw the same random numbers, so a paired comparison's noise is
+the weights' and not the dice's. The client's own sampling values are kept for the record.
 Messages are never touched.
 
 ANSWER. `parse_completion` reads a non-streaming answer, `StreamCapture` an SSE stream chunk by
@@ -136,13 +136,6 @@ class Prepared:
 
 
 SAMPLING_SEED = "sampling_seed"  # the session metadata key that asks for seeded calls (an int)
-SEED_MASK = 0x7FFFFFFF  # vLLM and dagent's engine take any non-negative int; keep it in 31 bits
-
-
-def call_seed(session_seed: int, seq: int) -> int:
-    """The sampling seed of call `seq` of a session opened with `session_seed` (one stream per call,
-    fixed by the sample: the white-box tool loop seeds its turns the same way)."""
-    return (session_seed + seq) & SEED_MASK
 
 
 def prepare(raw: bytes, sampling: Sampling, *, model: str | None = None,

@@ -76,3 +76,13 @@ DEFAULT_SAMPLING = Sampling()
 #: temperature 0.8 (the reference run's), no truncation (top_p 1.0, top_k off) because the trainer's
 #: recomputed logprobs do not model truncation and TRL's training sampling refuses it.
 RECIPE_SAMPLING = Sampling(temperature=0.8, top_p=1.0, top_k=0)
+
+
+SEED_MASK = 0x7FFFFFFF  # vLLM and dagent's engine take any non-negative int; keep it in 31 bits
+
+
+def call_seed(sample_seed: int, call: int) -> int:
+    """The sampling seed of model call `call` of a sample seeded `sample_seed`: one stream per call,
+    fixed by the sample, so arms evaluated on the same sample draw the same random numbers (the
+    tools loop seeds its turns with it, the capture proxy a harness's calls)."""
+    return (sample_seed + call) & SEED_MASK

@@ -121,7 +121,7 @@ class CapturedAgent:
             seed: int | None = None) -> AgentRun:
         # seed: the harnesses send none of their own; sampling is pinned by the proxy (dagent.core.sampling,
         # F05) and, given a seed (an evaluation's per-sample seed), so are its random numbers: each call
-        # gets `wire.call_seed(seed, call number)`, so arms evaluated on the same sample share them
+        # gets `dagent.core.sampling.call_seed(seed, call number)`, so arms evaluated on the same sample share them
         if isinstance(sandbox, RemoteSandbox):  # the image may lack it (HF sandboxes): before any model call
             failed = self.harness.ensure_installed(sandbox)
             if failed is not None:

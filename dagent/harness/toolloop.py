@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from dagent.core.sampling import RECIPE_SAMPLING, Sampling
+from dagent.core.sampling import RECIPE_SAMPLING, Sampling, call_seed
 from dagent.core.task import ANSWER_PATH, Task
 from dagent.errors import DagentError, EngineError
 from dagent.harness.base import AgentRun
@@ -116,7 +116,7 @@ class ToolLoopAgent:
         body = {"model": self.model, "messages": messages, "tools": tool_schemas(self.tools),
                 "max_tokens": self.limits.max_tokens_per_turn, **self.sampling.as_request()}
         if seed is not None:
-            body["seed"] = seed + turn  # one stream per turn, fixed by the sample's seed
+            body["seed"] = call_seed(seed, turn)  # one stream per turn, fixed by the sample's seed
         try:
             r = self._client.post(f"{self.engine_url}/v1/chat/completions", json=body)
         except httpx.HTTPError as e:

@@ -48,6 +48,7 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a
 TOOL_TURN = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l flights.csv"}}\n</tool_call>'
 THINK_TURN = "<think>\nCount them.\n</think>\n\nI will count the rows."
 PINNED = Sampling(temperature=0.7)  # what the proxy pins in these tests (not the default: visible)
+local_only = pytest.mark.parametrize("engine", ["local"], indirect=True)  # tests reading the received bodies
 
 
 # -- agent clients --------------------------------------------------------------------------------

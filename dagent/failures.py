@@ -100,6 +100,12 @@ _MODES = (
     ("F51", "a sandbox image without the data stack: the oracle's answer file is empty",
      "dagent.harness.readiness.check_image"),
     ("F52", "a training control that cannot differ from its baseline", None),
+    ("F53", "a sandbox network rule that covers one protocol only (Landlock's TCP rules miss UDP, MPTCP, SCTP)", None),
+    ("F54", "a sandbox sharing the server's uid without namespaces (signals, ptrace, /proc, shared limits)", None),
+    ("F55", "a group-size check from the mean pass rate: spread per-task rates leave far more groups alike",
+     "dagent.train.preflight.check_group_size"),
+    ("F56", "a learning claim from a run without the power to see the effect it claims or denies",
+     "dagent.eval.power.verdict"),
 )
 
 FAILURE_MODES: dict[str, FailureMode] = {code: FailureMode(code, title, det) for code, title, det in _MODES}

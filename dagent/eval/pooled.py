@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dagent.core.outcome import EvalRecord
 from dagent.errors import ConfigError
+from dagent.eval.power import Components, PowerError, mde, verdict
 from dagent.eval.scoring import Paired, paired, paired_values, tally
 
 __all__ = ["Pooled", "pooled"]
@@ -37,6 +38,15 @@ class Pooled(BaseModel):
     diff: float | None = Field(description="Mean of B - A over every (seed, task) pair.")
     ci: tuple[float, float] | None = Field(description="95% two-level bootstrap CI: seeds, then tasks within seeds.")
     signs_agree: bool | None = Field(description="Every seed's own difference has the pooled one's sign.")
+    task_sd: float | None = Field(default=None, description="Spread of per-task differences within a seed.")
+    seed_sd: float | None = Field(default=None, description="Spread of the seeds' means beyond the within-seed spread.")
+    detectable: float | None = Field(default=None, description="The pooled difference this design (its seeds x tasks, "
+                                     "its own variance components) detects with 80% power (F56).")
+
+    def verdict(self) -> str:
+        """What may be said of the difference, with the effect the design could detect (F56); raises
+        `PowerError` where that is unknown (one seed, or under 2 tasks a seed)."""
+        return verdict(self.diff, self.ci, self.detectable, signs_agree=self.signs_agree)
 
     def lines(self) -> list[str]:
         out = [f"{self.b_arm} - {self.a_arm}, pass@{self.k}, pooled over {self.seeds} seeds:"]
@@ -55,6 +65,11 @@ class Pooled(BaseModel):
             out.append(f"  pooled over {self.pairs} (seed, task) pairs: {self.diff:+.1%} "
                        f"[95% CI {self.ci[0]:+.1%}, {self.ci[1]:+.1%}], per-seed signs "
                        f"{'agree' if self.signs_agree else 'DISAGREE'}")
+        try:
+            out.append(f"  verdict: {self.verdict()} (within-seed task sd {self.task_sd:.3f}, between-seed sd "
+                       f"{self.seed_sd:.3f})")
+        except PowerError as e:
+            out.append(f"  verdict: none stated: {e}")
         return out
 
 
@@ -86,6 +101,13 @@ def pooled(seeds: Iterable[tuple[Iterable[EvalRecord], Iterable[EvalRecord]]], *
     everything = np.concatenate(diffs) if diffs else np.array([])
     diff = float(everything.mean()) if len(everything) else None
     signs = [np.sign(p.diff) for p in per_seed if p.diff is not None]
+    comps = detectable = None
+    kept = [d for d in diffs if len(d)]
+    if len(kept) > 1 and all(len(d) > 1 for d in kept):
+        comps = Components.of(kept)
+        detectable = mde(comps, seeds=len(kept), tasks=comps.tasks)
     return Pooled(a_arm=a_arm, b_arm=b_arm, k=k, seeds=len(per_seed), per_seed=per_seed, pairs=len(everything),
                   diff=diff, ci=_two_level_ci(diffs, n_boot, seed),
-                  signs_agree=None if diff is None else all(s == np.sign(diff) for s in signs))
+                  signs_agree=None if diff is None else all(s == np.sign(diff) for s in signs),
+                  task_sd=comps.task_sd if comps else None, seed_sd=comps.seed_sd if comps else None,
+                  detectable=detectable)

@@ -22,7 +22,9 @@ class TrainArgs:
     save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps (optimizer, scheduler and trainer state)."})
     seed: int = field(default=0, metadata={"help": "Seed of the trainer and the sampling."})
     base_pass1: float | None = field(default=None, metadata={"help": "Measured base pass@1 on the training tier, for the group-size check (F39)."})
-    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39)."})
+    base_eval: str | None = field(default=None, metadata={"help": "The starting model's evaluation on the training tier (`dagent eval --out DIR`): the group-size check uses each task's own rate (F55), not the mean."})
+    mixed_only: bool = field(default=False, metadata={"help": "Train only on the tasks whose rate in --base-eval lies between 0.2 and 0.8: the groups that carry a gradient (F55)."})
+    force: bool = field(default=False, metadata={"help": "Train even where most groups would score alike (F39, F55)."})
     report_to: str = field(default="trackio", metadata={"help": "trackio (offline store by default) or none."})
     run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
@@ -32,6 +34,15 @@ class TrainArgs:
     project_url: str | None = field(default=None, metadata={"help": "The project's repository named in model cards (default: $DAGENT_PROJECT_URL, the checkout's origin remote, or where a job installed dagent from)."})
     processes: int = field(default=0, metadata={"help": "Trainer processes: 0 = one per visible GPU (the job relaunches itself under `accelerate launch` on a multi-GPU machine), N = that many (2 on a CPU: gloo)."})
     accelerate_config: str = field(default="multi_gpu", metadata={"help": "With more than one process: TRL's accelerate config (multi_gpu = DDP, zero1/zero2/zero3 = DeepSpeed ZeRO, fsdp1/fsdp2) or a YAML path."})
+
+    def rates(self) -> Any:
+        """The per-task rates of --base-eval (dagent.train.preflight.TaskRates), or None."""
+        from dagent.errors import ConfigError
+        from dagent.train.preflight import TaskRates
+
+        if self.mixed_only and not self.base_eval:
+            raise ConfigError("--mixed-only selects tasks by their measured rate: give --base-eval DIR too")
+        return TaskRates.read(self.base_eval) if self.base_eval else None
 
     def apply_project_url(self) -> None:
         """Model cards and provenance name `--project-url` (read from $DAGENT_PROJECT_URL)."""

@@ -34,7 +34,7 @@ from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_async import train_async
 from dagent.train.blackbox_recipe import HARNESSES, BlackboxArgs, BlackboxRecipe, preflight
 from dagent.train.grpo import save_final
-from dagent.train.preflight import Check
+from dagent.train.preflight import Check, mixed_rows
 from dagent.train.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.routing import pad_coprime
 
@@ -82,7 +82,8 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
                        backend: Any = "local", base_pass1: float | None = None, force: bool = False,
                        report_to: str = "none", run_name: str | None = None, push_to_hub: str | None = None,
                        max_minutes: float | None = None, sandbox_dir: str | Path | None = None,
-                       control: str = "none", **config: Any) -> BlackboxRun:
+                       control: str = "none", rates: Any = None, mixed_only: bool = False,
+                       **config: Any) -> BlackboxRun:
     """GRPOTrainer(rollout_func=...) over the suite's `recipe.split`, the trainer's module served
     in-process (`policy` wraps it for tests, e.g. a steered stand-in over the same weights)."""
     import torch
@@ -97,8 +98,11 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    rows = pad_coprime(suite.prompt_rows(recipe.split), len(harnesses)) if suite.tasks(recipe.split) else []
-    checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force)
+    rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
+    if mixed_only and rates is not None and rows:
+        rows = mixed_rows(rows, rates)
+    rows = pad_coprime(rows, len(harnesses)) if rows else []
+    checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)
     served = served_name or Path(str(model_dir)).name
     args = sync_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
@@ -170,7 +174,8 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     run = build_sync_trainer(path, suite, recipe, out, harnesses=args.harnesses(), base_pass1=args.base_pass1,
                              force=args.force, report_to=args.report_to, run_name=args.run_name,
                              push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model,
-                             control=args.control, **args.trackio())
+                             control=args.control, rates=args.rates(), mixed_only=args.mixed_only,
+                             **args.trackio())
     try:
         for check in run.checks:
             echo(f"preflight {check.name}: {check.detail}")

@@ -55,7 +55,7 @@ from dagent.provenance import provenance
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_recipe import BlackboxArgs, BlackboxRecipe, preflight
-from dagent.train.preflight import Check, PreflightError
+from dagent.train.preflight import Check, PreflightError, mixed_rows
 from dagent.train.rollouts import env_reward
 from dagent.train.routing import pad_coprime, route
 
@@ -323,8 +323,12 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     kwargs = config_kwargs(recipe, args.out, engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
                            report_to=args.report_to, **args.trackio())
     suite = load_tasks(args.suite)
-    rows = pad_coprime(suite.prompt_rows(recipe.split), len(args.harnesses())) if suite.tasks(recipe.split) else []
-    checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force),
+    rates = args.rates()
+    rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
+    if args.mixed_only and rates is not None and rows:
+        rows = mixed_rows(rows, rates)
+    rows = pad_coprime(rows, len(args.harnesses())) if rows else []
+    checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates),
               *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,
                             engine_max_model_len=65_536, turns_per_rollout=8.5)]
     # every engine device serves a replica (data parallel); the trainer takes the one GPU left (trainer_devices)

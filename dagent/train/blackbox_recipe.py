@@ -93,10 +93,10 @@ PRESETS = {"gpu": BlackboxRecipe.gpu, "gpu-steps25": BlackboxRecipe.gpu_steps25,
 
 
 def preflight(recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None = None,
-              force: bool = False) -> list[Check]:
+              force: bool = False, rates: Any = None) -> list[Check]:
     return [check_split(n_tasks, recipe.split),
             check_step_cap(recipe.agent_steps, recipe.env_max_steps),
-            check_group_size(recipe.num_generations, base_pass1, force=force)]
+            check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force)]
 
 
 @dataclass

@@ -33,11 +33,13 @@ from dagent.tools.episode import EpisodeConfig, close_all
 from dagent.train.args import TrainArgs
 from dagent.train.preflight import (
     Check,
+    TaskRates,
     check_completion_length,
     check_group_size,
     check_split,
     check_template,
     check_venv_on_path,
+    mixed_rows,
 )
 
 
@@ -144,13 +146,13 @@ def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "non
 
 
 def preflight(recipe: Recipe, tokenizer: Any, n_tasks: int, *, base_pass1: float | None = None,
-              force: bool = False, gpu: bool = False) -> list[Check]:
+              force: bool = False, gpu: bool = False, rates: TaskRates | None = None) -> list[Check]:
     """Every check of dagent.train.preflight that applies, in order; raises on the first failure."""
     episode = recipe.episode
     checks = [check_split(n_tasks, recipe.split),
               check_step_cap(recipe.max_tool_calling_iterations, episode.max_steps),
               check_completion_length(recipe.max_completion_length, episode.output_chars),
-              check_group_size(recipe.num_generations, base_pass1, force=force),
+              check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force),
               check_template(tokenizer, tool_schemas(episode.tools))]
     if gpu:
         checks.append(check_venv_on_path())
@@ -174,7 +176,8 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
                   env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
                   push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
-                  hub_api: Any = None, control: str = "none", **config: Any) -> TrainRun:
+                  hub_api: Any = None, control: str = "none", rates: TaskRates | None = None,
+                  mixed_only: bool = False, **config: Any) -> TrainRun:
     """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
     after the preflight. `env_url` trains against a running white-box server (the HTTP client)."""
     import torch
@@ -190,8 +193,10 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     rows = trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
                         else suite.prompt_rows(recipe.split))
+    if mixed_only and rates is not None:
+        rows = mixed_rows(rows, rates)
     checks = preflight(recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force,
-                       gpu=torch.cuda.is_available())
+                       gpu=torch.cuda.is_available(), rates=rates)
     timer = StepTimer()
     if env_url:
         env = white_box_client(env_url, recipe.tools)
@@ -297,7 +302,7 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
                         base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
                         push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes,
-                        control=args.control, **args.trackio())
+                        control=args.control, rates=args.rates(), mixed_only=args.mixed_only, **args.trackio())
     for check in run.checks:
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "

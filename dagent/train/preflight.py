@@ -10,6 +10,11 @@ learns nothing (tests/train/test_preflight.py plants each one):
   submission), so every rollout is truncated before it can be graded.
 - F39: a group size at which most groups score alike given the tier's measured base pass@1:
   P(all G alike) = p^G + (1-p)^G; such groups carry no gradient.
+- F55: that check from the MEAN pass rate: per-task rates are spread (a tier of tasks solved
+  always and tasks never solved has a mean of 0.5 and no mixed group at all), so it predicts far
+  fewer alike groups than there are. Given the starting model's evaluation on the tier
+  (`TaskRates.read`), the check averages each task's own P(alike) instead, and `TaskRates.mixed`
+  names the tasks whose groups would carry a gradient.
 - the chat template must render tool schemas and be prefix-preserving (TRL's own checks), or
   the trainer trains on a conversation the policy never saw;
 - the split must have tasks (a healthy server with an empty split trains on nothing);
@@ -22,6 +27,8 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +62,91 @@ def alike_probability(p: float, group: int) -> float:
     return p ** group + (1.0 - p) ** group
 
 
-def check_group_size(group: int, base_pass1: float | None, *, force: bool = False, limit: float = 0.5) -> Check:
-    """F39: refuse a group size where most groups would carry no gradient, unless forced."""
+def _log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def alike_posterior(correct: int, samples: int, group: int) -> float:
+    """A task's P(a group of `group` all alike) given `correct` of `samples` solved: the expectation of
+    p^G + (1-p)^G under p ~ Beta(1 + correct, 1 + samples - correct) (a uniform prior), so 0 of 2
+    is not read as "never" (the plug-in estimate would say 1.0)."""
+    a, b = 1 + correct, 1 + samples - correct
+    return (math.exp(_log_beta(a + group, b) - _log_beta(a, b))
+            + math.exp(_log_beta(a, b + group) - _log_beta(a, b)))
+
+
+@dataclass(frozen=True)
+class TaskRates:
+    """Per-task (correct, graded samples) of the starting model on the training tier (F55)."""
+
+    counts: tuple[tuple[str, int, int], ...]  # (task_id, correct, graded samples), graded tasks only
+
+    @classmethod
+    def of(cls, records: Iterable[Any]) -> TaskRates:
+        """From evaluation records (`dagent.core.outcome.EvalRecord`); ungraded samples are left out."""
+        tally: dict[str, list[int]] = {}
+        for r in records:
+            if r.correct is None:
+                continue
+            t = tally.setdefault(r.task_id, [0, 0])
+            t[0] += int(bool(r.correct))
+            t[1] += 1
+        return cls(tuple((task, c, n) for task, (c, n) in sorted(tally.items())))
+
+    @classmethod
+    def read(cls, path: str | Path) -> TaskRates:
+        """From an evaluation directory (`dagent eval --out DIR`: its records.jsonl) or the file itself."""
+        from dagent.core.outcome import EvalRecord
+
+        file = Path(path)
+        file = file if file.suffix == ".jsonl" else file / "records.jsonl"
+        if not file.is_file():
+            raise PreflightError(f"no_base_evaluation: {file} does not exist: evaluate the starting model on the "
+                                 "training tier first (dagent eval --split TIER --samples 2 --out DIR) and pass DIR")
+        rates = cls.of(EvalRecord.model_validate_json(line) for line in file.read_text().splitlines() if line.strip())
+        if not rates.counts:
+            raise PreflightError(f"no_graded_samples: {file} holds no graded sample to estimate per-task rates from")
+        return rates
+
+    @property
+    def mean(self) -> float:
+        return sum(c for _, c, _ in self.counts) / sum(n for _, _, n in self.counts)
+
+    def alike(self, group: int) -> float:
+        """The expected fraction of groups with every rollout alike, task by task (a task a group)."""
+        return sum(alike_posterior(c, n, group) for _, c, n in self.counts) / len(self.counts)
+
+    def mixed(self, low: float = 0.2, high: float = 0.8) -> list[str]:
+        """Tasks whose measured rate lies in [low, high]: the ones whose groups carry a gradient."""
+        return [task for task, c, n in self.counts if low <= c / n <= high]
+
+
+def mixed_rows(rows: list[dict[str, Any]], rates: TaskRates, low: float = 0.2, high: float = 0.8) -> list[dict[str, Any]]:
+    """The trainer rows of the tasks whose measured rate lies in [low, high] (F55); refuses when none do."""
+    keep = set(rates.mixed(low, high))
+    out = [r for r in rows if r.get("task_id") in keep]
+    if not out:
+        raise PreflightError(f"no_mixed_tasks: none of the {len(rows)} training tasks has a measured rate between "
+                             f"{low} and {high} in the base evaluation ({len(rates.counts)} tasks measured): evaluate "
+                             "the tasks you train on, with at least 2 samples, or train on another tier")
+    return out
+
+
+def check_group_size(group: int, base_pass1: float | None, *, rates: TaskRates | None = None, force: bool = False,
+                     limit: float = 0.5) -> Check:
+    """F39: refuse a group size where most groups would carry no gradient, unless forced; F55: from
+    each task's own rate when the starting model's per-task evaluation (`rates`) is given."""
+    if rates is not None:
+        p_alike = rates.alike(group)
+        detail = (f"G={group} over {len(rates.counts)} tasks' own rates (mean {rates.mean:.3f}): expected fraction of "
+                  f"groups all alike {p_alike:.3f} (the mean alone predicts {alike_probability(rates.mean, group):.3f}); "
+                  f"{len(rates.mixed())} tasks between 0.2 and 0.8")
+        if p_alike > limit and not force:
+            raise PreflightError(
+                f"zero_variance_groups: {detail}, so most groups carry no gradient: train on the tasks the model "
+                "sometimes solves (--mixed-only with this --base-eval keeps those between 0.2 and 0.8), raise "
+                "num_generations, or pass --force (F55)")
+        return Check("group_size", True, detail + (" (forced)" if p_alike > limit else ""))
     if base_pass1 is None:
         return Check("group_size", True, f"G={group}: no measured base pass@1 given, P(all alike) unchecked "
                      "(pass --base-pass1 from an evaluation of the starting model on the training tier)")

@@ -175,3 +175,47 @@ def test_a_step0_importance_ratio_far_from_one_stops_the_run():
     watch = HealthWatch()
     control = feed(watch, {"reward_std": 0.3, "grad_norm": 1.0, "sampling/importance_sampling_ratio/mean": 1.4})
     assert control.should_training_stop and watch.stopped.startswith("importance_ratio_off")
+
+
+def _records(rates: dict[str, tuple[int, int]]) -> list:
+    """EvalRecords of a starting model: task -> (correct, samples), one ungraded sample extra each."""
+    from dagent.core.outcome import EvalRecord
+
+    out = []
+    for task, (correct, samples) in rates.items():
+        for s in range(samples + 1):
+            graded = s < samples
+            out.append(EvalRecord(task_id=task, split="train:easy", index=0, difficulty_tier="easy", agent="tools",
+                                  sample=s, outcome=("correct" if s < correct else "wrong") if graded else "ungraded",
+                                  reward=(1.0 if s < correct else 0.0) if graded else None,
+                                  correct=(s < correct) if graded else None, method="exact" if graded else "ungraded",
+                                  cause=None if graded else "sandbox_error"))
+    return out
+
+
+@pytest.mark.failure_mode("F55")
+def test_the_group_size_check_uses_each_tasks_rate_not_the_mean(tmp_path):
+    from dagent.train.preflight import TaskRates, alike_posterior, mixed_rows
+
+    # half the tier always solved, half never: the mean is 0.5, yet no group of 4 is ever mixed
+    spread = {f"t{i}": ((4, 4) if i % 2 else (0, 4)) for i in range(8)}
+    rates = TaskRates.of(_records(spread))
+    assert rates.mean == 0.5 and len(rates.counts) == 8  # the ungraded samples left out
+    assert check_group_size(4, rates.mean).ok  # the mean-based check (F39) lets it through: 0.125
+    with pytest.raises(PreflightError, match=r"zero_variance_groups.*fraction of groups all alike 0\.563.*predicts 0\.125.*F55"):
+        check_group_size(4, None, rates=rates)
+    # a tier of tasks each solved half the time passes, and the estimate does not read 0 of 2 as "never"
+    even = TaskRates.of(_records({f"t{i}": (1, 2) for i in range(8)}))
+    assert check_group_size(4, None, rates=even).ok
+    assert alike_posterior(0, 2, 4) < 1.0 and alike_posterior(0, 2, 4) > alike_posterior(1, 2, 4)
+    assert alike_posterior(0, 1000, 4) == pytest.approx(1.0, abs=0.01)  # many samples: the plug-in value
+    # the tasks kept for training: the mixed ones, read back from an evaluation directory
+    (tmp_path / "records.jsonl").write_text("\n".join(r.model_dump_json() for r in _records({**spread, "m": (1, 2)})))
+    read = TaskRates.read(tmp_path)
+    assert read.mixed() == ["m"]
+    rows = [{"task_id": t, "split": "train:easy", "index": i} for i, t in enumerate([*spread, "m"])]
+    assert [r["task_id"] for r in mixed_rows(rows, read)] == ["m"]
+    with pytest.raises(PreflightError, match="no_mixed_tasks"):
+        mixed_rows(rows[:-1], read)
+    with pytest.raises(PreflightError, match="no_base_evaluation"):
+        TaskRates.read(tmp_path / "absent")

@@ -1,0 +1,103 @@
+"""What a protocol run could have detected (pure): variance components of a paired difference
+pooled over seeds, the smallest effect a design sees with 80% power, and the verdict that refuses to
+state a result without it (F56).
+
+The pooled difference of two arms (GRPO - control, or GRPO - warm start) is the mean of d[s, t]
+over seeds s and tasks t, each d the difference of pass@1 of task t between the arms of seed s. Two
+sources of spread, estimated from a run by the method of moments:
+
+- within a seed, the spread of d over tasks (`task_sd`): which tasks a seed's arms differ on
+  (sampling, and the tasks' own response to training);
+- between seeds, the spread of the seeds' own means beyond what the within-seed spread explains
+  (`seed_sd`): training runs that differ by seed.
+
+Var(pooled mean) = seed_sd^2 / S + task_sd^2 / (S T), and the effect detected with power 1 - beta
+at two-sided level alpha is (z_{1-alpha/2} + z_{1-beta}) x its square root (normal approximation;
+with 3 seeds the seed term is itself known only roughly, so a design is sized with margin).
+More samples a task shrink `task_sd` only in its sampling part: `mde` takes the task spread at the
+design's samples, and `task_sd_at` scales a measured one between the two bounds (all sampling noise,
+or none).
+
+    comps = Components.of([d_seed0, d_seed1, d_seed2])   # per-seed arrays of per-task differences
+    mde(comps, seeds=3, tasks=128)                          # e.g. 0.09: 9 points
+    verdict(diff=0.05, ci=(-0.02, 0.12), detectable=0.09)  # "no effect detected; ... 9.0 points"
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from dagent.errors import DagentError
+
+__all__ = ["Components", "PowerError", "mde", "task_sd_at", "verdict"]
+
+
+class PowerError(DagentError):
+    """A result stated without the effect its design could detect (F56)."""
+
+
+@dataclass(frozen=True)
+class Components:
+    """The spread of per-task differences within a seed and of the seeds' means between seeds."""
+
+    task_sd: float
+    seed_sd: float
+    seeds: int  # what they were estimated from
+    tasks: int  # tasks a seed (the mean over seeds)
+
+    @classmethod
+    def of(cls, per_seed: Sequence[Sequence[float]]) -> Components:
+        """From each seed's per-task differences (method of moments; the seed variance floored at 0)."""
+        arrays = [np.asarray(d, dtype=float) for d in per_seed if len(d)]
+        if not arrays or any(len(a) < 2 for a in arrays):
+            raise PowerError("variance components need at least 2 tasks in every seed")
+        within = float(np.mean([a.var(ddof=1) for a in arrays]))
+        tasks = float(np.mean([len(a) for a in arrays]))
+        means = np.array([a.mean() for a in arrays])
+        between = float(means.var(ddof=1)) - within / tasks if len(arrays) > 1 else 0.0
+        return cls(math.sqrt(within), math.sqrt(max(0.0, between)), len(arrays), round(tasks))
+
+
+def task_sd_at(measured: float, samples_then: int, samples_now: int, *, sampling_share: float = 1.0) -> float:
+    """The within-seed task spread at `samples_now` samples a task, from one measured at
+    `samples_then`, when `sampling_share` of its variance is sampling noise (1.0: all of it, the
+    optimistic bound; 0.0: none, the pessimistic one)."""
+    var = measured ** 2
+    return math.sqrt(var * (1 - sampling_share) + var * sampling_share * samples_then / samples_now)
+
+
+def mde(comps: Components, *, seeds: int, tasks: int, task_sd: float | None = None, alpha: float = 0.05,
+        power: float = 0.8) -> float:
+    """The smallest true pooled difference the design (seeds x tasks) detects with `power` at
+    two-sided level `alpha`, from `comps` (or a task spread `task_sd` for the design's samples)."""
+    if seeds < 1 or tasks < 1:
+        raise PowerError(f"a design of {seeds} seeds x {tasks} tasks measures nothing")
+    sd = comps.task_sd if task_sd is None else task_sd
+    se = math.sqrt(comps.seed_sd ** 2 / seeds + sd ** 2 / (seeds * tasks))
+    z = NormalDist()
+    return (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * se
+
+
+def verdict(diff: float | None, ci: tuple[float, float] | None, detectable: float | None, *,
+            signs_agree: bool | None = None) -> str:
+    """The sentence a report may state about a pooled difference: a detected effect (CI above or
+    below 0, seeds agreeing) or "no effect detected", each WITH the effect the design could detect.
+    Refuses (PowerError) when that is not known (F56)."""
+    if detectable is None or not math.isfinite(detectable):
+        raise PowerError("no detectable effect given: a result (or its absence) stated without the effect the "
+                         "design could see reads sampling noise as evidence; compute it (dagent.eval.power.mde) "
+                         "from the run's own variance components and state it beside the result (F56)")
+    if diff is None or ci is None:
+        return f"nothing to compare (the design could detect {detectable:+.1%} with 80% power)"
+    size = f"{diff:+.1%} [95% CI {ci[0]:+.1%}, {ci[1]:+.1%}]"
+    power = f"the design could detect about {detectable * 100:.1f} points with 80% power"
+    if ci[0] > 0 and signs_agree is not False:
+        return f"effect detected: {size}; {power}"
+    if ci[1] < 0 and signs_agree is not False:
+        return f"negative effect detected: {size}; {power}"
+    return f"no effect detected: {size}; {power}, so a smaller effect is not ruled out"

@@ -1,0 +1,146 @@
+"""The training signal's direction, in both loops (dagent.train.direction; `pytest -k direction`).
+
+On a fixed batch of REAL rollouts of each loop, built by the trainer's own code
+(`_generate_and_score_completions`): white-box through TRL's environment_factory path (the tiny
+Qwen3 in real sandboxes, steered as in test_grpo_smoke towards submitting the right or a wrong
+digit); black-box through capture and the sync trainer's row conversion, pi and opencode (the
+steered policy of test_blackbox_sync, every other answer wrong). One optimizer step with the
+recipe's loss at a learning rate large enough to see, then, in eval mode, the change of each
+rollout's summed log-prob over its trained tokens:
+
+- real rewards: every rollout with a positive advantage goes up, every negative one down, and a
+  clear majority of their tokens (counts asserted);
+- the same rollouts through the permuted-reward control's code path (F52): the step follows the
+  PERMUTED advantages, and fails when judged by the real ones;
+- planted faults, each failing the check: the advantage's sign flipped, the loss mask covering
+  tool-result tokens (which also gives those tokens a gradient), the completion ids shifted by one.
+
+The random tiny model suffices: the direction of a policy-gradient step is a property of the loss,
+the mask and the rows, not of language. The weights are restored between variants.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dagent.train.direction import (  # noqa: E402
+    DirectionError,
+    Record,
+    Snapshot,
+    group_advantages,
+    replaying,
+    rewards_of,
+    untrained_gradient,
+    verify,
+)
+
+LR = 0.1  # plain SGD (dagent.train.direction): the tiny model's log-probs move visibly in one step
+
+
+def shifted(batch: dict) -> dict:
+    """A row conversion off by one: the completion ids one token late against the masks."""
+    out = dict(batch)
+    ids = batch["completion_ids"]
+    out["completion_ids"] = torch.cat([batch["prompt_ids"][:, -1:], ids[:, :-1]], dim=1)
+    return out
+
+
+def mask_over_tools(batch: dict) -> dict:
+    out = dict(batch)
+    out["tool_mask"] = torch.ones_like(batch["tool_mask"])
+    return out
+
+
+def flipped(batch: dict) -> dict:
+    out = dict(batch)
+    out["advantages"] = -batch["advantages"]
+    return out
+
+
+FAULTS = {"sign": flipped, "mask": mask_over_tools, "shift": shifted}
+
+
+class Fixed:
+    """One generation batch of real rollouts, its record, the environment's rewards, and the trainer
+    (replaying that batch on every later build)."""
+
+    def __init__(self, trainer, group: int) -> None:
+        self.trainer, self.group = replaying(trainer), group
+        self.inputs = next(iter(trainer.get_train_dataloader()))
+        trainer.model.train()
+        self.batch = trainer._generate_and_score_completions(self.inputs)
+        self.record = Record.of(self.batch)
+        self.rewards = rewards_of(trainer.recorded_rewards)
+        self.snapshot = Snapshot(trainer)
+
+    def permuted(self) -> tuple[dict, list]:
+        """The same rollouts rebuilt by the permuted-reward control's code path, and the rewards it used."""
+        from dagent.train.control import controlled
+
+        real_class = type(self.trainer)
+        self.trainer.__class__ = controlled(real_class, "permuted", seed=1)
+        try:
+            batch = self.trainer._generate_and_score_completions(self.inputs)
+            order = self.trainer.control_permutations[-1]
+        finally:
+            self.trainer.__class__ = real_class
+        return batch, [self.rewards[i] for i in order]
+
+
+def check_loop(fixed: Fixed) -> dict:
+    """Every assertion of the module docstring on one loop's fixed batch; returns what it measured."""
+    rewards, group, record = fixed.rewards, fixed.group, fixed.record
+    expected = group_advantages(rewards, group)
+    assert any(expected), f"every group scored alike ({rewards}): the steering gave no mixed group"
+    trainer_adv = fixed.batch["advantages"].tolist()  # TRL's own advantages agree with the rewards' in sign
+    assert all((a > 0) == (e > 0) and (a < 0) == (e < 0) for a, e in zip(trainer_adv, expected)), (trainer_adv, expected)
+    assert record.untrained_tokens() > 0, "no tool output in the completions: the mask check would be empty"
+
+    real = verify(fixed.trainer, fixed.batch, record, rewards, group, snapshot=fixed.snapshot)
+    assert real.agree == len(real.signed) >= 2 and real.tokens_with > 2 * real.tokens_against, real.summary()
+
+    permuted_batch, permuted = fixed.permuted()
+    moved = verify(fixed.trainer, permuted_batch, record, permuted, group, snapshot=fixed.snapshot)
+    assert moved.agree == len(moved.signed), moved.summary()
+    assert group_advantages(permuted, group) != expected, "the permutation left every advantage in place"
+    with pytest.raises(DirectionError, match="advantages' way"):  # judged by the real rewards, the same steps fail
+        verify(fixed.trainer, permuted_batch, record, rewards, group, snapshot=fixed.snapshot, measured=moved)
+
+    caught = {}
+    for name, plant in FAULTS.items():
+        with pytest.raises(DirectionError) as err:
+            verify(fixed.trainer, plant(fixed.batch), record, rewards, group, snapshot=fixed.snapshot)
+        caught[name] = str(err.value)
+    leak, _ = untrained_gradient(fixed.trainer, mask_over_tools(fixed.batch), record, expected)
+    assert leak > 0, "the mask fault put no gradient on tool-result tokens"
+    assert real.leak == 0.0 and real.starved == 0  # the real batch's own gradient check
+    assert "advantages' way" in caught["sign"]
+    assert "did not produce" in caught["mask"] and "did not produce" in caught["shift"]
+    fixed.snapshot.restore()
+    return {"real": real.summary(), "permuted": moved.summary(), **caught}
+
+
+@pytest.mark.slow
+@pytest.mark.failure_mode("F52")
+def test_direction_whitebox_environment_factory(rowcount_suite, backend, tmp_path):
+    from transformers import AutoTokenizer
+
+    from dagent.engine.models import tiny_qwen3
+    from dagent.tools.episode import close_all
+    from dagent.train.grpo import Recipe, build_trainer
+    from tests.train.test_grpo_smoke import steer
+
+    model_dir = tiny_qwen3()
+    recipe = Recipe.cpu(split="train", max_steps=1, num_generations=4, per_device_train_batch_size=8,
+                        max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
+                        learning_rate=LR, warmup_steps=0, bf16=False, seed=3)
+    run = build_trainer(model_dir, rowcount_suite, recipe, tmp_path, backend=backend,
+                        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))})
+    try:
+        fixed = Fixed(run.trainer, recipe.num_generations)
+    finally:
+        close_all()
+    measured = check_loop(fixed)
+    print(measured)

@@ -16,6 +16,10 @@ ending in one receipt line (`RECEIPT {json}`):
    device (`InProcessEngine`), one two-turn conversation through the capture proxy, and the captured
    chain audited token by token against what the engine produced (every id and logprob its own).
 
+4. `direction` (on request): the direction check of tests/train/test_direction.py on the device.
+5. `learning` (on request): a short white-box GRPO run for `--minutes`, printing the reward per step
+   and rollouts trained per hour (scripts/gpu_learning_check.sh runs 4 and 5).
+
 Exit 0 when every receipt passes. It does not cover vLLM, AsyncGRPOTrainer or a harness binary
 (none can be installed on that machine).
 """
@@ -91,6 +95,89 @@ def sft(device: str, out: Path) -> dict[str, Any]:
     return {"ok": trainer.state.global_step == 2 and changed > 0 and (out / "checkpoint-2" / "optimizer.pt").is_file(),
             "steps": trainer.state.global_step, "losses": losses, "tensors_changed": changed,
             "device": str(next(trainer.model.parameters()).device)}
+
+
+def steered_run(device: str, out: Path, **recipe: Any) -> Any:
+    """White-box GRPO on the tiny Qwen3 through dagent's tool environment, generation steered
+    towards submitting the gold (3) or a wrong digit (4) at about even odds."""
+    from transformers import AutoTokenizer
+
+    from dagent.engine.models import tiny_qwen3
+    from dagent.sandbox.local import LocalBackend
+    from dagent.suites.sources import load_tasks
+    from dagent.train.grpo import Recipe, build_trainer
+    from tests.factories import demo_tasks, write_suite
+
+    path = tiny_qwen3()
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    biased: dict[tuple[int, ...], float] = {}
+    for answer in (3, 4):
+        ids = tokenizer(CALL.format(answer), add_special_tokens=False)["input_ids"]
+        for k in range(len(ids)):
+            biased[tuple(ids[: k + 1])] = 25.0 * (k + 1)
+    root = write_suite(out / "suite")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tasks = [t for t in demo_tasks(0) if t.gold == "3"]  # every train task's gold is 3: every group can split
+    pq.write_table(pa.Table.from_pylist([t.to_row() for t in tasks]), root / "data" / "train-00000-of-00001.parquet")
+    cuda = device == "cuda"
+    settings = dict(split="train", num_generations=4, per_device_train_batch_size=8, max_completion_length=192,
+                    output_chars=100, max_tool_calling_iterations=2, learning_rate=1e-3, warmup_steps=0,
+                    use_cpu=not cuda, bf16=False)
+    return build_trainer(path, load_tasks(root), Recipe.cpu(**{**settings, **recipe}), out / "grpo",
+                         backend=LocalBackend(base_dir=out / "sandboxes"),
+                         generation_kwargs={"sequence_bias": [[list(s), b] for s, b in biased.items()]})
+
+
+def direction(device: str, out: Path) -> dict[str, Any]:
+    """The direction check of tests/train/test_direction.py on the device: one batch of real steered
+    rollouts; real rewards pass, a flipped advantage sign fails."""
+    from dagent.tools.episode import close_all
+    from dagent.train.direction import DirectionError, Record, Snapshot, replaying, rewards_of, verify
+
+    run = steered_run(device, out, learning_rate=0.1, max_steps=1, seed=3)
+    trainer = replaying(run.trainer)
+    inputs = next(iter(trainer.get_train_dataloader()))
+    trainer.model.train()
+    try:
+        batch = trainer._generate_and_score_completions(inputs)
+    finally:
+        close_all()
+    record, rewards, snap = Record.of(batch), rewards_of(trainer.recorded_rewards), Snapshot(trainer)
+    real = verify(trainer, batch, record, rewards, 4, snapshot=snap)
+    flipped = dict(batch, advantages=-batch["advantages"])
+    try:
+        verify(trainer, flipped, record, rewards, 4, snapshot=snap)
+        caught = False
+    except DirectionError:
+        caught = True
+    return {"ok": real.follows() and caught, "real": real.summary(), "sign_fault_caught": caught,
+            "device": str(next(trainer.model.parameters()).device)}
+
+
+def learning(device: str, out: Path, minutes: float = 8.0) -> dict[str, Any]:
+    """A short white-box GRPO run for `minutes`: rollouts trained per hour and the reward per step."""
+    from dagent.tools.episode import close_all
+
+    run = steered_run(device, out, max_steps=400, save_steps=1000, learning_rate=1e-4)
+    from dagent.train.budget import TimeBudget
+
+    budget = TimeBudget(minutes)
+    run.trainer.add_callback(budget)
+    started = time.monotonic()
+    try:
+        run.trainer.train()
+    finally:
+        close_all()
+    seconds = time.monotonic() - started
+    steps = run.trainer.state.global_step
+    rewards = [round(h["reward"], 3) for h in run.trainer.state.log_history if "reward" in h]
+    rollouts = steps * run.trainer.args.per_device_train_batch_size
+    for k, r in enumerate(rewards, 1):
+        print(f"  step {k:3d} reward {r:.3f} " + "#" * int(r * 20), flush=True)
+    return {"ok": steps > 0 and bool(rewards), "steps": steps, "rollouts_per_hour": round(rollouts / seconds * 3600),
+            "rewards": rewards, "seconds": round(seconds, 1)}
 
 
 def grpo(device: str, out: Path) -> dict[str, Any]:
@@ -177,7 +264,9 @@ def inprocess(device: str, out: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--stages", default="sft,grpo,inprocess", help="comma-separated: sft, grpo, inprocess")
+    parser.add_argument("--stages", default="sft,grpo,inprocess",
+                        help="comma-separated: sft, grpo, inprocess, direction, learning")
+    parser.add_argument("--minutes", type=float, default=8.0, help="the learning stage's budget")
     args = parser.parse_args(argv)
     import torch
 
@@ -186,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"gpu_check on {args.device}: torch {torch.__version__}"
           + (f", {torch.cuda.get_device_name(0)}" if args.device == "cuda" else ""), flush=True)
-    stages = {"sft": sft, "grpo": grpo, "inprocess": inprocess}
+    stages = {"sft": sft, "grpo": grpo, "inprocess": inprocess, "direction": direction,
+              "learning": lambda device, out: learning(device, out, args.minutes)}
     with tempfile.TemporaryDirectory(prefix="dagent-gpu-check-") as tmp:
         for name in args.stages.split(","):
             timed(name, lambda name=name: stages[name](args.device, Path(tmp) / name))

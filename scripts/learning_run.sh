@@ -18,11 +18,20 @@
 #   LOOP=blackbox HARNESS=pi bash scripts/learning_run.sh     # the black-box loop (pi) into runs/lr-blackbox
 #   STAGES="pool report" bash scripts/learning_run.sh         # from a stage on (each stage's output is kept)
 #
+# Resumable, so the protocol runs in sittings of under 2 hours: a finished piece (the warm start, an
+# evaluation, an arm that reached GRPO_STEPS) is skipped, marked by $OUT/.done/<piece>; a GRPO or
+# control arm that stopped short (killed, or at its sitting's GRPO_MINUTES) continues from its last
+# checkpoint-N with its optimizer, scheduler and RNG state (--resume-from). REDO=1 ignores the marks.
+# DRY_RUN=1 prints each command instead of running it.
+#
 # Sizes are environment variables (white-box defaults: about 3 x 2 hours on a 2-core CPU):
-#   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 GRPO_MINUTES=60 (as many steps as fit; GRPO_STEPS caps them)
+#   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 GRPO_STEPS=400 (an arm is finished at GRPO_STEPS) GRPO_MINUTES=60 (one
+#   sitting's budget for one arm: it checkpoints and stops there, and the next sitting resumes it)
+#   MIXED_ONLY=1 (train only on the tasks the base stage measured between 0.2 and 0.8, F55) GROUPS_PER_STEP=1 (groups a step)
 #   SAVE_STEPS=8 TRAIN_SPLIT=train:easy TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
 #   WATCH_SPLIT=test:easy WATCH_LIMIT=32 WATCH_SAMPLES=1 MODEL=smollm2-135m SUITE= (default: the bundled one)
-#   The control of a seed runs the GRPO run's own step count, its learning rate and its seed.
+#   The control of a seed runs the GRPO run's own step count, its learning rate and its seed. The group-size
+#   check reads each task's own rate from the base stage's evaluation (--base-eval, F55).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOOP=${LOOP:-whitebox}; HARNESS=${HARNESS:-pi}
@@ -41,34 +50,66 @@ GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SA
 TRAIN_SPLIT=${TRAIN_SPLIT:-train:easy}; TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
 EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}
 WATCH_SPLIT=${WATCH_SPLIT:-test:easy}; WATCH_LIMIT=${WATCH_LIMIT:-32}; WATCH_SAMPLES=${WATCH_SAMPLES:-1}
-WORKERS=${WORKERS:-4}; MODEL=${MODEL:-smollm2-135m}
+WORKERS=${WORKERS:-4}; MODEL=${MODEL:-smollm2-135m}; MIXED_ONLY=${MIXED_ONLY:-}; GROUPS_PER_STEP=${GROUPS_PER_STEP:-1}
 SUITE_ARGS=(); [ -n "${SUITE:-}" ] && SUITE_ARGS=(--suite "$SUITE")
-mkdir -p "$OUT"
+mkdir -p "$OUT/.done"
 stage() { echo "== $(date -u +%H:%M:%S) $LOOP: $1"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+run() { if [ -n "${DRY_RUN:-}" ]; then echo "+ $*"; else "$@"; fi; }
+finished() { [ -z "${REDO:-}" ] && [ -f "$OUT/.done/$1" ] && echo "   $1: finished in an earlier sitting, skipped"; }
+mark() { [ -n "${DRY_RUN:-}" ] || touch "$OUT/.done/$1"; }
+last_checkpoint() { { ls -d "$1"/checkpoint-* 2>/dev/null || true; } | sort -t- -k2 -n | tail -1; }
+step_of() {  # the global step a checkpoint holds (0 for none)
+  if [ -n "$1" ] && [ -f "$1/trainer_state.json" ]; then
+    $PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["global_step"])' "$1/trainer_state.json"
+  else echo 0; fi
+}
+arm_run() {  # arm_run NAME STEPS ARGS...: train an arm to STEPS, resuming from its last checkpoint; marks it finished there
+  local name=$1 steps=$2; shift 2
+  finished "$name" && return 0
+  local dir="$OUT/$name" resume=() last
+  last=$(last_checkpoint "$dir")
+  if [ -n "$last" ]; then
+    if [ "$(step_of "$last")" -ge "$steps" ]; then mark "$name"; echo "   $name: at step $steps already"; return 0; fi
+    echo "   $name: resuming from $last (step $(step_of "$last") of $steps: optimizer, scheduler and RNG state)"
+    resume=(--resume-from "$last")
+  fi
+  run train "$@" --max-steps "$steps" --out "$dir" "${resume[@]}"
+  last=$(last_checkpoint "$dir")
+  if [ -n "${DRY_RUN:-}" ] || [ "$(step_of "$last")" -ge "$steps" ]; then mark "$name"
+  else echo "   $name: stopped at step $(step_of "$last") of $steps (its sitting's GRPO_MINUTES); rerun to resume"; fi
+}
 train() {  # the loop's trainer, with the arguments both arms share
   if [ "$LOOP" = whitebox ]; then $DAGENT train whitebox --preset cpu "${SUITE_ARGS[@]}" "$@"
   else $DAGENT train blackbox --mode sync --preset cpu --harness "$HARNESS" "${SUITE_ARGS[@]}" "$@"; fi
 }
-evaluate() { $DAGENT eval --agent "$AGENT" --preset cpu --task-seed 0 --workers "$WORKERS" "${SUITE_ARGS[@]}" "$@"; }
+evaluate() { run $DAGENT eval --agent "$AGENT" --preset cpu --task-seed 0 --workers "$WORKERS" "${SUITE_ARGS[@]}" "$@"; }
+evaluated() {  # evaluated NAME ARGS...: one evaluation into $OUT/NAME, skipped once finished, redone whole if cut short
+  local name=$1; shift
+  finished "$name" && return 0
+  [ -n "${DRY_RUN:-}" ] || rm -rf "${OUT:?}/$name"
+  evaluate "$@" --out "$OUT/$name" && mark "$name"
+}
 arm() { find "$1" -mindepth 1 -maxdepth 1 -type d ! -name baseline ! -name trackio | head -1; }
 
-if has sft; then
+if has sft && ! finished sft; then
   if [ "$LOOP" = whitebox ]; then
     stage "sft: $SFT_N tool-loop demonstrations of train:easy"
-    $PY jobs/sft_warmstart.py --model "$MODEL" --tools bash --n "$SFT_N" --max-steps "$SFT_STEPS" --batch-size 4 \
+    run $PY jobs/sft_warmstart.py --model "$MODEL" --tools bash --n "$SFT_N" --max-steps "$SFT_STEPS" --batch-size 4 \
       --grad-accum 2 --out "$OUT/sft" "${SUITE_ARGS[@]}"
   else
     stage "sft: $SFT_N $HARNESS demonstrations of train:easy in the harness's own format"
-    $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --n "$SFT_N" --max-steps "$SFT_STEPS" \
+    run $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --n "$SFT_N" --max-steps "$SFT_STEPS" \
       --batch-size 2 --grad-accum 1 --out "$OUT/sft" "${SUITE_ARGS[@]}"  # README: 64 rows, 32 steps
   fi
+  mark sft
 fi
 if has base; then
   stage "base: the warm start's pass@1 on $TRAIN_SPLIT ($TRAIN_LIMIT seeded tasks x $TRAIN_SAMPLES), cpu preset"
-  evaluate --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES" --out "$OUT/base-train"
+  evaluated base-train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES"
 fi
 base_pass1() {
+  if [ -n "${DRY_RUN:-}" ] && [ ! -f "$OUT/base-train/scores.json" ]; then echo 0.5; return; fi
   $PY - "$OUT/base-train" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -76,49 +117,54 @@ s = json.loads((Path(sys.argv[1]) / "scores.json").read_text())
 print(next(iter(s.values()))["pass_at"]["1"])
 EOF
 }
+shared() {  # what both arms of a seed train with: the base evaluation's per-task rates (F55), a sitting's budget
+  echo --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$(base_pass1)" --base-eval "$OUT/base-train" \
+    ${MIXED_ONLY:+--mixed-only} --save-steps "$SAVE_STEPS" --max-minutes "$GRPO_MINUTES" ${FORCE:+--force}
+}
+group_args() {  # GROUPS_PER_STEP groups of the preset's G=4 a step
+  [ "$GROUPS_PER_STEP" = 1 ] && return 0
+  if [ "$LOOP" = whitebox ]; then echo --per-device-train-batch-size $((GROUPS_PER_STEP * 4)); else echo --groups-per-step "$GROUPS_PER_STEP"; fi
+}
 if has grpo; then
-  P=$(base_pass1)
   for S in $SEEDS; do
-    stage "grpo seed $S: $GRPO_MINUTES minutes (at most $GRPO_STEPS steps) on $TRAIN_SPLIT from the warm start (base pass@1 there $P)"
-    train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$P" --max-steps "$GRPO_STEPS" --seed "$S" --max-minutes "$GRPO_MINUTES" \
-      --save-steps "$SAVE_STEPS" --out "$OUT/grpo-$S" --run-name "grpo-$S" ${FORCE:+--force}
+    stage "grpo seed $S: to step $GRPO_STEPS on $TRAIN_SPLIT from the warm start (at most $GRPO_MINUTES minutes this sitting)"
+    # shellcheck disable=SC2046
+    arm_run "grpo-$S" "$GRPO_STEPS" $(shared) $(group_args) --seed "$S" --run-name "grpo-$S"
   done
 fi
-grpo_steps() {
-  $PY - "$1" <<'EOF'
-import json, sys
-from pathlib import Path
-last = max(Path(sys.argv[1]).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-print(json.loads((last / "trainer_state.json").read_text())["global_step"])
-EOF
-}
 if has control; then
-  P=$(base_pass1)
   for S in $SEEDS; do
-    G_STEPS=$(grpo_steps "$OUT/grpo-$S")
-    stage "control seed $S: rewards permuted within each batch, $G_STEPS steps (the GRPO run's), same lr, seed and code path"
-    train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$P" --max-steps "$G_STEPS" --seed "$S" --control permuted \
-      --save-steps "$SAVE_STEPS" --out "$OUT/control-$S" --run-name "control-$S" ${FORCE:+--force}
+    stage "control seed $S: rewards permuted within each batch, $GRPO_STEPS steps (the GRPO run's), same lr, seed and code path"
+    # shellcheck disable=SC2046
+    arm_run "control-$S" "$GRPO_STEPS" $(shared) $(group_args) --seed "$S" --control permuted --run-name "control-$S"
   done
 fi
 if has watch; then
   for S in $SEEDS; do
-    N=$(ls -d "$OUT/grpo-$S"/checkpoint-* | wc -l)
+    finished "watch-$S" && continue
+    N=$(ls -d "$OUT/grpo-$S"/checkpoint-* 2>/dev/null | wc -l)
     stage "watch seed $S: $WATCH_SPLIT ($WATCH_LIMIT tasks x $WATCH_SAMPLES) at each of $N checkpoints, warm start first"
-    $DAGENT eval watch "$OUT/grpo-$S" --agent "$AGENT" --preset cpu --split "$WATCH_SPLIT" --limit "$WATCH_LIMIT" \
+    run $DAGENT eval watch "$OUT/grpo-$S" --agent "$AGENT" --preset cpu --split "$WATCH_SPLIT" --limit "$WATCH_LIMIT" \
       --samples "$WATCH_SAMPLES" --workers "$WORKERS" --baseline "$OUT/sft/final" --max-checkpoints "$N" \
-      --deadline 60 --poll 1 --out "$OUT/watch-$S" "${SUITE_ARGS[@]}"
+      --deadline 60 --poll 1 --out "$OUT/watch-$S" "${SUITE_ARGS[@]}" && mark "watch-$S"
   done
 fi
 if has eval; then
   stage "eval: the warm start on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES), once: every seed's paired baseline"
-  evaluate --model "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" --out "$OUT/eval-warm"
+  for S in $SEEDS; do  # eval is opened once, after every arm reached its steps
+    for RUN in grpo control; do
+      if [ ! -f "$OUT/.done/$RUN-$S" ]; then
+        echo "$RUN-$S has not reached step $GRPO_STEPS: finish it first (STAGES=\"grpo control\"); eval stays closed" >&2
+        exit 3
+      fi
+    done
+  done
+  evaluated eval-warm --model "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
   for S in $SEEDS; do
     stage "eval seed $S: GRPO and its control on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
-    evaluate --model "$OUT/grpo-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" \
-      --out "$OUT/eval-grpo-$S"
-    evaluate --model "$OUT/control-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES" \
-      --out "$OUT/eval-control-$S"
+    for RUN in grpo control; do
+      evaluated "eval-$RUN-$S" --model "$OUT/$RUN-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
+    done
   done
 fi
 if has pool; then
@@ -128,11 +174,11 @@ if has pool; then
     WARM=$(arm "$OUT/eval-warm"); GRPO=$(arm "$OUT/eval-grpo-$S"); CTRL=$(arm "$OUT/eval-control-$S")
     G+=("$WARM" "$GRPO"); GC+=("$CTRL" "$GRPO"); CW+=("$WARM" "$CTRL")
   done
-  $DAGENT eval pool "${G[@]}" --a-arm "warm start" --b-arm GRPO --out "$OUT/pool-grpo-vs-warm"
-  $DAGENT eval pool "${GC[@]}" --a-arm control --b-arm GRPO --out "$OUT/pool-grpo-vs-control"
-  $DAGENT eval pool "${CW[@]}" --a-arm "warm start" --b-arm control --out "$OUT/pool-control-vs-warm"
+  run $DAGENT eval pool "${G[@]}" --a-arm "warm start" --b-arm GRPO --out "$OUT/pool-grpo-vs-warm"
+  run $DAGENT eval pool "${GC[@]}" --a-arm control --b-arm GRPO --out "$OUT/pool-grpo-vs-control"
+  run $DAGENT eval pool "${CW[@]}" --a-arm "warm start" --b-arm control --out "$OUT/pool-control-vs-warm"
 fi
-if has report; then
+if has report && [ -z "${DRY_RUN:-}" ]; then
   stage "report: $OUT/results.md"
   for S in $SEEDS; do
     for RUN in grpo control; do

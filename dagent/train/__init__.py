@@ -3,5 +3,6 @@ environment (`grpo`), black-box GRPO over captured harness rollouts in sync mode
 by TRL's own conversion in `rollouts`, harness routing per group in `routing`) and async mode
 (`blackbox_async`), the checks that refuse a run before it starts (`preflight`), the health watch
 while it trains (`health`), the time budget (`budget`), step timing (`timing`), curves (`curves`),
-provenance stamped into each checkpoint (`stamp`) and checkpoints pushed to the Hub
-(`hub_checkpoints`)."""
+provenance stamped into each checkpoint (`stamp`), checkpoints pushed to the Hub
+(`hub_checkpoints`), the check that a step moves each rollout its advantage's way (`direction`) and
+completion-only log-prob scoring on CPU (`scoring`)."""

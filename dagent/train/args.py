@@ -7,6 +7,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from dagent.errors import ConfigError
+from dagent.train.preflight import TaskRates
+
 
 @dataclass
 class TrainArgs:
@@ -29,6 +32,7 @@ class TrainArgs:
     run_name: str | None = field(default=None, metadata={"help": "Run name in trackio and the output dir."})
     push_to_hub: str | None = field(default=None, metadata={"help": "Hub model repo: every checkpoint-N/ (optimizer state included) and a model card."})
 
+    resume_from: str | None = field(default=None, metadata={"help": "PATH or OWNER/NAME@checkpoint-N to resume from (weights, optimizer, scheduler, RNG state and step)."})
     control: str = field(default="none", metadata={"help": "permuted: the control run, each batch's rewards shuffled across its rollouts (same optimiser, steps, data and code path; the reward no longer tracks the answer, F52); none: training."})
     trackio_space: str | None = field(default=None, metadata={"help": "A Hub Space (OWNER/NAME) the trackio metrics sync to, so a job's curves outlive its container (default: the offline store under --out/trackio)."})
     project_url: str | None = field(default=None, metadata={"help": "The project's repository named in model cards (default: $DAGENT_PROJECT_URL, the checkout's origin remote, or where a job installed dagent from)."})
@@ -37,9 +41,6 @@ class TrainArgs:
 
     def rates(self) -> Any:
         """The per-task rates of --base-eval (dagent.train.preflight.TaskRates), or None."""
-        from dagent.errors import ConfigError
-        from dagent.train.preflight import TaskRates
-
         if self.mixed_only and not self.base_eval:
             raise ConfigError("--mixed-only selects tasks by their measured rate: give --base-eval DIR too")
         return TaskRates.read(self.base_eval) if self.base_eval else None

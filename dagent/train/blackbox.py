@@ -33,10 +33,11 @@ from dagent.provenance import provenance
 from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_async import train_async
 from dagent.train.blackbox_recipe import HARNESSES, BlackboxArgs, BlackboxRecipe, preflight
-from dagent.train.grpo import save_final
+from dagent.train.grpo import resolve_resume, save_final
 from dagent.train.preflight import Check, mixed_rows
 from dagent.train.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.routing import pad_coprime
+from dagent.train.scoring import score_completions_only
 
 
 def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: str = "none",
@@ -97,6 +98,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
+    score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
     if mixed_only and rates is not None and rows:
@@ -181,7 +183,7 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
             echo(f"preflight {check.name}: {check.detail}")
         echo(f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
              f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}")
-        run.trainer.train()
+        run.trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, out / ".resume"))
         save_final(run.trainer, out / "final")
     finally:
         run.stop()

@@ -38,6 +38,7 @@ import os
 import subprocess
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -55,6 +56,7 @@ from dagent.provenance import provenance
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_recipe import BlackboxArgs, BlackboxRecipe, preflight
+from dagent.train.grpo import resolve_resume
 from dagent.train.preflight import Check, PreflightError, mixed_rows
 from dagent.train.rollouts import env_reward
 from dagent.train.routing import pad_coprime, route
@@ -382,7 +384,7 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
         trainer = AsyncGRPOTrainer(model=str(path), args=config, train_dataset=Dataset.from_list(rows),
                                    reward_funcs=[env_reward], rollout_worker=worker, callbacks=callbacks)
         callbacks[0].trainer = trainer  # the health watch reads the trainer's logs
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, Path(args.out) / ".resume"))
         trainer.save_model(os.path.join(args.out, "final"))
         callbacks[0].raise_if_stopped()
         return trainer

@@ -118,28 +118,32 @@ class Record:
         return int(self.completion_ids.shape[0])
 
     def rows(self, keep: Sequence[int]) -> Record:
+        """The record cut to rollouts `keep`, without the columns that are padding in all of them."""
         index = torch.tensor(list(keep))
-        return Record(*(t.index_select(0, index.to(t.device)) for t in (
-            self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask, self.loss_mask)))
+        pi, pm, ci, cm, lm = (t.index_select(0, index.to(t.device)) for t in (
+            self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask, self.loss_mask))
+        start, end = _bounds(pm, cm)
+        return Record(pi[:, start:], pm[:, start:], ci[:, :end], cm[:, :end], lm[:, :end])
 
     def untrained_tokens(self) -> int:
         """Completion tokens the loss must not train (tool output, realigned context), padding excluded."""
         return int(((self.completion_mask == 1) & (self.loss_mask == 0)).sum())
 
 
-def token_logps(model: Any, record: Record) -> torch.Tensor:
-    """Per-token log-probs of the record's completion ids (B x T), the model in eval mode, no
-    sampling, no gradient; the model's mode is restored."""
+def token_logps(model: Any, record: Record, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token log-probs of the record's completion ids (B x T) at the sampling temperature (what
+    GRPO's loss trains: TRL divides the logits by it), the model in eval mode, no sampling, no
+    gradient; the model's mode is restored."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             ids = torch.cat([record.prompt_ids, record.completion_ids], dim=1)
             attention = torch.cat([record.prompt_mask, record.completion_mask], dim=1)
-            logits = model(input_ids=ids, attention_mask=attention).logits.float()
             t = record.completion_ids.shape[1]
-            logits = logits[:, -t - 1:-1, :]
-            return torch.log_softmax(logits, dim=-1).gather(-1, record.completion_ids.unsqueeze(-1)).squeeze(-1)
+            logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=t + 1).logits[:, :-1, :].float()
+            return torch.log_softmax(logits / temperature, dim=-1).gather(
+                -1, record.completion_ids.unsqueeze(-1)).squeeze(-1)
     finally:
         model.train(was_training)
 
@@ -180,13 +184,37 @@ def audit(batch: dict[str, Any], record: Record) -> list[str]:
     return problems
 
 
+def _bounds(prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> tuple[int, int]:
+    """(first prompt column, end of the completion columns) holding a token of any row: prompts are
+    padded on the left, completions on the right."""
+    used = prompt_mask.any(0).nonzero()
+    start = int(used[0]) if len(used) else prompt_mask.shape[1]
+    used = completion_mask.any(0).nonzero()
+    return start, int(used[-1]) + 1 if len(used) else 0
+
+
+PROMPT_KEYS = ("prompt_ids", "prompt_mask")
+
+
 def rows(batch: dict[str, Any], keep: Sequence[int]) -> dict[str, Any]:
     """The batch cut to rollouts `keep`: every tensor whose first dimension is the batch's is sliced,
-    everything else (the generation batch's token count, the loss's normaliser) kept as it is."""
+    everything else (the generation batch's token count, the loss's normaliser) kept as it is; the
+    columns that are padding in every kept row are dropped (a rotary model's log-probs do not
+    depend on left padding, and a short prompt padded to a harness's 6,000-token one costs as much)."""
     n = int(batch["advantages"].shape[0])
     index = torch.tensor(list(keep))
-    return {k: v.index_select(0, index.to(v.device)) if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v
-            for k, v in batch.items()}
+    out = {k: v.index_select(0, index.to(v.device)) if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v
+           for k, v in batch.items()}
+    width = batch["completion_ids"].shape[1]
+    start, end = _bounds(out["prompt_mask"], out["completion_mask"])
+    for k, v in out.items():
+        if not torch.is_tensor(v) or v.dim() < 2 or v.shape[0] != len(keep):
+            continue
+        if k in PROMPT_KEYS:
+            out[k] = v[:, start:]
+        elif v.shape[1] == width:
+            out[k] = v[:, :end]
+    return out
 
 
 def _loss_and_logps(trainer: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -237,13 +265,18 @@ def _step(trainer: Any, batch: dict[str, Any], optimizer: Callable[[], Any] | No
 def untrained_gradient(trainer: Any, batch: dict[str, Any], record: Record,
                        advantages: Sequence[float]) -> tuple[float, int]:
     """(largest |d loss / d log p| on a token the record does not train, rollouts with a non-zero
-    advantage whose trained tokens got no gradient). Both must be 0. Leaves no gradient on the model."""
-    loss, seen = _loss_and_logps(trainer, batch)
-    loss.backward()
-    trainer.model.zero_grad(set_to_none=True)
-    if not seen or seen[-1].grad is None:
-        raise DirectionError("the loss was not computed from per-token log-probs: no gradient to inspect")
-    return _gradient_check(seen[-1].grad.detach(), record, advantages)
+    advantage whose trained tokens got no gradient). Both must be 0. Row by row; leaves no gradient
+    on the model."""
+    leak, starved = 0.0, 0
+    for i in range(record.rollouts):
+        loss, seen = _loss_and_logps(trainer, rows(batch, [i]))
+        loss.backward()
+        trainer.model.zero_grad(set_to_none=True)
+        if not seen or seen[-1].grad is None:
+            raise DirectionError("the loss was not computed from per-token log-probs: no gradient to inspect")
+        row_leak, row_starved = _gradient_check(seen[-1].grad.detach(), record.rows([i]), [advantages[i]])
+        leak, starved = max(leak, row_leak), starved + row_starved
+    return leak, starved
 
 
 @dataclass(frozen=True)
@@ -334,25 +367,47 @@ def direction(trainer: Any, batch: dict[str, Any], record: Record, advantages: S
     change is mostly the others' pull through shared weights, while the sign of each rollout's own
     term is what a sign error or a mask bug breaks. Plain SGD at the trainer's learning rate unless
     `optimizer` is given: its step is the loss's gradient itself, where Adam's first step is the
-    gradient's elementwise sign and lifts coordinates that cancel to rounding error to full size."""
+    gradient's elementwise sign and lifts coordinates that cancel to rounding error to full size.
+
+    Row by row: the batch's gradient is accumulated over its rows (the recipe's DAPO loss is a sum
+    over tokens over a batch-wide normaliser, so the sum of the rows' gradients IS the batch's; for
+    the per-row averaging losses it is a uniform multiple), each row without its padding."""
+    if getattr(trainer, "loss_type", "dapo") == "bnpo":
+        raise DirectionError("loss_type bnpo normalises by the whole batch's token count: its rows' gradients do "
+                             "not add up to the batch's; measure the direction of dapo, grpo, dr_grpo or cispo")
     model = trainer.model
-    before = token_logps(model, record)
-    grad = _step(trainer, batch, optimizer)
-    leak, starved = _gradient_check(grad, record, advantages)
-    batch_delta = ((token_logps(model, record) - before) * record.loss_mask).sum(-1)
+    temperature = float(getattr(trainer, "temperature", 1.0))
+    n = record.rollouts
+    mine = [record.rows([i]) for i in range(n)]
+    before = [token_logps(model, r, temperature) for r in mine]
+    opt = optimizer() if optimizer else torch.optim.SGD(model.parameters(), lr=trainer.args.learning_rate)
+    opt.zero_grad(set_to_none=True)
+    leak, starved = 0.0, 0
+    for i in range(n):
+        loss, seen = _loss_and_logps(trainer, rows(batch, [i]))
+        loss.backward()
+        if not seen or seen[-1].grad is None:
+            raise DirectionError("the loss was not computed from per-token log-probs: no gradient to inspect")
+        row_leak, row_starved = _gradient_check(seen[-1].grad.detach(), mine[i], [advantages[i]])
+        leak, starved = max(leak, row_leak), starved + row_starved
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    batch_delta = [float(((token_logps(model, r, temperature) - b) * r.loss_mask).sum()) for r, b in zip(mine, before)]
     snapshot.restore()
     shifts = []
     for i, a in enumerate(advantages):
-        trained = record.loss_mask[i].bool()
+        trained = mine[i].loss_mask[0].bool()
         if batch["advantages"][i] == 0 or not trained.any():
-            shifts.append(Shift(float(a), 0.0, int(trained.sum()), 0, 0, float(batch_delta[i])))
+            shifts.append(Shift(float(a), 0.0, int(trained.sum()), 0, 0, batch_delta[i]))
             continue
-        mine = record.rows([i])
         _step(trainer, rows(batch, [i]), optimizer)
-        d = (token_logps(model, mine) - before[i:i + 1])[0][trained]
+        d = (token_logps(model, mine[i], temperature) - before[i])[0][trained]
         snapshot.restore()
         shifts.append(Shift(float(a), float(d.sum()), int(trained.sum()), int((d > 0).sum()), int((d < 0).sum()),
-                            float(batch_delta[i])))
+                            batch_delta[i]))
+        if shifts[-1].delta * a <= 0:  # one rollout against its advantage already fails the check
+            shifts.extend(Shift(float(b), 0.0, 0, 0, 0, batch_delta[j]) for j, b in enumerate(advantages) if j > i)
+            break
     return Direction(tuple(shifts), leak, starved)
 
 

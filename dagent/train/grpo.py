@@ -41,6 +41,7 @@ from dagent.train.preflight import (
     check_venv_on_path,
     mixed_rows,
 )
+from dagent.train.scoring import score_completions_only
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
     from dagent.train.stamp import ProvenanceStamp
     from dagent.train.timing import StepTimer
 
+    score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     rows = trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
                         else suite.prompt_rows(recipe.split))
@@ -263,7 +265,6 @@ class WhiteboxArgs(TrainArgs):
     tools: str | None = field(default=None, metadata={"help": "Toolset the episodes serve: all (bash + SETA's file tools) or bash (default: the preset's; gpu all, cpu bash)."})
     max_completion_length: int | None = field(default=None, metadata={"help": "Completion budget, tool-result tokens included."})
     out: str = field(default="runs/grpo", metadata={"help": "Output directory (checkpoint-N/, final/)."})
-    resume_from: str | None = field(default=None, metadata={"help": "PATH or OWNER/NAME@checkpoint-N to resume from."})
     vllm_server_url: str | None = field(default=None, metadata={"help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."})
     vllm_group_port: int | None = field(default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."})
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dagent.core.outcome import EvalRecord
 from dagent.harness.contract import Check, PreflightError
 
 CHARS_PER_TOKEN = 3.0  # conservative for tables and shell output (digits and symbols tokenise short)
@@ -96,8 +97,6 @@ class TaskRates:
     @classmethod
     def read(cls, path: str | Path) -> TaskRates:
         """From an evaluation directory (`dagent eval --out DIR`: its records.jsonl) or the file itself."""
-        from dagent.core.outcome import EvalRecord
-
         file = Path(path)
         file = file if file.suffix == ".jsonl" else file / "records.jsonl"
         if not file.is_file():

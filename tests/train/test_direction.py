@@ -75,12 +75,26 @@ class Fixed:
         self.rewards = rewards_of(trainer.recorded_rewards)
         self.snapshot = Snapshot(trainer)
 
+    def control_seed(self) -> int:
+        """The first control seed whose permutation (the control draws torch.randperm from it) leaves
+        every group that had a gradient with one, and changes the advantages: a permutation that
+        gathers a group's alike rewards has nothing to measure."""
+        expected = group_advantages(self.rewards, self.group)
+        for seed in range(100):
+            order = torch.randperm(len(self.rewards), generator=torch.Generator().manual_seed(seed)).tolist()
+            moved = group_advantages([self.rewards[i] for i in order], self.group)
+            groups = range(0, len(moved), self.group)
+            if moved != expected and sum(any(moved[g:g + self.group]) for g in groups) >= sum(
+                    any(expected[g:g + self.group]) for g in groups):
+                return seed
+        raise AssertionError(f"no permutation of {self.rewards} keeps a group mixed")
+
     def permuted(self) -> tuple[dict, list]:
         """The same rollouts rebuilt by the permuted-reward control's code path, and the rewards it used."""
         from dagent.train.control import controlled
 
         real_class = type(self.trainer)
-        self.trainer.__class__ = controlled(real_class, "permuted", seed=1)
+        self.trainer.__class__ = controlled(real_class, "permuted", seed=self.control_seed())
         try:
             batch = self.trainer._generate_and_score_completions(self.inputs)
             order = self.trainer.control_permutations[-1]
@@ -142,5 +156,58 @@ def test_direction_whitebox_environment_factory(rowcount_suite, backend, tmp_pat
         fixed = Fixed(run.trainer, recipe.num_generations)
     finally:
         close_all()
+    measured = check_loop(fixed)
+    print(measured)
+
+
+def by_harness(model, tokenizer):
+    """The live module steered towards the rollout script (test_blackbox_sync), where each harness's
+    answer steps alternate right and wrong, counted per harness (its system prompt heads every call):
+    a group of 2 rollouts of one harness then holds one of each, in whatever order they run."""
+    from benchmarks.rollouts import SteeredPolicy, script_for, tool_call
+    from tests.train.test_blackbox_sync import WRONG
+
+    writes: dict[str, int] = {}
+
+    def script(prompt: str) -> str:
+        text = script_for(prompt)
+        if "answer.txt" not in text or "<tool_response>" not in prompt:
+            return text
+        key = prompt[:400]
+        writes[key] = writes.get(key, 0) + 1
+        return tool_call(WRONG) if writes[key] % 2 == 0 else text
+
+    return SteeredPolicy(model, tokenizer, tokenizer.convert_tokens_to_ids("<|im_end|>"), script=script)
+
+
+@pytest.mark.harness
+@pytest.mark.slow
+@pytest.mark.failure_mode("F52")
+def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_path):
+    from dagent.engine.models import tiny_qwen3
+    from dagent.train.blackbox import build_sync_trainer
+    from dagent.train.blackbox_recipe import BlackboxRecipe
+    from tests.envs.test_blackbox import need_opencode
+    from tests.harness.test_pi import need_pi
+
+    need_opencode()
+    need_pi()
+    recipe = BlackboxRecipe.cpu(split="train", max_steps=1, num_generations=2, groups_per_step=2, learning_rate=LR,
+                                warmup_steps=0, agent_steps=6, max_output_tokens=256, bf16=False)
+    run = build_sync_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, harnesses=("pi", "opencode"),
+                             policy=by_harness, served_name="tiny-qwen3-steered", sandbox_dir=tmp_path / "sandboxes")
+    try:
+        fixed = Fixed(run.trainer, recipe.num_generations)
+    finally:
+        run.stop()
+    rows = run.rollouts.rows
+    assert sorted(r.harness for r in rows) == ["opencode", "opencode", "pi", "pi"]
+    assert all(r.audit.startswith("exact") for r in rows), [r.receipt() for r in rows]  # rows vs the engine's tokens
+    for harness in ("pi", "opencode"):  # each harness's group holds a right and a wrong rollout
+        assert sorted(r.outcome for r in rows if r.harness == harness) == ["correct", "wrong"], [r.receipt() for r in rows]
+    # the record is the rows as converted: the batch's trained tokens are the engine's, in order
+    for i, r in enumerate(rows):
+        trained = fixed.record.completion_ids[i][fixed.record.loss_mask[i].bool()].tolist()
+        assert trained == [t for t, m in zip(r.completion_ids, r.env_mask) if m]
     measured = check_loop(fixed)
     print(measured)

@@ -1,0 +1,68 @@
+"""scripts/learning_run.sh resumes where it stopped (DRY_RUN=1 prints each command instead of
+running it): a finished piece is skipped, an arm that stopped short continues from its last
+checkpoint with its optimizer, scheduler and RNG state, and an arm at its step count is marked
+finished without training again. The trainer's own resume (weights, optimizer and scheduler state
+restored) is tested in tests/train/test_hub_checkpoints.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def checkpoint(arm: Path, step: int) -> None:
+    ckpt = arm / f"checkpoint-{step}"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+
+
+def learning_run(out: Path, stages: str, **env: str) -> list[str]:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "OUT": str(out), "DRY_RUN": "1", "STAGES": stages, "SEEDS": "0 1",
+                               "GRPO_STEPS": "8", **env}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_second_sitting_skips_what_finished_and_resumes_what_stopped(tmp_path):
+    out = tmp_path / "lr"
+    (out / ".done").mkdir(parents=True)
+    (out / ".done" / "sft").touch()  # the warm start finished in an earlier sitting
+    checkpoint(out / "grpo-0", 4)  # seed 0 stopped at step 4 of 8 (killed, or its sitting's budget)
+    checkpoint(out / "grpo-0", 2)
+    checkpoint(out / "grpo-1", 8)  # seed 1 reached its 8 steps but was not marked (killed while saving final/)
+    lines = learning_run(out, "sft base grpo control", MIXED_ONLY="1", GROUPS_PER_STEP="2")
+    text = "\n".join(lines)
+    assert "sft: finished in an earlier sitting, skipped" in text and "sft_warmstart.py" not in text
+    assert sum("eval --agent tools" in line and "--split train:easy" in line for line in lines) == 1  # base: once
+    grpo = [line for line in lines if line.startswith("+ train") and "--run-name grpo-" in line]
+    assert len(grpo) == 1  # seed 1 is not trained again
+    assert f"--resume-from {out}/grpo-0/checkpoint-4" in grpo[0] and "--max-steps 8" in grpo[0]
+    assert "--base-eval" in grpo[0] and "--mixed-only" in grpo[0] and "--per-device-train-batch-size 8" in grpo[0]
+    assert "grpo-1: at step 8 already" in text  # (a real sitting marks it finished; a dry run writes nothing)
+    controls = [line for line in lines if line.startswith("+ train") and "--control permuted" in line]
+    assert len(controls) == 2 and not any("--resume-from" in c for c in controls)  # fresh, to the GRPO run's 8 steps
+    assert all("--max-steps 8" in c for c in controls)
+    # the next sitting: every piece marked finished is skipped, nothing else runs
+    for piece in ("base-train", "grpo-0", "grpo-1", "control-0", "control-1"):
+        (out / ".done" / piece).touch()
+    again = "\n".join(learning_run(out, "sft base grpo control"))
+    assert "+ " not in again and again.count("skipped") == 6
+
+
+def test_eval_stays_closed_until_every_arm_reached_its_steps(tmp_path):
+    out = tmp_path / "lr"
+    checkpoint(out / "grpo-0", 4)
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "OUT": str(out), "DRY_RUN": "1", "STAGES": "eval", "SEEDS": "0",
+                               "GRPO_STEPS": "8"}, timeout=120)
+    assert done.returncode == 3 and "grpo-0 has not reached step 8" in done.stderr and "+ " not in done.stdout
+    for piece in ("grpo-0", "control-0"):
+        (out / ".done" / piece).touch()
+    lines = learning_run(out, "eval", SEEDS="0")
+    evals = [line for line in lines if line.startswith("+ ") and " eval " in line]
+    assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-{n}" for n in ("warm", "grpo-0", "control-0")]

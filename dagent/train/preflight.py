@@ -96,9 +96,11 @@ class TaskRates:
 
     @classmethod
     def read(cls, path: str | Path) -> TaskRates:
-        """From an evaluation directory (`dagent eval --out DIR`: its records.jsonl) or the file itself."""
+        """From an evaluation directory (`dagent eval --out DIR`: its one arm's records.jsonl) or the file itself."""
         file = Path(path)
-        file = file if file.suffix == ".jsonl" else file / "records.jsonl"
+        if file.suffix != ".jsonl":  # `dagent eval --out DIR` writes DIR/<arm>/records.jsonl: one arm, the model's
+            arms = sorted(file.glob("*/records.jsonl"))
+            file = file / "records.jsonl" if (file / "records.jsonl").is_file() or len(arms) != 1 else arms[0]
         if not file.is_file():
             raise PreflightError(f"no_base_evaluation: {file} does not exist: evaluate the starting model on the "
                                  "training tier first (dagent eval --split TIER --samples 2 --out DIR) and pass DIR")

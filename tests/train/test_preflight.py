@@ -210,7 +210,9 @@ def test_the_group_size_check_uses_each_tasks_rate_not_the_mean(tmp_path):
     assert alike_posterior(0, 2, 4) < 1.0 and alike_posterior(0, 2, 4) > alike_posterior(1, 2, 4)
     assert alike_posterior(0, 1000, 4) == pytest.approx(1.0, abs=0.01)  # many samples: the plug-in value
     # the tasks kept for training: the mixed ones, read back from an evaluation directory
-    (tmp_path / "records.jsonl").write_text("\n".join(r.model_dump_json() for r in _records({**spread, "m": (1, 2)})))
+    (tmp_path / "final").mkdir()  # as `dagent eval --out DIR` writes it: DIR/<arm>/records.jsonl
+    (tmp_path / "final" / "records.jsonl").write_text(
+        "\n".join(r.model_dump_json() for r in _records({**spread, "m": (1, 2)})))
     read = TaskRates.read(tmp_path)
     assert read.mixed() == ["m"]
     rows = [{"task_id": t, "split": "train:easy", "index": i} for i, t in enumerate([*spread, "m"])]

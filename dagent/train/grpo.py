@@ -67,8 +67,14 @@ class Recipe:
     vllm_group_port: int = 51216  # the weight-sync group's port (TRL's default; a Slurm job derives its own, F36)
     use_cpu: bool = False
     bf16: bool = True
+    generation_dtype: str = "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.cpu_generation); "float32"
     seed: int = 0
     logging_steps: int = 1
+
+    def __post_init__(self) -> None:
+        if self.generation_dtype not in ("auto", "float32"):
+            raise ConfigError(f"generation_dtype {self.generation_dtype!r}: use auto (bfloat16 on a CPU that computes it "
+                              "natively, when bf16 is on) or float32")
 
     @classmethod
     def gpu(cls, **overrides: Any) -> Recipe:
@@ -178,9 +184,12 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
                   push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
                   hub_api: Any = None, control: str = "none", rates: TaskRates | None = None,
-                  mixed_only: bool = False, **config: Any) -> TrainRun:
+                  mixed_only: bool = False, peft_config: Any = None, **config: Any) -> TrainRun:
     """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
-    after the preflight. `env_url` trains against a running white-box server (the HTTP client)."""
+    after the preflight. `env_url` trains against a running white-box server (the HTTP client).
+    `peft_config` is TRL's (adapters only in each checkpoint): `benchmarks/train.py --lora` measured
+    LoRA SLOWER on a CPU for SmolLM2-135M (unmerged adapters cost every generated token more than
+    the frozen weights save in the backward pass), so no preset uses it."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -224,10 +233,15 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
         callbacks.append(budget)
     from dagent.train.control import controlled
 
+    peft = {"peft_config": peft_config} if peft_config is not None else {}
     trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
                           train_dataset=Dataset.from_list(rows), environment_factory=env,
-                          callbacks=callbacks)
+                          callbacks=callbacks, **peft)
     health.trainer = trainer
+    if recipe.use_cpu and recipe.bf16 and recipe.generation_dtype == "auto":
+        from dagent.train.cpu_generation import generate_in_bf16
+
+        generate_in_bf16(trainer)  # before the timer wraps it: the timer times what runs
     timer.attach(trainer)
     return TrainRun(trainer, health, checks, len(rows), timer, budget)
 

@@ -141,6 +141,9 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
 
             budget = TimeBudget(max_minutes)
             callbacks.append(budget)
+        from dagent.train.retention import LatestOptimizerOnly
+
+        callbacks.append(LatestOptimizerOnly())  # every checkpoint's weights, the newest's optimizer state
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
         from dagent.train.control import controlled
 

@@ -231,6 +231,9 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
 
         budget = TimeBudget(max_minutes)
         callbacks.append(budget)
+    from dagent.train.retention import LatestOptimizerOnly
+
+    callbacks.append(LatestOptimizerOnly())  # every checkpoint's weights, the newest's optimizer state
     from dagent.train.control import controlled
 
     peft = {"peft_config": peft_config} if peft_config is not None else {}

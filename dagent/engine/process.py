@@ -116,9 +116,9 @@ def vllm_argv(python: str, model_dir: str, served_name: str, port: int, *, max_m
 def cpu_dtype() -> str:
     """vLLM's dtype on this CPU: bfloat16 where it computes it natively (AVX512-BF16/AMX), as the
     local engine does; float32 elsewhere (emulated bfloat16 is slower than float32)."""
-    from dagent.engine.models import native_half_precision
-
     import torch
+
+    from dagent.engine.models import native_half_precision
 
     return "bfloat16" if native_half_precision(torch.bfloat16) else "float32"
 

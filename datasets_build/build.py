@@ -89,6 +89,12 @@ def run_programs(jobs: Sequence[Job], tables_dir: Path, backend: SandboxBackend 
 
         with tempfile.TemporaryDirectory(prefix="dagent-suite-build-") as base:
             return run_programs(jobs, tables_dir, LocalBackend(base_dir=base), progress)
+    if getattr(backend, "tier", None) == "cwd":  # runner.py and the programs live at /workdir, which it lacks
+        raise SuiteBuildError(
+            f"the suite build needs a sandbox with /workdir, and this machine gives only {backend.describe()}: "
+            "install bubblewrap and allow user namespaces, or run as root where `unshare --mount` works; "
+            "in a Docker container: --security-opt seccomp=unconfined --security-opt systempaths=unconfined "
+            "(docs/sandboxes.md)")
     groups: dict[tuple[str, ...], list[Job]] = {}
     for job in jobs:
         groups.setdefault(tuple(sorted(job.files)), []).append(job)

@@ -47,8 +47,25 @@ if [ "${1:-}" = "--tests" ] && docker info >/dev/null 2>&1; then
   log "building the Space images in the background (log: /tmp/dagent-images.log)"
   nohup bash scripts/docker_images.sh >/tmp/dagent-images.log 2>&1 &
 fi
-PY=${PYTHON:-python3.11}
-command -v "$PY" >/dev/null 2>&1 || PY=python3
+# Python: $PYTHON, else the first of python3.11 .. python3.13 and python3 that is in the supported
+# range (pyproject.toml's requires-python; 3.13 is Debian 13's, checked by tests/test_fresh_machine.py).
+in_range() { "$1" -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] < (3, 14)))' 2>/dev/null; }
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && in_range "$candidate"; then PY=$candidate; break; fi
+  done
+fi
+if [ -z "$PY" ] || ! in_range "$PY"; then
+  log "ERROR: dagent needs Python 3.11, 3.12 or 3.13; this machine's python3 is $(python3 --version 2>&1 || echo missing)." \
+      "Install one (Debian/Ubuntu: apt-get install python3.12 python3.12-venv; or: uv python install 3.13)," \
+      "then run: PYTHON=/path/to/python3.13 bash scripts/setup.sh"
+  exit 1
+fi
+if [ -x .venv/bin/python ] && ! in_range .venv/bin/python; then
+  log "ERROR: .venv was made with $(.venv/bin/python --version 2>&1), outside 3.11-3.13: remove .venv and re-run"
+  exit 1
+fi
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $PY"
   "$PY" -m venv .venv
@@ -66,11 +83,24 @@ OPENCODE=opencode-ai@$(pin OPENCODE)
 PI=@mariozechner/pi-coding-agent@$(pin PI)
 have() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null; }
 if [ "$(have opencode-ai)" != "${OPENCODE#*@}" ] || [ "$(have @mariozechner/pi-coding-agent)" != "${PI##*@}" ]; then
+  # Node for the harnesses: pi needs >= 20.6. As root on Debian/Ubuntu, the system's nodejs and npm
+  # are installed when they are new enough (Debian 13: 20.19); otherwise say once which agents are missing.
+  if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null
+    candidate=$(apt-cache policy nodejs 2>/dev/null | sed -n 's/^ *Candidate: *\([0-9.]*\).*/\1/p')
+    if [ -n "$candidate" ] && [ "$(printf '%s\n' 20.6 "$candidate" | sort -V | head -1)" = 20.6 ]; then
+      log "installing nodejs $candidate and npm from apt (the opencode and pi harnesses, ~1 min)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    else
+      log "WARNING: this system's nodejs (${candidate:-none}) is older than 20.6, which pi needs: not installed"
+    fi
+  fi
   if command -v npm >/dev/null 2>&1; then
     log "installing $OPENCODE and $PI (npm, ~550 MB)"
     npm install --prefix . --no-save --no-audit --no-fund --loglevel=error "$OPENCODE" "$PI" >/dev/null
   else
-    log "WARNING: npm missing: the opencode and pi harnesses (dagent rollout, pytest -m harness) are unavailable"
+    log "WARNING: npm missing (Node >= 20.6 needed): the opencode and pi agents (dagent rollout, black-box" \
+        "training, pytest -m harness) are unavailable; the tools and oracle agents and white-box training are not affected"
   fi
 fi
 # --tests: also a real vLLM (the CPU build) for the tests marked `engine`, in its own environment

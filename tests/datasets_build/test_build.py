@@ -16,9 +16,10 @@ import pytest
 
 from dagent.core.suite import BASE_SPLITS, dedupe
 from dagent.core.task import TIER_OF_LEVEL, TIERS, Task
+from dagent.errors import SuiteBuildError
 from dagent.harness.oracle import SOLUTION_PATH
 from dagent.sandbox.base import Resources
-from datasets_build.build import gold_in_instruction, judge, make_tasks, split_of, split_tasks
+from datasets_build.build import gold_in_instruction, judge, make_tasks, run_programs, split_of, split_tasks
 from datasets_build.catalogue import by_key
 from datasets_build.instructions import has_example
 from datasets_build.templates import Candidate, program, reader
@@ -308,3 +309,19 @@ def test_a_second_build_is_byte_identical(built, every, tmp_path):
     splits = split_tasks(every)
     output.write(again, splits, report, report["tables"])
     assert _hashes(again) == {k: v for k, v in _hashes(out).items() if not k.startswith("tables/")}
+
+
+def test_a_sandbox_without_a_workdir_is_refused_with_the_fix_named(tmp_path):
+    """Where the machine gives only the `cwd` tier (no namespaces: Docker's defaults), the build stops
+    before running any program and names the fix, instead of every reference program failing with a
+    runner that "can't open /workdir/.build/runner.py" (found on a bare Debian 13 container)."""
+
+    class NoNamespaces:
+        tier = "cwd"
+
+        def describe(self) -> str:
+            return "local: rlimits only"
+
+    with pytest.raises(SuiteBuildError, match="systempaths=unconfined") as refused:
+        run_programs([], tmp_path, NoNamespaces())
+    assert "install bubblewrap" in str(refused.value) and "rlimits only" in str(refused.value)

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The README's first command on a bare Debian, as a new user meets it: a root file system with only
+# python3, python3-venv, git, curl and CA certificates (mmdebstrap, Debian's archive), a clean clone
+# of this repository's HEAD, `bash scripts/setup.sh`, then the main job on a slice of `test`.
+#
+#   bash scripts/fresh_machine.sh                       # Debian 13 (trixie): Python 3.13, Node 20.19 in apt
+#   DIST=bookworm LIMIT=40 bash scripts/fresh_machine.sh
+#
+# Prints the container's Python, then the evaluation's summary (pass@1, the suite's digest) as the
+# last line: `fresh-machine: python=3.13.5 pass1=1.0 tasks=20 digest=509abd29cab53a6a`. Needs Docker
+# and mmdebstrap (scripts/setup.sh --tests installs both as root). The image (`dagent-fresh:$DIST`) is
+# built once, about a minute and a half; the set-up downloads every dependency from the package index
+# (about 3.3 GB: PyPI's torch for Linux is the CUDA build), as a user's first run does.
+#
+# The container runs with `--security-opt seccomp=unconfined --security-opt systempaths=unconfined`:
+# Docker's defaults give bubblewrap no namespaces, and the suite build needs a sandbox with /workdir
+# (docs/sandboxes.md). The only thing taken from this machine is its extra CA certificates
+# (/usr/local/share/ca-certificates: where TLS to the index is intercepted), as scripts/docker_base.sh does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIST=${DIST:-trixie}; LIMIT=${LIMIT:-20}; TAG=dagent-fresh:$DIST
+command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "no Docker daemon: bash scripts/setup.sh --tests" >&2; exit 2; }
+
+if ! docker image inspect "$TAG" >/dev/null 2>&1; then
+  command -v mmdebstrap >/dev/null || { echo "mmdebstrap is missing: apt-get install -y mmdebstrap" >&2; exit 2; }
+  WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
+  cat > "$WORK/hook.sh" <<'HOOK'
+#!/bin/sh
+set -e
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  mkdir -p "$1/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/"
+  chroot "$1" update-ca-certificates >/dev/null
+fi
+HOOK
+  chmod +x "$WORK/hook.sh"
+  echo "fresh-machine: building $TAG (mmdebstrap minbase + python3 python3-venv git curl ca-certificates)" >&2
+  mmdebstrap --variant=minbase --quiet --include=python3,python3-venv,git,curl,ca-certificates \
+    --customize-hook="$WORK/hook.sh \"\$1\"" "$DIST" "$WORK/rootfs.tar"
+  docker import -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    "$WORK/rootfs.tar" "$TAG" >/dev/null
+fi
+
+NAME=dagent-fresh-$$
+INNER=$(mktemp)
+cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; rm -f "$INNER"; }
+trap cleanup EXIT
+cat > "$INNER" <<'INNER'
+set -euo pipefail
+git config --global --add safe.directory '*'
+git clone -q /origin.git /home/user/dagent && cd /home/user/dagent   # the committed tree only: a clean clone
+echo "fresh-machine: $(python3 --version), $(git log --oneline -1 | cut -c1-60)" >&2
+bash scripts/setup.sh
+.venv/bin/dagent eval --agent oracle --split test --limit "$LIMIT" --out /tmp/fresh-eval >&2
+.venv/bin/python - <<'PY'
+import json, platform
+from pathlib import Path
+out = Path("/tmp/fresh-eval")
+summary = json.loads(next(out.rglob("summary.json")).read_text())
+arm = next(iter(json.loads((out / "scores.json").read_text()).values()))
+print(f"fresh-machine: python={platform.python_version()} pass1={arm['pass_at']['1']} tasks={arm['tasks']} "
+      f"digest={summary['provenance']['suite']['digest']}")
+PY
+INNER
+docker run --rm --init --name "$NAME" --network host \
+  --security-opt seccomp=unconfined --security-opt systempaths=unconfined \
+  -v "$PWD/.git:/origin.git:ro" -v "$INNER:/fresh.sh:ro" -e LIMIT="$LIMIT" "$TAG" bash /fresh.sh

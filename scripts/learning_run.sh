@@ -122,8 +122,7 @@ shared() {  # what both arms of a seed train with: the base evaluation's per-tas
     ${MIXED_ONLY:+--mixed-only} --save-steps "$SAVE_STEPS" --max-minutes "$GRPO_MINUTES" ${FORCE:+--force}
 }
 group_args() {  # GROUPS_PER_STEP groups of the preset's G=4 a step
-  [ "$GROUPS_PER_STEP" = 1 ] && return 0
-  if [ "$LOOP" = whitebox ]; then echo --per-device-train-batch-size $((GROUPS_PER_STEP * 4)); else echo --groups-per-step "$GROUPS_PER_STEP"; fi
+  [ "$GROUPS_PER_STEP" = 1 ] || echo --groups-per-step "$GROUPS_PER_STEP"
 }
 if has grpo; then
   for S in $SEEDS; do

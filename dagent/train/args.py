@@ -20,6 +20,7 @@ class TrainArgs:
     max_steps: int | None = field(default=None, metadata={"help": "Optimizer steps (default: the preset's)."})
     max_minutes: float | None = field(default=None, metadata={"help": "Stop (and checkpoint) at the first step that ends past this many minutes; a control of the same length then takes --max-steps of the steps done."})
     num_generations: int | None = field(default=None, metadata={"help": "Group size G (default: the preset's)."})
+    groups_per_step: int | None = field(default=None, metadata={"help": "Groups (prompts, each of G rollouts) an optimizer step (default: the preset's; cpu: 1)."})
     learning_rate: float | None = field(default=None, metadata={"help": "Learning rate (0 for a control run of the same length)."})
     warmup_steps: int | None = field(default=None, metadata={"help": "Linear warm-up steps (default: the preset's); 0 for a short smoke, whose first step would otherwise have lr 0."})
     save_steps: int | None = field(default=None, metadata={"help": "Checkpoint every N steps (optimizer, scheduler and trainer state)."})

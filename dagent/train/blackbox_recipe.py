@@ -115,7 +115,7 @@ class BlackboxArgs(TrainArgs):
     def recipe(self) -> BlackboxRecipe:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}: use {', '.join(PRESETS)}")
-        given = self.overrides(agent_steps=self.agent_steps)
+        given = self.overrides(agent_steps=self.agent_steps, groups_per_step=self.groups_per_step)
         return PRESETS[self.preset](**given)
 
     def harnesses(self) -> tuple[str, ...]:

@@ -290,7 +290,14 @@ class WhiteboxArgs(TrainArgs):
             raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
         given = self.overrides(tools=self.tools, max_completion_length=self.max_completion_length,
                                vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port)
-        return PRESETS[self.preset](**given)
+        recipe = PRESETS[self.preset](**given)
+        if self.groups_per_step is not None:  # TRL's generation batch: per device x accumulation = groups x G
+            rollouts = self.groups_per_step * recipe.num_generations
+            if self.groups_per_step < 1 or rollouts % recipe.gradient_accumulation_steps:
+                raise ConfigError(f"--groups-per-step {self.groups_per_step}: {rollouts} rollouts a step do not split "
+                                  f"into the preset's {recipe.gradient_accumulation_steps} accumulation steps")
+            recipe = replace(recipe, per_device_train_batch_size=rollouts // recipe.gradient_accumulation_steps)
+        return recipe
 
 
 def save_final(trainer: Any, folder: Path) -> None:

@@ -28,6 +28,32 @@ def learning_run(out: Path, stages: str, **env: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+def parsed(line: str, loop: str):
+    """A printed `+ train ARGS` line, parsed as learning_run.sh's train() runs it."""
+    import shlex
+
+    from dagent.jobargs import parse
+
+    argv = shlex.split(line.removeprefix("+ train"))
+    if loop == "whitebox":
+        from dagent.train.grpo import WhiteboxArgs
+
+        return parse(WhiteboxArgs, ["--preset", "cpu", *argv])
+    from dagent.train.blackbox_recipe import BlackboxArgs
+
+    return parse(BlackboxArgs, ["--mode", "sync", "--preset", "cpu", "--harness", "pi", *argv])
+
+
+def test_the_black_box_loops_commands_parse_with_its_groups_a_step(tmp_path):
+    out = tmp_path / "lr"
+    (out / ".done").mkdir(parents=True)
+    (out / ".done" / "sft").touch()
+    lines = learning_run(out, "grpo control", LOOP="blackbox", GROUPS_PER_STEP="2")
+    trains = [line for line in lines if line.startswith("+ train")]
+    assert len(trains) == 4  # GRPO and control, seeds 0 and 1
+    assert all(parsed(line, "blackbox").recipe().groups_per_step == 2 for line in trains)
+
+
 def test_a_second_sitting_skips_what_finished_and_resumes_what_stopped(tmp_path):
     out = tmp_path / "lr"
     (out / ".done").mkdir(parents=True)
@@ -42,7 +68,12 @@ def test_a_second_sitting_skips_what_finished_and_resumes_what_stopped(tmp_path)
     grpo = [line for line in lines if line.startswith("+ train") and "--run-name grpo-" in line]
     assert len(grpo) == 1  # seed 1 is not trained again
     assert f"--resume-from {out}/grpo-0/checkpoint-4" in grpo[0] and "--max-steps 8" in grpo[0]
-    assert "--base-eval" in grpo[0] and "--mixed-only" in grpo[0] and "--per-device-train-batch-size 8" in grpo[0]
+    assert "--base-eval" in grpo[0] and "--mixed-only" in grpo[0] and "--groups-per-step 2" in grpo[0]
+    # what the script prints, the trainer's own parser takes: 2 groups of G=4 are a batch of 8 rollouts
+    # (a flag only the dry run had seen once reached a real sitting: "unrecognized arguments")
+    for line in grpo + [c for c in lines if c.startswith("+ train") and "--control permuted" in c]:
+        recipe = parsed(line, "whitebox").recipe()
+        assert recipe.per_device_train_batch_size == 8 and recipe.num_generations == 4
     assert "grpo-1: at step 8 already" in text  # (a real sitting marks it finished; a dry run writes nothing)
     controls = [line for line in lines if line.startswith("+ train") and "--control permuted" in line]
     assert len(controls) == 2 and not any("--resume-from" in c for c in controls)  # fresh, to the GRPO run's 8 steps

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from dagent.engine.models import model_dir
+from dagent.engine.models import model_dir, native_half_precision
 from dagent.errors import ConfigError, EngineError
 from dagent.serving import free_port, stop_process
 
@@ -117,8 +117,6 @@ def cpu_dtype() -> str:
     """vLLM's dtype on this CPU: bfloat16 where it computes it natively (AVX512-BF16/AMX), as the
     local engine does; float32 elsewhere (emulated bfloat16 is slower than float32)."""
     import torch
-
-    from dagent.engine.models import native_half_precision
 
     return "bfloat16" if native_half_precision(torch.bfloat16) else "float32"
 

@@ -31,6 +31,7 @@ from dagent.suites.sources import load_tasks
 from dagent.tools import select
 from dagent.tools.episode import EpisodeConfig, close_all
 from dagent.train.args import TrainArgs
+from dagent.train.cpu_generation import generate_in_bf16
 from dagent.train.preflight import (
     Check,
     TaskRates,
@@ -242,8 +243,6 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
                           callbacks=callbacks, **peft)
     health.trainer = trainer
     if recipe.use_cpu and recipe.bf16 and recipe.generation_dtype == "auto":
-        from dagent.train.cpu_generation import generate_in_bf16
-
         generate_in_bf16(trainer)  # before the timer wraps it: the timer times what runs
     timer.attach(trainer)
     return TrainRun(trainer, health, checks, len(rows), timer, budget)

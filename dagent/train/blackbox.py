@@ -103,6 +103,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
     if mixed_only and rates is not None and rows:
         rows = mixed_rows(rows, rates)
+        rates = rates.only(r.get("task_id") for r in rows)  # the group-size check: the rows trained
     rows = pad_coprime(rows, len(harnesses)) if rows else []
     checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)

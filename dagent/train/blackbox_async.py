@@ -329,6 +329,7 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
     if args.mixed_only and rates is not None and rows:
         rows = mixed_rows(rows, rates)
+        rates = rates.only(r.get("task_id") for r in rows)  # the group-size check: the rows trained
     rows = pad_coprime(rows, len(args.harnesses())) if rows else []
     checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates),
               *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,

@@ -207,6 +207,7 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
                         else suite.prompt_rows(recipe.split))
     if mixed_only and rates is not None:
         rows = mixed_rows(rows, rates)
+        rates = rates.only(r.get("task_id") for r in rows)  # the group-size check: the rows trained
     checks = preflight(recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force,
                        gpu=torch.cuda.is_available(), rates=rates)
     timer = StepTimer()

@@ -117,6 +117,11 @@ class TaskRates:
         """The expected fraction of groups with every rollout alike, task by task (a task a group)."""
         return sum(alike_posterior(c, n, group) for _, c, n in self.counts) / len(self.counts)
 
+    def only(self, task_ids: Iterable[str]) -> TaskRates:
+        """The rates of these tasks alone (the rows a run trains on, e.g. after `mixed_rows`)."""
+        keep = set(task_ids)
+        return TaskRates(tuple(c for c in self.counts if c[0] in keep))
+
     def mixed(self, low: float = 0.2, high: float = 0.8) -> list[str]:
         """Tasks whose measured rate lies in [low, high]: the ones whose groups carry a gradient."""
         return [task for task, c, n in self.counts if low <= c / n <= high]

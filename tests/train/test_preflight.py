@@ -221,3 +221,20 @@ def test_the_group_size_check_uses_each_tasks_rate_not_the_mean(tmp_path):
         mixed_rows(rows[:-1], read)
     with pytest.raises(PreflightError, match="no_base_evaluation"):
         TaskRates.read(tmp_path / "absent")
+
+
+def test_with_mixed_only_the_group_size_check_reads_the_tasks_trained_not_the_whole_tier():
+    """Measured on the powered run's warm start: 64 tasks, 41.8% of groups alike over the tier, and the
+    check reported that figure although --mixed-only trained only the 34 mixed tasks."""
+    from dagent.train.preflight import TaskRates, mixed_rows
+
+    spread = {**{f"never{i}": (0, 4) for i in range(12)}, **{f"always{i}": (4, 4) for i in range(2)},
+              **{f"mixed{i}": (2, 4) for i in range(4)}}
+    rates = TaskRates.of(_records(spread))
+    rows = mixed_rows([{"task_id": t} for t in spread], rates)
+    trained = rates.only(r["task_id"] for r in rows)
+    assert sorted(t for t, _, _ in trained.counts) == [f"mixed{i}" for i in range(4)]
+    assert trained.mean == 0.5 and trained.alike(4) < 0.25 < rates.alike(4)
+    check = check_group_size(4, None, rates=trained)
+    assert check.ok and "over 4 tasks' own rates" in check.detail and "0.238" in check.detail
+    assert "over 18 tasks' own rates" in check_group_size(4, None, rates=rates).detail

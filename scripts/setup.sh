@@ -57,7 +57,9 @@ if [ -z "$PY" ]; then
   done
 fi
 if [ -z "$PY" ] || ! in_range "$PY"; then
-  log "ERROR: dagent needs Python 3.11, 3.12 or 3.13; this machine's python3 is $(python3 --version 2>&1 || echo missing)." \
+  found="python3 is $(python3 --version 2>&1 || echo missing)"
+  [ -n "${PYTHON:-}" ] && found="PYTHON=$PYTHON is $("$PYTHON" --version 2>&1 || echo 'not a Python')"
+  log "ERROR: dagent needs Python 3.11, 3.12 or 3.13; here $found." \
       "Install one (Debian/Ubuntu: apt-get install python3.12 python3.12-venv; or: uv python install 3.13)," \
       "then run: PYTHON=/path/to/python3.13 bash scripts/setup.sh"
   exit 1

@@ -58,7 +58,9 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
 run() { if [ -n "${DRY_RUN:-}" ]; then echo "+ $*"; else "$@"; fi; }
 finished() { [ -z "${REDO:-}" ] && [ -f "$OUT/.done/$1" ] && echo "   $1: finished in an earlier sitting, skipped"; }
 mark() { [ -n "${DRY_RUN:-}" ] || touch "$OUT/.done/$1"; }
-last_checkpoint() { { ls -d "$1"/checkpoint-* 2>/dev/null || true; } | sort -t- -k2 -n | tail -1; }
+last_checkpoint() {  # the highest checkpoint-N by N (the path's other dashes do not count)
+  { ls -d "$1"/checkpoint-* 2>/dev/null || true; } | awk -F'checkpoint-' '{print $NF "\t" $0}' | sort -n | tail -1 | cut -f2
+}
 step_of() {  # the global step a checkpoint holds (0 for none)
   if [ -n "$1" ] && [ -f "$1/trainer_state.json" ]; then
     $PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["global_step"])' "$1/trainer_state.json"
@@ -181,7 +183,7 @@ if has report && [ -z "${DRY_RUN:-}" ]; then
   stage "report: $OUT/results.md"
   for S in $SEEDS; do
     for RUN in grpo control; do
-      LAST=$(ls -d "$OUT/$RUN-$S"/checkpoint-* | sort -t- -k2 -n | tail -1)
+      LAST=$(last_checkpoint "$OUT/$RUN-$S")
       $PY -m dagent.train.curves "$LAST" --out "$OUT/$RUN-${S}_curves.png"
     done
   done

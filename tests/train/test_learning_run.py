@@ -60,6 +60,8 @@ def test_a_second_sitting_skips_what_finished_and_resumes_what_stopped(tmp_path)
     (out / ".done" / "sft").touch()  # the warm start finished in an earlier sitting
     checkpoint(out / "grpo-0", 4)  # seed 0 stopped at step 4 of 8 (killed, or its sitting's budget)
     checkpoint(out / "grpo-0", 2)
+    checkpoint(out / "grpo-0", 32)  # the highest by number, not by name: 4 sorts after 32 as text
+    (out / "grpo-0" / "checkpoint-32" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
     checkpoint(out / "grpo-1", 8)  # seed 1 reached its 8 steps but was not marked (killed while saving final/)
     lines = learning_run(out, "sft base grpo control", MIXED_ONLY="1", GROUPS_PER_STEP="2")
     text = "\n".join(lines)
@@ -67,7 +69,7 @@ def test_a_second_sitting_skips_what_finished_and_resumes_what_stopped(tmp_path)
     assert sum("eval --agent tools" in line and "--split train:easy" in line for line in lines) == 1  # base: once
     grpo = [line for line in lines if line.startswith("+ train") and "--run-name grpo-" in line]
     assert len(grpo) == 1  # seed 1 is not trained again
-    assert f"--resume-from {out}/grpo-0/checkpoint-4" in grpo[0] and "--max-steps 8" in grpo[0]
+    assert f"--resume-from {out}/grpo-0/checkpoint-32" in grpo[0] and "--max-steps 8" in grpo[0]
     assert "--base-eval" in grpo[0] and "--mixed-only" in grpo[0] and "--groups-per-step 2" in grpo[0]
     # what the script prints, the trainer's own parser takes: 2 groups of G=4 are a batch of 8 rollouts
     # (a flag only the dry run had seen once reached a real sitting: "unrecognized arguments")

@@ -13,17 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-CALL = '<tool_call>\n{{"name": "submit_solution", "arguments": {{"answer": {}}}}}\n</tool_call><|im_end|>'
-
-
-def steer(tokenizer) -> list:
-    """Biases for every prefix of the two calls (shared prefixes once)."""
-    biased: dict[tuple[int, ...], float] = {}
-    for answer in (3, 4):
-        ids = tokenizer(CALL.format(answer), add_special_tokens=False)["input_ids"]
-        for k in range(len(ids)):
-            biased[tuple(ids[: k + 1])] = 25.0 * (k + 1)
-    return [[list(seq), bias] for seq, bias in biased.items()]
+from scripts.gpu_check import steer  # the one definition of the steering biases (the GPU check uses it too)
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ def jobs_logs(job_id: str, follow: Annotated[bool, typer.Option("--follow", help
 
 @sandbox_app.command("check")
 def sandbox_check(
-    isolation: Annotated[str, typer.Option("--isolation", help="auto (bubblewrap where usable) or rlimits (the no-user-namespace path).")] = "auto",
+    isolation: Annotated[str, typer.Option("--isolation", help="auto (bubblewrap -> mountns -> landlock -> none, the first that works; or DAGENT_ISOLATION), landlock (no namespaces: Landlock + seccomp) or rlimits (the no-user-namespace path).")] = "auto",
     suite: SuiteOpt = None,
 ) -> None:
     """The isolation self-check the servers run at start-up: from inside a local sandbox, try to read
@@ -93,9 +93,9 @@ def sandbox_check(
     root = load_suite(suite).tables_root.parent  # a local build, or the downloaded Hub snapshot
     backend = LocalBackend(isolation=isolation, hidden=suite_paths(root))  # type: ignore[arg-type]
     report = check_isolation(backend, suite_dir=root)
-    out.print(report.backend, markup=False, highlight=False)
+    out.print(f"tier: {backend.tier} ({report.backend})", markup=False, highlight=False)
     for probe in report.probes:
-        out.print(f"  {probe.name:<12} {'ESCAPED: ' + probe.detail if probe.escaped else 'refused'}",
+        out.print(f"  {probe.name:<14} {'ESCAPED: ' + probe.detail if probe.escaped else 'refused'}",
                   markup=False, highlight=False)
     out.print(report.summary(), markup=False, highlight=False)
     if not report.ok:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-_ETC = ("alternatives", "ca-certificates", "ssl", "passwd", "group", "hosts", "hostname",
+ETC_ENTRIES = _ETC = ("alternatives", "ca-certificates", "ssl", "passwd", "group", "hosts", "hostname",
         "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
         "localtime", "timezone", "mime.types", "protocols", "services", "os-release",
         "debian_version", "magic", "magic.mime", "fonts", "inputrc", "terminfo", "python3",

@@ -10,6 +10,16 @@ Isolation tiers, chosen once per backend and named by `describe()`:
   privileges): it cannot read what the server's uid owns with mode 0700 (the suite, other
   sandboxes under the 0700 base directory, the server's /proc entries). `check_isolation` proves it
   from inside a sandbox; the servers refuse to start when it fails.
+- `landlock` (no namespaces at all and not root, e.g. a container under Docker's default runtime as
+  uid 1000, a hosted Space): every command is started by `dagent.sandbox.confine`, which confines it
+  with Landlock (read-only system and interpreter, read-write only the sandbox's own directories,
+  TCP connect only to `tcp_connect` ports, signals scoped) and a seccomp filter (plain TCP only, no
+  other sockets, io_uring, SysV IPC, ptrace or metadata changes). No mount: `/workdir` resolves
+  per process where it is the link `/workdir -> /proc/self/fd/1023` (the images make it; root makes
+  it here when `/workdir` is absent); commands start in the sandbox's host directory either way. The
+  sandbox shares the server's uid; memory is the summed resident size of its processes (a watchdog)
+  besides RLIMIT_AS, processes RLIMIT_NPROC over what the uid already runs. `/tmp` is not writable
+  (TMPDIR is the sandbox's own), and chmod / touch of times fail (EPERM) by design.
 - `cwd` (no bubblewrap and not root): resource limits only, with a loud warning; commands run with
   cwd = the host directory (`/workdir` does not resolve) and the server's view of the filesystem
   and network. `check_isolation` fails there, so no server serves an agent from it.
@@ -30,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import math
 import os
@@ -50,12 +61,13 @@ from pathlib import Path
 from typing import IO, Literal
 
 from dagent.errors import ConfigError, SandboxError, StagingError
+from dagent.sandbox import confine
 from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, Sandbox, SandboxBackend
 from dagent.sandbox.cgroups import _cgroup_parents, _Cgroups
-from dagent.sandbox.etc import etc_copy
+from dagent.sandbox.etc import ETC_ENTRIES, etc_copy
 from dagent.sandbox.staging import check_inputs
 
-__all__ = ["OUTPUT_CAP", "LocalBackend", "LocalSandbox"]
+__all__ = ["ISOLATIONS", "OUTPUT_CAP", "LocalBackend", "LocalSandbox"]
 
 _LOG = logging.getLogger(__name__)
 OUTPUT_CAP = 1 << 20  # bytes of stdout / stderr kept per exec
@@ -73,6 +85,9 @@ _LOOPBACK_UP = ("import fcntl, socket, struct\n"  # SIOCGIFFLAGS / SIOCSIFFLAGS 
                 "fcntl.ioctl(s, 0x8914, struct.pack('16sH', b'lo', flags | 1))\n")
 _AGENT_UIDS = range(200_000, 300_000)  # no account on the host; one per live sandbox of this process
 _UIDS_IN_USE: set[int] = set()
+ISOLATIONS = ("auto", "bwrap", "landlock", "rlimits")  # what isolation= and DAGENT_ISOLATION take
+_LAUNCHER = str(Path(confine.__file__).resolve())
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 _UID_LOCK = threading.Lock()
 
 
@@ -117,20 +132,30 @@ class LocalBackend(SandboxBackend):
     home = _HOME
 
     def __init__(self, base_dir: str | Path | None = None,
-                 isolation: Literal["auto", "bwrap", "rlimits"] = "auto", *,
+                 isolation: Literal["auto", "bwrap", "landlock", "rlimits"] = "auto", *,
                  ro_binds: Sequence[tuple[str | Path, str | Path]] = (),
-                 python: str | Path | None = None, hidden: Sequence[str | Path] = ()) -> None:
+                 python: str | Path | None = None, hidden: Sequence[str | Path] = (),
+                 tcp_connect: Sequence[int] = ()) -> None:
         """`ro_binds`: (host path, sandbox path) pairs every sandbox also sees, read-only (a tool
         install, the capture bridge's socket directory); on the `cwd` tier the host filesystem is
-        visible anyway, so they add nothing there. `python`: the interpreter commands get (its trees
-        read-only, its bin first on PATH); default: this one. `hidden`: host directories covered by
-        an empty tmpfs in `mountns` sandboxes (the suite; bubblewrap never shows them)."""
+        visible anyway, so they add nothing there; on `landlock` the host path is readable where it
+        is (no mounts). `python`: the interpreter commands get (its trees read-only, its bin first on
+        PATH); default: this one. `hidden`: host directories covered by an empty tmpfs in `mountns`
+        sandboxes (the suite; bubblewrap and Landlock never show them). `isolation`: `auto` (or what
+        DAGENT_ISOLATION says) takes the first tier that works, bwrap -> mountns -> landlock -> cwd;
+        a named one is that tier or an error naming why not. `tcp_connect`: the TCP ports a `landlock`
+        sandbox may connect to (the capture proxy's); the namespace tiers have no host network."""
+        if isolation == "auto":
+            isolation = os.environ.get("DAGENT_ISOLATION", "auto")  # type: ignore[assignment]
+        if isolation not in ISOLATIONS:
+            raise ConfigError(f"unknown isolation {isolation!r} (DAGENT_ISOLATION?): use one of {', '.join(ISOLATIONS)}")
         self.ro_binds = tuple((str(src), str(dst)) for src, dst in ro_binds)
         for src, dst in self.ro_binds:
             if not os.path.exists(src):
                 raise ConfigError(f"cannot bind {src} into sandboxes: it does not exist")
             if not os.path.isabs(dst):
                 raise ConfigError(f"sandbox bind target {dst!r} must be an absolute path")
+        self.tcp_connect = tuple(int(port) for port in tcp_connect)
         self.base_dir = Path(base_dir or Path(tempfile.gettempdir(), "dagent-sandboxes"))
         self.base_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.cache_dir = self.base_dir / ".stage-cache"
@@ -138,22 +163,78 @@ class LocalBackend(SandboxBackend):
         self.bash = shutil.which("bash") or "/bin/bash"
         self.cgroups = _cgroup_parents()
         self.prefixes = _prefixes(python)
+        self.python = str(python or sys.executable)
         self.path = ":".join([str(Path(p, "bin")) for p in self.prefixes] + [_SYSTEM_PATH])
         self.bwrap = shutil.which("bwrap")
-        why = "forced by isolation='rlimits'" if isolation == "rlimits" else self._probe_bwrap()
-        if why and isolation == "bwrap":
-            raise SandboxError(f"bubblewrap is unusable ({why}): install the `bubblewrap` "
-                               "package and allow user namespaces, or pass isolation='rlimits'")
-        self.tier = "bwrap" if not why else ("mountns" if self._probe_mountns() else "cwd")
-        self.bwrap_base = self._bwrap_base() if self.tier == "bwrap" else []
         self.hidden = tuple(os.path.realpath(h) for h in hidden if os.path.isdir(h))
+        self.landlock_why = ""
+        if isolation == "landlock":
+            self.tier, why = "landlock", "forced by isolation='landlock'"
+            self._require_landlock(self._probe_landlock())
+        else:
+            why = "forced by isolation='rlimits'" if isolation == "rlimits" else self._probe_bwrap()
+            if why and isolation == "bwrap":
+                raise SandboxError(f"bubblewrap is unusable ({why}): install the `bubblewrap` "
+                                   "package and allow user namespaces, or pass isolation='rlimits'")
+            if not why:
+                self.tier = "bwrap"
+            elif self._probe_mountns():
+                self.tier = "mountns"
+            elif isolation == "auto" and not (landlock := self._probe_landlock()):
+                self.tier = "landlock"
+                self._require_landlock("")
+            else:
+                self.tier = "cwd"
+                if isolation == "auto":
+                    self.landlock_why = landlock
+        self.bwrap_base = self._bwrap_base() if self.tier == "bwrap" else []
         if self.tier == "mountns":
             for _, dst in self.ro_binds:  # mount points (on the host; they stay empty there)
                 os.makedirs(dst, exist_ok=True)
-        if self.tier != "bwrap":
-            _LOG.warning("%s (bubblewrap: %s)", self.describe(), why)
-        elif not self.cgroups:
+        if self.tier not in ("bwrap", "landlock"):
+            _LOG.warning("%s (bubblewrap: %s%s)", self.describe(), why,
+                         f"; landlock: {self.landlock_why}" if self.landlock_why else "")
+        elif self.tier == "landlock" or not self.cgroups:
             _LOG.warning("%s", self.describe())
+
+    # -- the landlock tier --------------------------------------------------------------------
+
+    def _landlock_paths(self) -> dict[str, list[str]]:
+        """What every landlock sandbox may read (and execute), and the devices it may write."""
+        system = [d for d in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys")
+                  if os.path.exists(d)]
+        etc = [f"/etc/{n}" for n in ETC_ENTRIES if os.path.lexists(f"/etc/{n}")]
+        return {"read_only": [*system, *etc, *self.prefixes, *(src for src, _ in self.ro_binds)],
+                "devices": [d for d in _DEVICES if os.path.exists(d)]}
+
+    def _probe_landlock(self) -> str:
+        """"" when the tier works here end to end (a confined `true`), else why not."""
+        try:
+            confine.landlock_abi()
+            confine.seccomp_program()
+        except confine.ConfineError as e:
+            return e.strerror
+        with tempfile.TemporaryDirectory(dir=self.base_dir) as d:
+            spec = {**self._landlock_paths(), "read_write": [d], "workdir": d}
+            r = subprocess.run([self.python, "-I", "-S", _LAUNCHER, json.dumps(spec), "--", "true"],
+                               capture_output=True, text=True, cwd=d)
+        return "" if r.returncode == 0 else f"the confined probe exited {r.returncode}: {r.stderr.strip()[-300:]}"
+
+    def _require_landlock(self, why: str) -> None:
+        if why:
+            raise SandboxError(f"the landlock tier is unusable here ({why}); use a kernel with Landlock "
+                               f"ABI >= {confine.MIN_ABI} (Linux 6.12) enabled, or bubblewrap where user "
+                               "namespaces are allowed")
+        if os.path.islink(WORKDIR) and os.readlink(WORKDIR) == confine.WORKDIR_LINK:
+            return
+        if not os.path.lexists(WORKDIR):
+            with contextlib.suppress(OSError):
+                os.symlink(confine.WORKDIR_LINK, WORKDIR)
+                return
+        self.landlock_why = (f"{WORKDIR} is not the link to {confine.WORKDIR_LINK}: absolute {WORKDIR} paths do "
+                             f"not resolve in its sandboxes (commands still start in their own directory); "
+                             f"make it with `ln -s {confine.WORKDIR_LINK} {WORKDIR}` as root")
+        _LOG.warning("landlock tier: %s", self.landlock_why)
 
     def _probe_bwrap(self) -> str:
         if not self.bwrap:
@@ -206,6 +287,12 @@ class LocalBackend(SandboxBackend):
         if self.tier == "bwrap":
             return (f"local: bubblewrap (user/pid/net/ipc/uts namespaces, read-only system, "
                     f"loopback-only network), {mem}, rlimits cpu/fsize/nofile")
+        if self.tier == "landlock":
+            ports = ", ".join(map(str, self.tcp_connect)) or "none"
+            return (f"local: no namespaces; Landlock (read-only system and interpreter, read-write only the "
+                    f"sandbox's own directories, TCP connect to port(s) {ports}, signals scoped) and seccomp "
+                    f"(plain TCP only, no other sockets, io_uring, SysV IPC, ptrace or chmod), as this uid; "
+                    f"RLIMIT_AS + a summed-RSS watchdog for memory, rlimits cpu/fsize/nofile/nproc")
         if self.tier == "mountns":
             return (f"local: no user namespaces; private mount/network (loopback only)/pid namespaces as root, "
                     f"commands as an unprivileged uid per sandbox (no capabilities, no new privileges), "
@@ -226,7 +313,10 @@ class LocalSandbox(Sandbox):
         self.host_workdir, self.host_home = self.root / "workdir", self.root / "home"
         self.host_workdir.mkdir()
         self.host_home.mkdir(mode=0o700)
-        self.home = str(self.host_home) if backend.tier == "cwd" else _HOME
+        self.home = str(self.host_home) if backend.tier in ("cwd", "landlock") else _HOME
+        self.host_tmp = self.root / "tmp"  # TMPDIR on the landlock tier (the host's /tmp is shared)
+        if backend.tier == "landlock":
+            self.host_tmp.mkdir(mode=0o700)
         self.uid = _take_uid() if backend.agent_uid_isolation else None  # who commands run as
         if self.uid is not None:
             for d in (self.host_workdir, self.host_home):
@@ -279,6 +369,16 @@ class LocalSandbox(Sandbox):
                 a += ["--uid", str(uid), "--gid", str(uid)]
             a += ["--remount-ro", "/", "--chdir", cwd, "--json-status-fd", str(status_fd)]
             return ["/bin/sh", "-c", f'{setup}; exec "$@"', "sh", *a, *run]
+        if self.backend.tier == "landlock":
+            cwd = wd + cwd[len(WORKDIR):] if _under(cwd, WORKDIR) else cwd
+            spec = {**self.backend._landlock_paths(), "workdir": wd,
+                    "read_write": [wd, str(self.host_home), str(self.host_tmp)],
+                    "tcp_connect": list(self.backend.tcp_connect), "memory_mb": res.memory_mb,
+                    "disk_mb": res.max_file_mb * 4, "max_processes": res.max_processes,
+                    # RLIMIT_NPROC counts every task of this uid: over what already runs (F54)
+                    "nproc": _tasks_of_uid() + res.max_processes, "parent": os.getpid()}
+            return ["/bin/sh", "-c", f'{setup}; cd "$1" && shift && exec "$@"', "sh", cwd,
+                    self.backend.python, "-I", "-S", _LAUNCHER, json.dumps(spec), "--", *run]
         if self.backend.tier == "cwd":
             cwd = wd + cwd[len(WORKDIR):] if _under(cwd, WORKDIR) else cwd
             return ["/bin/sh", "-c", f'{setup}; cd "$1" && shift && exec "$@"', "sh", cwd, *run]
@@ -311,6 +411,8 @@ class LocalSandbox(Sandbox):
                                f"backend is {self.backend.tier!r}: install bubblewrap")
         timeout = self.resources.timeout_s if timeout_s is None else timeout_s
         full_env = {"PATH": self.backend.path, "HOME": self.home, "LANG": "C.UTF-8"}
+        if self.backend.tier == "landlock":
+            full_env["TMPDIR"] = str(self.host_tmp)
         full_env.update(env or {})  # through the environment, never an argv (F22)
         cwd = posixpath.normpath(posixpath.join(WORKDIR, cwd or WORKDIR))
         if _under(cwd, WORKDIR) and not self._host_path(cwd).is_dir():
@@ -350,6 +452,12 @@ class LocalSandbox(Sandbox):
                           oom_killed=oom, duration_s=duration)
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.returncode is None and self.backend.tier == "landlock":
+            # the launcher kills its whole domain (what was daemonised too) when told to stop
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
         if proc.returncode is None and self.backend.tier == "bwrap":
             # Inside out: killing the namespace's init ends everything in it and leaves bwrap to
             # reap it; killing bwrap first orphans that init to a host init that may never reap.
@@ -444,6 +552,22 @@ class LocalSandbox(Sandbox):
         except OSError:  # directories the command made read-only
             subprocess.run(["chmod", "-R", "u+rwX", str(self.root)], capture_output=True)
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _tasks_of_uid(uid: int | None = None) -> int:
+    """Tasks (threads count: RLIMIT_NPROC counts them) this real uid runs now."""
+    uid, total = os.getuid() if uid is None else uid, 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = dict(line.split(":", 1) for line in Path(f"/proc/{name}/status").read_text().splitlines()
+                          if line.startswith(("Uid:", "Threads:")))
+            if int(fields["Uid"].split()[0]) == uid:
+                total += int(fields["Threads"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return total
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int:

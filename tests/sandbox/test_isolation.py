@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+from pathlib import Path
 
 import pytest
 
 from dagent.errors import IsolationError
 from dagent.sandbox.base import Resources
-from dagent.sandbox.isolation import check_isolation, require_isolation, suite_paths
+from dagent.sandbox.isolation import PROBES, check_isolation, require_isolation, suite_paths
 from dagent.sandbox.local import LocalBackend
 from tests.factories import write_suite
 from tests.sandbox.test_local import _host_ip
-
-PROBES = ["read_gold", "list_suite", "server_env", "server_port", "outside"]
 
 
 @pytest.fixture()
@@ -55,6 +55,20 @@ def _escaped(report) -> set[str]:
     return {p.name for p in report.escapes()}
 
 
+def _ran(report) -> list[str]:
+    """Every probe, less `server_port6` where this host has no IPv6 loopback to listen on."""
+    return [p for p in PROBES if p != "server_port6" or socket.has_ipv6 and _ipv6_loopback()]
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 def test_every_probe_fails_inside_bubblewrap_and_the_no_namespace_path(tmp_path, open_suite, outside):
     kinds = {"mountns": _mountns(tmp_path, hidden=[open_suite])}
     bwrap = LocalBackend(base_dir=tmp_path / "bw")
@@ -62,7 +76,7 @@ def test_every_probe_fails_inside_bubblewrap_and_the_no_namespace_path(tmp_path,
         kinds["bwrap"] = bwrap
     for tier, backend in kinds.items():
         report = check_isolation(backend, suite_dir=open_suite, **({"outside": outside} if outside else {}))
-        assert [p.name for p in report.probes] == PROBES, tier
+        assert [p.name for p in report.probes] == _ran(report), tier
         assert report.ok, (tier, report.summary())
         assert all(p.detail == "refused" for p in report.probes)
 
@@ -76,8 +90,13 @@ def test_the_check_catches_each_planted_escape(tmp_path, open_suite, outside, mo
     bare = LocalBackend(base_dir=tmp_path / "bare", isolation="rlimits")
     assert bare.tier == "cwd"
     report = check_isolation(bare, suite_dir=open_suite, **({"outside": outside} if outside else {}))
-    expected = {"read_gold", "list_suite", "server_env", "server_port"} | ({"outside"} if outside else set())
-    assert _escaped(report) == expected
+    # every probe escapes, less what this host lacks: a route out, interfaces besides lo, MPTCP
+    absent = {"outside"} if not outside else set()
+    if not [n for _, n in socket.if_nameindex() if n != "lo"]:
+        absent.add("netlink")
+    if Path("/proc/sys/net/mptcp/enabled").read_text().strip() != "1" if Path("/proc/sys/net/mptcp/enabled").exists() else True:
+        absent.add("mptcp")
+    assert _escaped(report) == set(_ran(report)) - absent
     with pytest.raises(IsolationError) as e:
         require_isolation(bare, suite_dir=open_suite)
     message = str(e.value)
@@ -167,7 +186,7 @@ def test_a_server_that_is_pid_1_is_not_confused_with_the_sandboxes_own_init(tmp_
     if backend.tier not in ("bwrap", "mountns"):
         pytest.skip(f"no pid namespace here ({backend.tier})")
     report = check_isolation(backend, server_pid=1)  # stands in for a server running as pid 1
-    assert not {p.name for p in report.probes if p.escaped} & {"server_env"}, report.summary()
+    assert not {p.name for p in report.probes if p.escaped} & {"server_env", "server_mem"}, report.summary()
 
 
 def test_the_bubblewrap_probe_runs_with_every_flag_a_sandbox_runs_with(tmp_path, monkeypatch):
@@ -189,3 +208,40 @@ def test_the_bubblewrap_probe_runs_with_every_flag_a_sandbox_runs_with(tmp_path,
         assert flag in probe, flag  # `Can't mount proc` shows at start-up, not at the first episode
     if backend.tier == "bwrap":
         assert probe[:-1] == backend.bwrap_base
+
+
+def test_the_probe_table_in_docs_is_what_each_tier_does(tmp_path, open_suite, outside, monkeypatch):
+    """docs/sandboxes.md's probe x tier table, measured: every probe on bwrap, mountns, landlock and
+    the bare rlimits tier. A cell of the bare tier that this host cannot show (no IPv6, no route out,
+    no MPTCP) is left unchecked rather than read as blocked."""
+    import re
+
+    from dagent.errors import SandboxError
+
+    tiers = {"mountns": _mountns(tmp_path, hidden=[open_suite])}
+    bwrap = LocalBackend(base_dir=tmp_path / "bw")
+    if bwrap.tier != "bwrap":
+        pytest.skip(f"no bubblewrap here ({bwrap.describe()})")
+    tiers["bwrap"] = bwrap
+    try:
+        tiers["landlock"] = LocalBackend(base_dir=tmp_path / "ll", isolation="landlock")
+    except SandboxError as e:
+        pytest.skip(f"no landlock tier here: {e}")
+    monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+    tiers["rlimits"] = LocalBackend(base_dir=tmp_path / "bare", isolation="rlimits")
+    kw = {"outside": outside} if outside else {}
+    seen = {tier: {p.name: p.escaped for p in check_isolation(b, suite_dir=open_suite, **kw).probes}
+            for tier, b in tiers.items()}
+    doc = (Path(__file__).parents[2] / "docs" / "sandboxes.md").read_text()
+    block = re.search(r"<!-- probe-table -->\n(.*?)\n<!-- /probe-table -->", doc, re.S)
+    assert block, "docs/sandboxes.md has no probe table between <!-- probe-table --> markers"
+    rows = [line.strip("|").split("|") for line in block.group(1).splitlines()[2:]]
+    columns = ["bwrap", "mountns", "landlock", "rlimits"]
+    documented = {r[0].strip().strip("`"): dict(zip(columns, (c.strip() for c in r[1:]), strict=True)) for r in rows}
+    measured = {}
+    for probe in PROBES:
+        measured[probe] = {t: "allowed" if seen[t].get(probe) else "blocked" for t in columns}
+        assert list(documented.get(probe, {}).items())[:3] == list(measured[probe].items())[:3], probe
+        if seen["rlimits"].get(probe):  # a cell the host could show
+            assert documented[probe]["rlimits"] == "allowed", probe
+    assert list(documented) == list(PROBES)

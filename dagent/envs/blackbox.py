@@ -234,6 +234,8 @@ class BlackBoxRuntime:
             if not self.backend.remote:  # from inside a sandbox: no gold within reach
                 require_isolation(self.backend, suite_dir=self.suite.tables_root.parent)
             self.capture.start()
+            if isinstance(self.backend, LocalBackend):  # landlock: TCP to this one port (the known gap: any address)
+                self.backend.allow_tcp(self.capture.port)
             self.publisher = Publisher(self.backend, self.capture.host, self.capture.port,
                                        bridge_dir=self._bridge_dir, **self._publish)
             self.reach = self.publisher.start()  # F08 refusal, bounded tunnel (F09), the bridge

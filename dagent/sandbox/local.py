@@ -89,6 +89,8 @@ ISOLATIONS = ("auto", "bwrap", "landlock", "rlimits")  # what isolation= and DAG
 _LAUNCHER = str(Path(confine.__file__).resolve())
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 _UID_LOCK = threading.Lock()
+_MOUNTNS_WORKDIR = "/run/dagent-workdir"  # mountns with the /workdir link: the mount point behind the fd
+_REOPEN_WORKDIR = f'[ -e /proc/self/fd/{confine.WORKDIR_FD} ] || exec {confine.WORKDIR_FD}<"$DAGENT_WORKDIR"\n'
 
 
 def _take_uid() -> int:
@@ -101,6 +103,12 @@ def _take_uid() -> int:
                 _UIDS_IN_USE.add(uid)
                 return uid
     raise SandboxError("every agent uid is in use: close sandboxes")
+
+
+def _workdir_link() -> bool:
+    """`/workdir` is the per-process link every sandboxed process resolves to its own directory
+    through fd 1023 (the landlock tier needs it; `mountns` then opens the fd instead of mounting)."""
+    return os.path.islink(WORKDIR) and os.readlink(WORKDIR) == confine.WORKDIR_LINK
 
 
 def _under(path: str, root: str) -> bool:
@@ -197,6 +205,12 @@ class LocalBackend(SandboxBackend):
         elif self.tier == "landlock" or not self.cgroups:
             _LOG.warning("%s", self.describe())
 
+    def allow_tcp(self, port: int) -> None:
+        """Let `landlock` sandboxes connect to `port` (the capture proxy's, known once it listens); the
+        namespace tiers reach it through the bridge instead, and `cwd` reaches everything anyway."""
+        if int(port) not in self.tcp_connect:
+            self.tcp_connect = (*self.tcp_connect, int(port))
+
     # -- the landlock tier --------------------------------------------------------------------
 
     def _landlock_paths(self) -> dict[str, list[str]]:
@@ -225,10 +239,12 @@ class LocalBackend(SandboxBackend):
             raise SandboxError(f"the landlock tier is unusable here ({why}); use a kernel with Landlock "
                                f"ABI >= {confine.MIN_ABI} (Linux 6.12) enabled, or bubblewrap where user "
                                "namespaces are allowed")
-        if os.path.islink(WORKDIR) and os.readlink(WORKDIR) == confine.WORKDIR_LINK:
+        if _workdir_link():
             return
-        if not os.path.lexists(WORKDIR):
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # absent, or the empty mount point an earlier tier made
+            if os.path.isdir(WORKDIR) and not os.path.islink(WORKDIR) and not os.path.ismount(WORKDIR):
+                os.rmdir(WORKDIR)  # fails unless empty
+            if not os.path.lexists(WORKDIR):
                 os.symlink(confine.WORKDIR_LINK, WORKDIR)
                 return
         self.landlock_why = (f"{WORKDIR} is not the link to {confine.WORKDIR_LINK}: absolute {WORKDIR} paths do "
@@ -261,10 +277,12 @@ class LocalBackend(SandboxBackend):
         if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"):
             return False
         try:
-            os.makedirs(WORKDIR, exist_ok=True)  # the mount point; stays empty on the host
+            link = _workdir_link()
+            os.makedirs(_MOUNTNS_WORKDIR if link else WORKDIR, exist_ok=True)  # the mount point; empty on the host
             with tempfile.TemporaryDirectory(dir=self.base_dir) as d:
                 Path(d, "probe").touch()
-                script = f'mount --bind "$1" {WORKDIR} && test -e {WORKDIR}/probe'
+                target = '"$1"' if link else WORKDIR  # with the link, sandboxes get fd 1023 instead
+                script = f'mount --bind "$1" {target} && test -e {target}/probe'
                 r = subprocess.run([*_UNSHARE, "sh", "-c", script, "sh", d], capture_output=True)
             return r.returncode == 0
         except OSError:
@@ -317,6 +335,11 @@ class LocalSandbox(Sandbox):
         self.host_tmp = self.root / "tmp"  # TMPDIR on the landlock tier (the host's /tmp is shared)
         if backend.tier == "landlock":
             self.host_tmp.mkdir(mode=0o700)
+            # a harness that closes inherited fds (opencode) starts `bash -c`: bash reads BASH_ENV
+            # first, which reopens fd 1023, so /workdir resolves in its commands too
+            (self.root / "bash_env").write_text(_REOPEN_WORKDIR)
+        elif backend.tier == "mountns" and _workdir_link():  # written once, before the agent owns the home
+            (self.host_home / ".dagent_bash_env").write_text(_REOPEN_WORKDIR)
         self.uid = _take_uid() if backend.agent_uid_isolation else None  # who commands run as
         if self.uid is not None:
             for d in (self.host_workdir, self.host_home):
@@ -371,7 +394,9 @@ class LocalSandbox(Sandbox):
             return ["/bin/sh", "-c", f'{setup}; exec "$@"', "sh", *a, *run]
         if self.backend.tier == "landlock":
             cwd = wd + cwd[len(WORKDIR):] if _under(cwd, WORKDIR) else cwd
-            spec = {**self.backend._landlock_paths(), "workdir": wd,
+            paths = self.backend._landlock_paths()
+            paths["read_only"].append(str(self.root / "bash_env"))
+            spec = {**paths, "workdir": wd,
                     "read_write": [wd, str(self.host_home), str(self.host_tmp)],
                     "tcp_connect": list(self.backend.tcp_connect), "memory_mb": res.memory_mb,
                     "disk_mb": res.max_file_mb * 4, "max_processes": res.max_processes,
@@ -384,7 +409,11 @@ class LocalSandbox(Sandbox):
             return ["/bin/sh", "-c", f'{setup}; cd "$1" && shift && exec "$@"', "sh", cwd, *run]
         q, home = shlex.quote, str(self.host_home)
         mounts = [f"mount -t tmpfs -o size=4k,mode=000 dagent-hidden {q(h)}" for h in self.backend.hidden]
-        mounts.append(f"mount --bind {q(wd)} {WORKDIR}")
+        if _workdir_link():  # /workdir -> /proc/self/fd/1023: the sandbox's directory, mounted where
+            # its uid can reach it (the host path is under the 0700 base), on that fd
+            mounts += [f"mount --bind {q(wd)} {_MOUNTNS_WORKDIR}", f"exec 1023<{_MOUNTNS_WORKDIR}"]
+        else:
+            mounts.append(f"mount --bind {q(wd)} {WORKDIR}")
         if has_input:
             mounts += [f"mount --bind {q(wd + '/input')} {INPUT_DIR}",
                        f"mount -o remount,bind,ro {INPUT_DIR}"]
@@ -398,7 +427,7 @@ class LocalSandbox(Sandbox):
         drop = (f"setpriv --reuid={self.uid} --regid={self.uid} --clear-groups --no-new-privs "
                 "--inh-caps=-all --bounding-set=-all -- ") if self.uid is not None else ""
         script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec {drop}"$@"'
-        return [*_UNSHARE, "sh", "-c", script, "sh", cwd, *run]
+        return [*_UNSHARE, self.backend.bash, "-c", script, "sh", cwd, *run]  # bash: fds past 9
 
     def exec(self, command: str, *, timeout_s: float | None = None,
              env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -412,7 +441,10 @@ class LocalSandbox(Sandbox):
         timeout = self.resources.timeout_s if timeout_s is None else timeout_s
         full_env = {"PATH": self.backend.path, "HOME": self.home, "LANG": "C.UTF-8"}
         if self.backend.tier == "landlock":
-            full_env["TMPDIR"] = str(self.host_tmp)
+            full_env.update(TMPDIR=str(self.host_tmp), BASH_ENV=str(self.root / "bash_env"),
+                            DAGENT_WORKDIR=str(self.host_workdir))
+        elif self.backend.tier == "mountns" and (self.host_home / ".dagent_bash_env").is_file():
+            full_env.update(BASH_ENV=f"{_HOME}/.dagent_bash_env", DAGENT_WORKDIR=_MOUNTNS_WORKDIR)
         full_env.update(env or {})  # through the environment, never an argv (F22)
         cwd = posixpath.normpath(posixpath.join(WORKDIR, cwd or WORKDIR))
         if _under(cwd, WORKDIR) and not self._host_path(cwd).is_dir():

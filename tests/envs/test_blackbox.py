@@ -332,6 +332,29 @@ def test_a_rollout_on_the_no_user_namespace_path(suite, steered, tmp_path_factor
 
 @pytest.mark.harness
 @pytest.mark.slow
+def test_a_rollout_on_the_landlock_tier(suite, steered, tmp_path_factory):
+    """No namespaces at all (forced): opencode runs confined by Landlock + seccomp as the server's uid,
+    reaches capture over TCP on the one port its sandbox may connect to, and still solves."""
+    from dagent.errors import SandboxError
+
+    try:
+        rt = BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
+                             sandbox_dir=tmp_path_factory.mktemp("bb-landlock"), isolation="landlock").start()
+    except SandboxError as e:
+        pytest.skip(f"no landlock tier on this kernel: {e}")
+    try:
+        assert rt.backend.tier == "landlock" and rt.reach.how == "loopback"
+        assert rt.backend.tcp_connect == (rt.capture.port,)
+        r = rt.run_rollout("train", 0)
+    finally:
+        rt.stop()
+    assert r.outcome == "correct" and r.cause is None and r.tool_calls == 2, r.summary()
+    assert_exact_chain(r)
+    assert r.gate.tier == "train"
+
+
+@pytest.mark.harness
+@pytest.mark.slow
 def test_a_wrong_answer_is_graded_zero_not_none(runtime):
     r = runtime.run_rollout("train", 1)  # a sum is asked; the script writes the row count
     assert (r.outcome, r.reward, r.correct, r.cause) == ("wrong", 0.0, False, None), r.summary()

@@ -2,12 +2,14 @@
 
 Each image is built exactly as its Dockerfile says (the base from scripts/docker_base.sh) and run as
 its own user, uid 1000, with no added privileges: Docker's default runtime refuses the user
-namespaces bubblewrap needs, so the server refuses to start and names the fix; the documented
-runtime setting then makes it start, and from inside an episode the outside client's probes (the
-suite's gold, the suite's directory, the server's port, a route out) all fail. The black-box image
-plays one graded rollout with opencode and one with pi against the local engine, and runs a
-black-box evaluation job as HF Jobs starts one in it; the demo image
-serves the app with a task loaded from the suite it is given. The suite is never inside an image:
+namespaces bubblewrap needs, so the servers take the landlock tier (Landlock + seccomp) and serve;
+bubblewrap forced there is refused with the fix named; the documented runtime setting gives
+bubblewrap back. From inside an episode the outside client's probes (the suite's gold, the suite's
+directory, the server's port, a route out) fail on both tiers. The black-box image plays one graded
+rollout with opencode and one with pi against the local engine under the default runtime (their
+TCP to the capture proxy is the one port their sandboxes may connect to), and runs a black-box
+evaluation job as HF Jobs starts one in it; the demo image serves the app with a task loaded from
+the suite it is given, under the default runtime. The suite is never inside an image:
 it is mounted read-only here (a Hub dataset on a Space).
 """
 
@@ -61,45 +63,47 @@ def test_the_dockerfiles_name_their_base_run_as_uid_1000_under_tini_and_bake_no_
         assert text.index("pip install --no-cache-dir \".[") < text.index("COPY dagent ./dagent")
 
 
-def test_the_white_box_image_refuses_default_runtime_and_serves_isolated_episodes_with_the_setting(
-        checkout, mounted_suite):
+def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblewrap(checkout, mounted_suite):
     tag = image(checkout, "whitebox")
     port = free_port()
     env = {"PORT": str(port), "DAGENT_SUITE": SUITE}
-    refused = run(tag, "dagent-test-wb-default", env=env, volumes={mounted_suite: SUITE})
-    try:
+    refused = run(tag, "dagent-test-wb-bwrap", env={**env, "DAGENT_ISOLATION": "bwrap"}, volumes={mounted_suite: SUITE})
+    try:  # bubblewrap demanded where the default runtime refuses namespaces: refused, the fix named
         assert refused.wait_exit() != 0
-        logs = refused.logs()
-        assert "refusing to serve" in logs and "seccomp=unconfined --security-opt systempaths=unconfined" in logs
-        assert "DAGENT_SANDBOX=e2b" in logs  # what a Space whose runtime refuses namespaces sets
+        assert "bubblewrap is unusable" in refused.logs()
     finally:
         refused.remove()
-    box = run(tag, "dagent-test-wb", env=env, volumes={mounted_suite: SUITE}, options=NAMESPACES)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        box.wait_serving(f"{url}/health")
-        assert box.exec("id", "-u").strip() == "1000" and box.exec("cat", "/proc/1/comm").strip() == "tini"
-        health = httpx.get(f"{url}/health").json()
-        assert health["sandbox"]["isolation"] == "bwrap" and health["sandbox"]["backend"] == "local"
-        from dagent.envs.client import white_box_client
+    for tier, options in (("landlock", ()), ("bwrap", NAMESPACES)):
+        box = run(tag, f"dagent-test-wb-{tier}", env=env, volumes={mounted_suite: SUITE}, options=options)
+        try:
+            _serves_isolated_episodes(box, port, tier)
+        finally:
+            box.remove()
 
-        env_ = white_box_client(url)()
-        env_.reset(split="test", index=0)
-        probes = {"gold": f"cat {SUITE}/data/*.parquet | head -c 40 | od -c | head -2",
-                  "suite": f"ls {SUITE}/data",
-                  "server": f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); "
-                            "print('REACHED')\"",
-                  "outside": "python -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-                             "s.connect(('1.1.1.1', 9)); print('ROUTED')\""}  # a route lookup: nothing is sent
-        seen = {name: env_.bash(command=cmd) for name, cmd in probes.items()}
-        assert "PAR1" not in seen["gold"] and "P   A   R   1" not in seen["gold"], seen
-        assert "eval-" not in seen["suite"] and "test-" not in seen["suite"], seen
-        assert "REACHED" not in seen["server"] and "ROUTED" not in seen["outside"], seen
-        assert env_.bash(command="tail -n +2 input/t.csv | wc -l") == "3"
-        assert env_.submit_solution(answer=3).startswith("Answer submitted")
-        assert env_.get_reward() > 1.0
-    finally:
-        box.remove()
+
+def _serves_isolated_episodes(box, port: int, tier: str) -> None:
+    url = f"http://127.0.0.1:{port}"
+    box.wait_serving(f"{url}/health")
+    assert box.exec("id", "-u").strip() == "1000" and box.exec("cat", "/proc/1/comm").strip() == "tini"
+    health = httpx.get(f"{url}/health").json()
+    assert health["sandbox"]["isolation"] == tier and health["sandbox"]["backend"] == "local"
+    from dagent.envs.client import white_box_client
+
+    env_ = white_box_client(url)()
+    env_.reset(split="test", index=0)
+    probes = {"gold": f"cat {SUITE}/data/*.parquet | head -c 40 | od -c | head -2",
+              "suite": f"ls {SUITE}/data",
+              "server": f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); "
+                        "print('REACHED')\"",
+              "outside": "python -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                         "s.connect(('1.1.1.1', 9)); print('ROUTED')\""}  # a route lookup: nothing is sent
+    seen = {name: env_.bash(command=cmd) for name, cmd in probes.items()}
+    assert "PAR1" not in seen["gold"] and "P   A   R   1" not in seen["gold"], seen
+    assert "eval-" not in seen["suite"] and "test-" not in seen["suite"], seen
+    assert "REACHED" not in seen["server"] and "ROUTED" not in seen["outside"], seen
+    assert env_.bash(command="tail -n +2 /workdir/input/t.csv | wc -l") == "3"  # the absolute path too
+    assert env_.submit_solution(answer=3).startswith("Answer submitted")
+    assert env_.get_reward() > 1.0
 
 
 @pytest.mark.parametrize("harness", ["opencode", "pi"])
@@ -109,7 +113,7 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
     tag = image(checkout, "blackbox")
     engine = steered_engine()  # on this host's loopback, which the container shares
     port = free_port()
-    box = run(tag, f"dagent-test-bb-{harness}", volumes={mounted_suite: SUITE}, options=NAMESPACES,
+    box = run(tag, f"dagent-test-bb-{harness}", volumes={mounted_suite: SUITE},  # the default runtime
               env={"PORT": str(port), "DAGENT_SUITE": SUITE, "DAGENT_ENGINE_URL": engine.url,
                    "DAGENT_HARNESS": harness, "DAGENT_MAX_OUTPUT_TOKENS": "256", "DAGENT_MAX_ROLLOUTS": "2"})
     try:
@@ -119,7 +123,7 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
         node = tuple(int(x) for x in box.exec("node", "--version").strip().lstrip("v").split(".")[:2])
         assert node >= (20, 6)  # pi's engines field
         health = httpx.get(f"{url}/health").json()
-        assert health["status"] == "healthy" and health["sandbox"]["isolation"] == "bwrap"
+        assert health["status"] == "healthy" and health["sandbox"]["isolation"] == "landlock"
         r = httpx.post(f"{url}/data_agent_blackbox/rollout", json={"split": "train", "index": 0},
                        timeout=600).json()
         assert r["outcome"] == "correct" and r["reward"] > 1.0 and r["model_calls"] >= 1, (r, box.logs()[-3000:])
@@ -146,7 +150,7 @@ def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mount
         if server is not None:
             server.terminate()
     port = free_port()
-    box = run(tag, "dagent-test-demo", volumes={mounted_suite: SUITE}, options=NAMESPACES,
+    box = run(tag, "dagent-test-demo", volumes={mounted_suite: SUITE},  # the default runtime: landlock
               env={"PORT": str(port), "DAGENT_SUITE": SUITE})
     try:
         box.wait_serving(f"http://127.0.0.1:{port}/", timeout_s=240)

@@ -194,3 +194,39 @@ def test_the_seccomp_program_fits_and_ends_in_returns():
     for i, (code, jt, jf, _) in enumerate(prog):  # every jump lands inside the program
         if code & 0x07 == 0x05:
             assert i + 1 + max(jt, jf) < len(prog)
+
+
+def test_the_allowed_port_is_the_only_one_and_the_known_gap_is_any_address(tmp_path):
+    """The capture proxy's port is reachable (on any address of this host: Landlock's TCP rules are per
+    port, the documented gap); a port next to it is not."""
+    import socket
+
+    backend = _landlock(tmp_path)
+    listeners = []
+    for _ in range(2):
+        s = socket.socket()
+        s.bind(("0.0.0.0", 0))
+        s.listen(8)
+        listeners.append(s)
+    allowed, other = (s.getsockname()[1] for s in listeners)
+    backend.allow_tcp(allowed)
+    probe = ("python3 -c \"import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 2); "
+             "print('connected')\" {} {}")
+    try:
+        with backend.create(Resources(timeout_s=30)) as sb:
+            assert sb.exec(probe.format("127.0.0.1", allowed)).stdout.strip() == "connected"
+            assert sb.exec(probe.format("127.0.0.2", allowed)).stdout.strip() == "connected"  # the gap
+            denied = sb.exec(probe.format("127.0.0.1", other))
+            assert denied.exit_code != 0 and "Permission denied" in denied.stderr, denied.stderr[-300:]
+            bind = sb.exec("python3 -c \"import socket; socket.socket().bind(('127.0.0.1', 0))\"")
+            assert bind.exit_code != 0 and "Permission denied" in bind.stderr  # no listening either
+    finally:
+        for s in listeners:
+            s.close()
+
+
+def test_a_sandbox_whose_directories_outgrow_their_limit_is_killed(tmp_path):
+    backend = _landlock(tmp_path)
+    with backend.create(Resources(timeout_s=60, max_file_mb=2)) as sb:  # 4 x 2 MB for its directories
+        r = sb.exec("for i in 1 2 3 4 5 6; do head -c 1500000 /dev/zero > f$i; done; sleep 10", timeout_s=30)
+        assert r.exit_code == 137 and not r.timed_out and "disk went past its limit" in r.stderr, r.stderr[-300:]

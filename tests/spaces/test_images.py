@@ -9,8 +9,9 @@ directory, the server's port, a route out) fail on both tiers. The black-box ima
 rollout with opencode and one with pi against the local engine under the default runtime (their
 TCP to the capture proxy is the one port their sandboxes may connect to), and runs a black-box
 evaluation job as HF Jobs starts one in it; the demo image serves the app with a task loaded from
-the suite it is given, under the default runtime. The suite is never inside an image:
-it is mounted read-only here (a Hub dataset on a Space).
+the suite it is given, under the default runtime. The white-box image builds the bundled suite at
+build time (on the landlock tier) and, given no suite, serves it: its oracle is graded; the others
+take a suite mounted read-only here (a Hub dataset on a Space).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def test_the_dockerfiles_name_their_base_run_as_uid_1000_under_tini_and_bake_no_
         assert "FROM python:3.11-slim-trixie" in text  # Debian named: trixie's Node 20 runs pi (>= 20.6)
         assert "useradd --create-home --uid 1000 user" in text and "\nUSER user\n" in text
         assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in text and "HOME=/home/user" in text
-        assert "datasets_build --out" not in text and "ENV DAGENT_SUITE" not in text
+        assert "ENV DAGENT_SUITE" not in text  # the white-box image builds the bundled suite; the others take one
+        assert ("RUN python -m datasets_build --out /home/user/.cache/dagent/suite" in text) == ("data-agent/" in dockerfile)
         # dependencies installed before the package's code is copied: a code change rebuilds in seconds
         assert text.index("pip install --no-cache-dir \".[") < text.index("COPY dagent ./dagent")
 
@@ -79,6 +81,23 @@ def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblew
             _serves_isolated_episodes(box, port, tier)
         finally:
             box.remove()
+    # duplicated as is: no suite mounted, no DAGENT_SUITE; the suite the build made, its oracle graded
+    box = run(tag, "dagent-test-wb-bundled", env={"PORT": str(port)})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        box.wait_serving(f"{url}/health", timeout_s=240)
+        assert httpx.get(f"{url}/health").json()["sandbox"]["isolation"] == "landlock"
+        solution = box.exec("python", "-c", "from dagent.suites.sources import load_tasks; "
+                            "print(load_tasks(None).task_at('test', 0).solution)")
+        from dagent.envs.client import white_box_client
+
+        env_ = white_box_client(url)()
+        env_.reset(split="test", index=0)
+        answer = env_.bash(command="python3 - <<'DAGENT_EOF'\n" + solution + "\nDAGENT_EOF")
+        assert env_.submit_solution(answer=answer.strip()).startswith("Answer submitted"), answer[-500:]
+        assert env_.get_reward() > 1.0, answer[-500:]
+    finally:
+        box.remove()
 
 
 def _serves_isolated_episodes(box, port: int, tier: str) -> None:

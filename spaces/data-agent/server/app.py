@@ -1,8 +1,8 @@
 """The data-agent white-box Space: wiring only (settings from the environment, then `create_app`).
 
     DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/...
-                          (the image carries none: a Hub dataset is downloaded at start-up, or
-                          mount a build; outside an image the default is `dagent suite build`'s)
+                          (default: the bundled suite `dagent suite build` makes, which the image
+                          builds at build time; a Hub dataset is downloaded at start-up)
     DAGENT_TOOLS          toolsets: bash, seta or bash,seta (default both; submit_solution always)
     DAGENT_MAX_EPISODES   episodes running at once (default 64)
     DAGENT_MAX_STEPS      tool calls per episode before only submit_solution is allowed (default 30)
@@ -12,8 +12,10 @@
     DAGENT_SANDBOX_IMAGE  the hf sandbox's image (one with the data stack; checked by running an oracle)
     DAGENT_SANDBOX        local (default), e2b (E2B_API_KEY) or hf (HF_TOKEN): where agent commands
                           run. A local backend must pass the isolation self-check at start-up (no
-                          gold within an agent's reach); on a host without user namespaces that
-                          needs root, else the server refuses and names the fix (a cloud backend)
+                          gold within an agent's reach): bubblewrap where namespaces are allowed,
+                          else Landlock + seccomp; where neither works the server refuses and names
+                          the fix (a cloud backend)
+    DAGENT_ISOLATION      auto (default), bwrap, landlock or rlimits: the local sandbox tier
     HOST, PORT            where uvicorn listens (default 0.0.0.0:8000)
 
 Run: `python -m server.app` from this directory (what the Dockerfile's CMD does).

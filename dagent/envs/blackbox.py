@@ -242,7 +242,7 @@ class BlackBoxRuntime:
             if self.backend.remote:  # egress to the URL actually resolved, checked from a sandbox (F45)
                 allow_egress(self.backend, self.reach.base_url)
                 verify_reach(self.backend, self.reach)
-                check_image(self.suite, self.backend)  # the image runs the tasks at all (F51)
+            check_image(self.suite, self.backend)  # the sandboxes run the tasks at all, local tiers too (F51)
         except BaseException:
             self.stop()
             raise

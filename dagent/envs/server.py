@@ -101,8 +101,8 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     _ = runtime.backend  # probe the sandbox backend now: a broken one fails at start-up, not mid-rollout
     if isolation_check and not runtime.backend.remote:  # from inside a sandbox: no gold within reach
         _LOG.info("sandbox %s", require_isolation(runtime.backend, suite_dir=suite.tables_root.parent).summary())
-    elif isolation_check:  # a remote image must run the tasks at all (F51)
-        _LOG.info("sandbox image runs the oracle of %s", check_image(suite, runtime.backend).task_id)
+    if isolation_check:  # the sandboxes run the tasks at all, local tiers too (F51)
+        _LOG.info("sandbox runs the oracle of %s", check_image(suite, runtime.backend).task_id)
     env_cls = environment_class(names)
     app = openenv_create_app(env_cls, CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_episodes, reset_observation_cls=WhiteBoxObservation)

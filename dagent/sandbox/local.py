@@ -89,7 +89,8 @@ ISOLATIONS = ("auto", "bwrap", "landlock", "rlimits")  # what isolation= and DAG
 _LAUNCHER = str(Path(confine.__file__).resolve())
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 _UID_LOCK = threading.Lock()
-_MOUNTNS_WORKDIR = "/run/dagent-workdir"  # mountns with the /workdir link: the mount point behind the fd
+_MOUNTNS_WORKDIR = "/run/dagent-workdir"
+_MOUNTNS_STAGE = "/run/dagent-stage"  # mountns: where interpreter trees wait while their closed parent is covered  # mountns with the /workdir link: the mount point behind the fd
 _REOPEN_WORKDIR = f'[ -e /proc/self/fd/{confine.WORKDIR_FD} ] || exec {confine.WORKDIR_FD}<"$DAGENT_WORKDIR"\n'
 
 
@@ -109,6 +110,20 @@ def _workdir_link() -> bool:
     """`/workdir` is the per-process link every sandboxed process resolves to its own directory
     through fd 1023 (the landlock tier needs it; `mountns` then opens the fd instead of mounting)."""
     return os.path.islink(WORKDIR) and os.readlink(WORKDIR) == confine.WORKDIR_LINK
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The highest directory above `path` that other users cannot pass through (no o+x: a 0700
+    `mktemp -d`, a home), which keeps a sandbox's own uid from the interpreter below it; or None."""
+    parts = Path(path).parts
+    for i in range(2, len(parts)):
+        folder = os.path.join(*parts[:i])
+        try:
+            if not os.stat(folder).st_mode & 0o001:
+                return folder
+        except OSError:
+            return None
+    return None
 
 
 def _under(path: str, root: str) -> bool:
@@ -196,9 +211,18 @@ class LocalBackend(SandboxBackend):
                 if isolation == "auto":
                     self.landlock_why = landlock
         self.bwrap_base = self._bwrap_base() if self.tier == "bwrap" else []
+        # mountns: interpreter trees under a directory its uids cannot pass (not /root: the home
+        # mapping covers it), by the closed directory: there a tmpfs, the trees bound back in place
+        self.covers: dict[str, list[str]] = {}
         if self.tier == "mountns":
             for _, dst in self.ro_binds:  # mount points (on the host; they stay empty there)
                 os.makedirs(dst, exist_ok=True)
+            for prefix in self.prefixes:
+                closed = None if _under(prefix, _HOME) else _closed_ancestor(prefix)
+                if closed:
+                    self.covers.setdefault(closed, []).append(prefix)
+            if self.covers:
+                os.makedirs(_MOUNTNS_STAGE, exist_ok=True)
         if self.tier not in ("bwrap", "landlock"):
             _LOG.warning("%s (bubblewrap: %s%s)", self.describe(), why,
                          f"; landlock: {self.landlock_why}" if self.landlock_why else "")
@@ -424,6 +448,18 @@ class LocalSandbox(Sandbox):
         mounts.append(f"mount --rbind {q(home)} {_HOME}")
         # the new network's lo starts down: iproute2 where present (3 ms), else Python's ioctl (30 ms)
         mounts.append(f"{{ ip link set lo up 2>/dev/null || {q(sys.executable)} -c {q(_LOOPBACK_UP)}; }}")
+        if self.backend.covers:  # last: what is mounted above was reached through these directories
+            mounts.append(f"mount -t tmpfs -o size=64k,mode=0755 dagent-stage {_MOUNTNS_STAGE}")
+            staged = []
+            for closed, trees in self.backend.covers.items():
+                for tree in trees:
+                    n = len(staged)
+                    mounts += [f"mkdir {_MOUNTNS_STAGE}/{n}", f"mount --bind {q(tree)} {_MOUNTNS_STAGE}/{n}"]
+                    staged.append((n, tree))
+                mounts.append(f"mount -t tmpfs -o size=64k,mode=0755 dagent-cover {q(closed)}")
+            for n, tree in staged:
+                mounts += [f"mkdir -p {q(tree)}", f"mount --move {_MOUNTNS_STAGE}/{n} {q(tree)}",
+                           f"mount -o remount,bind,ro {q(tree)}"]
         drop = (f"setpriv --reuid={self.uid} --regid={self.uid} --clear-groups --no-new-privs "
                 "--inh-caps=-all --bounding-set=-all -- ") if self.uid is not None else ""
         script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec {drop}"$@"'

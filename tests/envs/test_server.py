@@ -190,8 +190,9 @@ def test_ungraded_stays_none_over_the_wire(suite_dir, tmp_path, backend):
 
     broken = tmp_path / "suite"
     shutil.copytree(suite_dir, broken)
-    shutil.rmtree(broken / "tables")  # staging will fail: the episode cannot be graded
-    live = LiveServer(create_app(broken, max_episodes=4, backend=backend))
+    app = create_app(broken, max_episodes=4, backend=backend)  # starts: its sandboxes run the oracle
+    shutil.rmtree(broken / "tables")  # then staging fails: the episode cannot be graded
+    live = LiveServer(app)
     try:
         env = white_box_client(live.url)()
         env.reset(split="train", index=0)

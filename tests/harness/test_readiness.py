@@ -54,3 +54,18 @@ def test_an_image_without_the_data_stack_is_refused_before_rollouts(solvable_sui
     assert "python-without-pandas" in message and "DAGENT_SANDBOX_IMAGE" in message and "was wrong" in message
     with pytest.raises(SandboxImageError):  # the white-box server refuses to start on it
         create_app(solvable_suite, backend=bare)
+
+
+@pytest.mark.failure_mode("F51")
+def test_a_local_tier_that_cannot_run_the_tasks_is_refused_at_start_up(solvable_suite, tmp_path, monkeypatch):
+    """Local tiers too: a sandbox whose uid cannot reach the interpreter's packages (a checkout under a
+    0700 directory on `mountns`), planted as site-packages hidden, fails the oracle and the servers
+    refuse to start, naming the local fix rather than a remote image's."""
+    from dagent.sandbox.local import LocalBackend, LocalSandbox
+
+    run = LocalSandbox.exec
+    monkeypatch.setattr(LocalSandbox, "exec", lambda self, command, **kw: run(self, command.replace("python ", "python -S "), **kw))
+    with pytest.raises(SandboxImageError) as err:
+        create_app(solvable_suite, backend=LocalBackend(tmp_path / "sb"))
+    message = str(err.value)
+    assert "dagent sandbox check" in message and "DAGENT_SANDBOX_IMAGE" not in message and "was wrong" in message

@@ -245,3 +245,22 @@ def test_the_probe_table_in_docs_is_what_each_tier_does(tmp_path, open_suite, ou
         if seen["rlimits"].get(probe):  # a cell the host could show
             assert documented[probe]["rlimits"] == "allowed", probe
     assert list(documented) == list(PROBES)
+
+
+def test_an_interpreter_under_a_closed_directory_still_runs_as_the_sandbox_uid(tmp_path):
+    """A checkout under a 0700 directory (`mktemp -d`, a home): its venv is below a directory the
+    sandbox's own uid cannot pass, so `import` failed there and every episode was ungraded (F51)."""
+    import subprocess
+    import sys
+
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    venv = closed / "checkout" / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    backend = _mountns(tmp_path, python=venv / "bin" / "python")
+    with backend.create(Resources(timeout_s=60)) as sb:
+        r = sb.exec("python -c 'import sys, json; print(sys.prefix)' && id -u && ls " + str(closed))
+        assert r.exit_code == 0, r.stderr[-500:]
+        prefix, uid, *listed = r.stdout.split()
+        assert prefix == str(venv) and int(uid) == sb.uid
+        assert listed == ["checkout"]  # the closed directory shows the tree, nothing else of it

@@ -89,8 +89,8 @@ ISOLATIONS = ("auto", "bwrap", "landlock", "rlimits")  # what isolation= and DAG
 _LAUNCHER = str(Path(confine.__file__).resolve())
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 _UID_LOCK = threading.Lock()
-_MOUNTNS_WORKDIR = "/run/dagent-workdir"
-_MOUNTNS_STAGE = "/run/dagent-stage"  # mountns: where interpreter trees wait while their closed parent is covered  # mountns with the /workdir link: the mount point behind the fd
+_MOUNTNS_WORKDIR = "/run/dagent-workdir"  # mountns with the /workdir link: the mount point behind the fd
+_MOUNTNS_STAGE = "/run/dagent-stage"  # mountns: where interpreter trees wait while their closed parent is covered
 _REOPEN_WORKDIR = f'[ -e /proc/self/fd/{confine.WORKDIR_FD} ] || exec {confine.WORKDIR_FD}<"$DAGENT_WORKDIR"\n'
 
 
@@ -211,6 +211,7 @@ class LocalBackend(SandboxBackend):
                 if isolation == "auto":
                     self.landlock_why = landlock
         self.bwrap_base = self._bwrap_base() if self.tier == "bwrap" else []
+        self.landlock_paths = self._landlock_paths() if self.tier == "landlock" else {}
         # mountns: interpreter trees under a directory its uids cannot pass (not /root: the home
         # mapping covers it), by the closed directory: there a tmpfs, the trees bound back in place
         self.covers: dict[str, list[str]] = {}
@@ -418,9 +419,8 @@ class LocalSandbox(Sandbox):
             return ["/bin/sh", "-c", f'{setup}; exec "$@"', "sh", *a, *run]
         if self.backend.tier == "landlock":
             cwd = wd + cwd[len(WORKDIR):] if _under(cwd, WORKDIR) else cwd
-            paths = self.backend._landlock_paths()
-            paths["read_only"].append(str(self.root / "bash_env"))
-            spec = {**paths, "workdir": wd,
+            paths = self.backend.landlock_paths
+            spec = {**paths, "read_only": [*paths["read_only"], str(self.root / "bash_env")], "workdir": wd,
                     "read_write": [wd, str(self.host_home), str(self.host_tmp)],
                     "tcp_connect": list(self.backend.tcp_connect), "memory_mb": res.memory_mb,
                     "disk_mb": res.max_file_mb * 4, "max_processes": res.max_processes,

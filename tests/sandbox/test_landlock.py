@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -27,7 +26,6 @@ from dagent.sandbox import confine, local
 from dagent.sandbox.base import Resources
 from dagent.sandbox.isolation import PROBES, check_isolation
 from dagent.sandbox.local import LocalBackend
-from tests.factories import write_suite
 
 
 def _landlock(tmp_path, name: str = "ll", **kw) -> LocalBackend:
@@ -35,17 +33,6 @@ def _landlock(tmp_path, name: str = "ll", **kw) -> LocalBackend:
         return LocalBackend(base_dir=tmp_path / name, isolation="landlock", **kw)
     except SandboxError as e:
         pytest.skip(f"no landlock tier on this kernel: {e}")
-
-
-@pytest.fixture()
-def open_suite(tmp_path_factory):
-    """A suite every local user can read, outside the pytest temp tree (which a rule might cover)."""
-    root = tmp_path_factory.getbasetemp().parent.parent / f"dagent-ll-suite-{id(object())}"
-    write_suite(root)
-    for p in [root, *root.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_every_probe_is_refused_and_a_task_still_solves(tmp_path, open_suite):

@@ -14,6 +14,12 @@ failures. Traffic goes to 127.0.0.1 only; every level has a time bound and so do
 
     python benchmarks/env_load.py                      # levels 32,64,128,256
     python benchmarks/env_load.py --levels 8,16 --mcp openenv   # openenv's own POST /mcp
+    python benchmarks/env_load.py --levels 16,32 --against /tmp/old   # this tree beside another checkout
+
+`--against DIR` starts a second server from another checkout of the project (its
+spaces/data-agent, its `dagent` first on PYTHONPATH) and runs each level's HTTP arm on both, in
+the order this, other, other, this, then prints each arm's tool calls per second (the two runs
+of an arm pooled) and their ratio: a before/after of a server change, measured side by side.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class Args:
     max_seconds: float = field(default=1800.0, metadata={"help": "bound on the whole run"})
     tool_workers: int = field(default=0, metadata={"help": "server tool thread pool (0: its default)"})
     client_procs: int = field(default=8, metadata={"help": "load-generating client processes"})
+    against: str = field(default="", metadata={"help": "another checkout to measure side by side (its server)"})
 
 
 def write_suite(root: Path) -> Path:
@@ -68,13 +75,15 @@ def write_suite(root: Path) -> Path:
     return root
 
 
-def start_server(suite: Path, port: int, max_episodes: int, args: Args) -> subprocess.Popen:
+def start_server(suite: Path, port: int, max_episodes: int, args: Args, root: Path = ROOT) -> subprocess.Popen:
     env = {**os.environ, "DAGENT_SUITE": str(suite), "HOST": "127.0.0.1", "PORT": str(port),
            "DAGENT_MAX_EPISODES": str(max_episodes), "LOG_LEVEL": "warning", "DAGENT_MCP_HANDLER": args.mcp,
            "DAGENT_MAX_STEPS": str(args.calls)}
+    if root != ROOT:  # the other checkout's package, ahead of this one's editable install
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if args.tool_workers:
         env["DAGENT_TOOL_WORKERS"] = str(args.tool_workers)
-    proc = subprocess.Popen([sys.executable, "-m", "server.app"], cwd=SPACE, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "server.app"], cwd=root / SPACE.relative_to(ROOT), env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -204,7 +213,48 @@ def direct_level(level: int, calls: int, suite: Path) -> dict:
     return {"lat": latencies, "wall": time.perf_counter() - t0, "failures": failures}
 
 
+def side_by_side(args: Args) -> int:
+    """Each level's HTTP arm on this tree's server and on `--against`'s, ABBA; calls/s and the ratio."""
+    other = Path(args.against).resolve()
+    if not (other / SPACE.relative_to(ROOT) / "server" / "app.py").is_file():
+        raise SystemExit(f"--against {other}: not a checkout of this project (no spaces/data-agent/server/app.py)")
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    with tempfile.TemporaryDirectory(prefix="dagent-bench-") as tmp:
+        suite = write_suite(Path(tmp) / "suite")
+        ports = {"this": free_port(), "other": free_port()}
+        procs = {"this": start_server(suite, ports["this"], max(levels), args),
+                 "other": start_server(suite, ports["other"], max(levels), args, root=other)}
+        print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"this: {ROOT}   other: {other}   POST /mcp handler: {args.mcp}; command: {COMMAND!r}")
+        print(f"{'level':>5} {'arm':>5} {'runs':>4} {'fail':>5} {'p50':>8} {'p99':>8} {'calls/s':>8}")
+        worst = 0
+        try:
+            for level in levels:
+                runs: dict[str, list[dict]] = {"this": [], "other": []}
+                for arm in ("this", "other", "other", "this"):
+                    runs[arm].append(http_level(f"http://127.0.0.1:{ports[arm]}", level, args))
+                rate = {}
+                for arm, rs in runs.items():
+                    lat = [x for r in rs for x in r["lat"]]
+                    fails = sum(len(r["failures"]) for r in rs)
+                    worst = max(worst, fails)
+                    rate[arm] = len(lat) / sum(r["wall"] for r in rs)
+                    print(f"{level:>5} {arm:>5} {len(rs):>4} {fails:>5} {pct(lat, .5):>7.1f}m {pct(lat, .99):>7.1f}m "
+                          f"{rate[arm]:>8.1f}", flush=True)
+                print(f"      throughput this / other: {rate['this'] / rate['other']:.3f}")
+        finally:
+            for proc in procs.values():
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return 0 if worst == 0 else 1
+
+
 def main(args: Args) -> int:
+    if args.against:
+        return side_by_side(args)
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dagent-bench-") as tmp:

@@ -15,6 +15,7 @@ from typing import Any
 
 from dagent.core.conditions import Conditions
 from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
+from dagent.envs import mcp_route
 from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.envs.status import replace_health, sandbox_health
 from dagent.errors import ConfigError, DagentError
@@ -137,7 +138,7 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     configure(runtime)
     app = openenv_create_app(environment_class(), CallToolAction, CallToolObservation, env_name=ENV_NAME,
                              max_concurrent_envs=max_concurrent)
-
+    mcp_route.install(app, mcp_server())  # MCP's Streamable HTTP beside openenv's dialect (mcp_route)
 
     def published() -> dict[str, Any]:
         reach = runtime.reach

@@ -25,6 +25,8 @@ from dagent.errors import ConfigError
 
 ENV_NAME = "data_agent"
 ROUTING_ARG = "episode_id"
+#: An MCP client (opencode, an IDE) that cannot pass episode_id names the episode once, in this header.
+EPISODE_HEADER = "dagent-episode-id"
 REWARD_COLUMN = "WhiteBoxEnv"  # TRL logs `rewards/WhiteBoxEnv/mean` (the environment class's name)
 
 

@@ -6,12 +6,14 @@ WebSocket, and the concurrency declaration (`max_concurrent_envs`, which openenv
 unless the class declares `SUPPORTS_CONCURRENT_SESSIONS`, F23).
 
 Extended, each for a reason benchmarks/env_load.py measures:
-- `POST /mcp` is replaced by a lean JSON-RPC handler speaking the same protocol (`tools/list`,
-  `tools/call`; other methods fall through to openenv's handler). openenv's handler builds an
-  environment and opens an in-memory FastMCP client session for every request, and with
-  `openenv/session/create` sessions concurrent clients had their connections dropped. It calls the SAME registered FastMCP tool functions, so the
-  served set is still the FastMCP server's, in a thread pool of one worker per allowed episode
-  (a call mostly waits on its sandbox process), and answers in MCP's CallToolResult shape.
+- HTTP `/mcp` speaks three dialects (`dagent.envs.mcp_route`): MCP's Streamable HTTP transport for
+  MCP clients (FastMCP's app over `session_server`: an MCP session carries an episode), openenv's
+  own handler for `openenv/session/*` and its session-scoped tools calls, and a lean handler for
+  the sessionless `tools/list` / `tools/call` with `episode_id` that trainers send. openenv's
+  handler builds an environment and opens an in-memory FastMCP client session for every request;
+  the lean one calls the SAME registered FastMCP tool functions (so the served set is still the
+  FastMCP server's) in a thread pool of one worker per allowed episode (a call mostly waits on its
+  sandbox process), and answers in MCP's CallToolResult shape.
 - Errors become 4xx that name the fix: an unknown split or out-of-range index (400, listing the
   valid splits / range), a row whose task_id differs from the server's task (409), capacity (503).
 - Episode routes under the environment's name: `GET /data_agent/capacity`,
@@ -30,12 +32,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from openenv.core.env_server import CallToolAction, CallToolObservation
 from openenv.core.env_server import create_app as openenv_create_app
 from openenv.core.env_server.mcp_environment import get_server_tools
 
 from dagent.core.suite import TaskSuite
+from dagent.envs import mcp_route
 from dagent.envs.contract import ENV_NAME, ROUTING_ARG, task_api
 from dagent.envs.status import replace_health, sandbox_health
 from dagent.envs.whitebox import (
@@ -43,8 +45,10 @@ from dagent.envs.whitebox import (
     TaskMismatchError,
     WhiteBoxObservation,
     configure,
+    end_session,
     environment_class,
     mcp_server,
+    session_server,
 )
 from dagent.errors import ConfigError, SplitError, TaskError
 from dagent.harness.readiness import check_image
@@ -109,8 +113,10 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     # One worker per episode that may be running: a tool call mostly WAITS on its sandbox process,
     # so a smaller pool caps throughput at pool / exec latency, which grows under load.
     workers = tool_workers or min(max_episodes, 512)
+    fast = None
     if mcp_handler == "lean":
-        _install_mcp(app, names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
+        fast = _fast_mcp(names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
+    mcp_route.install(app, session_server(names), fast=fast, on_session_end=end_session)
     _install_episode_routes(app, names, max_episodes, config)
     _install_error_handlers(app)
 
@@ -130,39 +136,28 @@ def _tool_result(ok: bool, output: str) -> dict[str, Any]:
             "isError": not ok}
 
 
-def _install_mcp(app: FastAPI, names: tuple[str, ...], pool: ThreadPoolExecutor) -> None:
+def _fast_mcp(names: tuple[str, ...], pool: ThreadPoolExecutor) -> Any:
+    """The sessionless `tools/list` and `tools/call` (with episode_id) a trainer sends (`mcp_route`)."""
     served = get_server_tools(mcp_server(names))  # the registered FastMCP tools ARE the served set
     listing = [{"name": t.name, "description": t.description or "", "inputSchema": t.parameters or {}}
                for t in served.values()]
-    fallback = None
-    for route in list(app.router.routes):
-        if isinstance(route, APIRoute) and route.path == "/mcp" and "POST" in route.methods:
-            fallback = route.endpoint
-            app.router.routes.remove(route)
 
-    @app.post("/mcp", tags=["MCP"], summary="MCP JSON-RPC: tools/list, tools/call")
-    async def mcp(request: Request) -> Any:
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
-            return _rpc(None, error=(-32700, "parse error: the body is not JSON"))
-        if not isinstance(body, dict):
-            return _rpc(None, error=(-32600, "invalid request: send one JSON-RPC object"))
-        rid, method, params = body.get("id"), body.get("method"), body.get("params") or {}
+    async def fast(body: dict[str, Any]) -> dict[str, Any]:
+        rid, method, params = body.get("id"), body["method"], body.get("params") or {}
         if method == "tools/list":
             return _rpc(rid, {"tools": listing})
-        if method != "tools/call":
-            if fallback is None:
-                return _rpc(rid, error=(-32601, f"method not found: {method!r}"))
-            return await fallback(request)
         if not isinstance(params, dict):
-            return _rpc(rid, error=(-32602, "params must be an object"))
+            return _rpc(rid, error=(-32602, "params must be an object: {\"name\": ..., \"arguments\": {...}}"))
         name, arguments = params.get("name"), params.get("arguments") or {}
         tool = served.get(name) if isinstance(name, str) else None
         if tool is None:
             return _rpc(rid, _tool_result(False, f"unknown tool {name!r}; the tools are: {', '.join(names)}"))
         if not isinstance(arguments, dict):
             return _rpc(rid, _tool_result(False, f"arguments must be a JSON object ({ROUTING_ARG} included)"))
+        if not arguments.get(ROUTING_ARG):
+            return _rpc(rid, error=(-32602, f"tools/call without an MCP session needs `{ROUTING_ARG}` in the "
+                                           "arguments (from POST /reset); or send `initialize` first and "
+                                           "call start_episode in that session"))
         loop = asyncio.get_running_loop()
         try:
             out = await loop.run_in_executor(pool, lambda: tool.fn(**arguments))
@@ -170,6 +165,8 @@ def _install_mcp(app: FastAPI, names: tuple[str, ...], pool: ThreadPoolExecutor)
             _LOG.exception("tool %s raised", name)
             out = {"ok": False, "output": f"internal error in {name}: {type(e).__name__}: {e}"}
         return _rpc(rid, _tool_result(bool(out["ok"]), str(out["output"])))
+
+    return fast
 
 
 def _install_episode_routes(app: FastAPI, names: tuple[str, ...], max_episodes: int, config: EpisodeConfig) -> None:

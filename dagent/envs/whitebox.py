@@ -19,21 +19,23 @@ from __future__ import annotations
 
 import operator
 import threading
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fastmcp import FastMCP
+from fastmcp import Client, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_context, get_http_headers
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.mcp_environment import MCPEnvironment
+from openenv.core.env_server.mcp_environment import MCPEnvironment, get_server_tools
 from openenv.core.env_server.mcp_types import RESERVED_TOOL_NAMES
 from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
 from pydantic import Field
 
 from dagent.clock import PhaseClock
 from dagent.core.suite import TaskSuite
-from dagent.envs.contract import ENV_NAME, REWARD_COLUMN, ROUTING_ARG
+from dagent.envs.contract import ENV_NAME, EPISODE_HEADER, REWARD_COLUMN, ROUTING_ARG
 from dagent.errors import ConfigError, SplitError, TaskError
 from dagent.sandbox.base import SandboxBackend
 from dagent.sandbox.isolation import suite_paths
@@ -132,14 +134,144 @@ def _serve(name: str, arguments: Any, episode_id: str | None) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def mcp_server(tools: tuple[str, ...]) -> FastMCP:
-    """The FastMCP server whose registered tools are exactly `tools` (each plus `episode_id`)."""
+    """The FastMCP server whose registered tools are exactly `tools`, each plus an optional
+    `episode_id` (sessionless callers must send it; an openenv session fills in its own)."""
     reserved = set(tools) & set(RESERVED_TOOL_NAMES)
     if reserved:
         raise ConfigError(f"tool names {sorted(reserved)} are reserved by openenv")
     server = FastMCP(ENV_NAME)
     for name in tools:
-        server.tool(tool_function(name, _serve, routing=ROUTING_ARG))
+        server.tool(tool_function(name, _serve, routing=ROUTING_ARG, routing_optional=True))
     return server
+
+
+# ------------------------------------------------------------------ face 2b: MCP sessions (the SDK's clients)
+
+NO_EPISODE = ("no episode in this MCP session: call start_episode first (split and index, or task_id), "
+              f"send the {EPISODE_HEADER} header with an episode_id from POST /reset, or pass episode_id")
+
+_SESSIONS: dict[str, str] = {}  # MCP session id -> the episode it carries
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _mcp_session_id() -> str | None:
+    try:
+        return get_context().session_id
+    except RuntimeError:
+        return None
+
+
+def session_episode() -> str | None:
+    """The episode the current MCP request acts on: the header's, else its session's."""
+    named = get_http_headers().get(EPISODE_HEADER)
+    if named:
+        return named
+    sid = _mcp_session_id()
+    with _SESSIONS_LOCK:
+        return _SESSIONS.get(sid) if sid else None
+
+
+def end_session(session_id: str) -> dict[str, Any] | None:
+    """An MCP session ended (DELETE): finish the episode it carried; its summary, or None."""
+    with _SESSIONS_LOCK:
+        episode_id = _SESSIONS.pop(session_id, None)
+    if episode_id is None:
+        return None
+    try:
+        return close_episode(episode_id)
+    except EpisodeError:
+        return None
+
+
+def _serve_in_session(name: str, arguments: Any, episode_id: str | None) -> dict[str, Any]:
+    episode_id = episode_id or session_episode()
+    if not episode_id:
+        return {"ok": False, "output": NO_EPISODE}
+    return _serve(name, arguments, episode_id)
+
+
+def _start_episode(split: str | None = None, index: int | None = None,
+                   task_id: str | None = None) -> dict[str, Any]:
+    """Start an episode on one task and make it this session's: the other tools then act on it without
+    `episode_id`. Name the task by `split` and `index`, or by `task_id` alone. A second call finishes
+    the session's previous episode first.
+
+    Args:
+        split: The suite split, e.g. "train" or "test:easy".
+        index: The task's index within the split.
+        task_id: The task's id; alone it names the task, with split and index it checks them.
+    """
+    runtime = current()
+    try:
+        if task_id is not None and index is None:
+            found_split, index, _ = runtime.suite.find(task_id)
+            split = split or found_split.split(":")[0]
+            index = runtime.suite.tasks(split).index(runtime.suite.task_at(found_split, index))
+        episode = runtime.start(split, index, task_id=task_id)
+    except (TaskError, ValueError) as e:
+        raise ToolError(str(e)) from e
+    sid = _mcp_session_id()
+    if sid:
+        end_session(sid)
+        with _SESSIONS_LOCK:
+            _SESSIONS[sid] = episode.episode_id
+    return {"instruction": episode.instruction, "episode_id": episode.episode_id, "split": episode.split,
+            "index": episode.index, "task_id": episode.task.task_id, "tools": list(runtime.config.tools),
+            "ungraded": episode.start_cause}
+
+
+def _finish_episode(episode_id: str | None = None) -> dict[str, Any]:
+    """Finish this session's episode (or `episode_id`): grade it if it never submitted, free its sandbox,
+    and return its summary with the reward (null when it could not be graded).
+
+    Args:
+        episode_id: Another episode to finish; by default the one this session carries.
+    """
+    episode_id = episode_id or session_episode()
+    if not episode_id:
+        raise ToolError(NO_EPISODE)
+    sid = _mcp_session_id()
+    with _SESSIONS_LOCK:
+        if sid and _SESSIONS.get(sid) == episode_id:
+            del _SESSIONS[sid]
+    try:
+        return close_episode(episode_id)
+    except EpisodeError as e:
+        raise ToolError(str(e)) from e
+
+
+SESSION_TOOLS = ("start_episode", "finish_episode")
+
+
+@lru_cache(maxsize=None)
+def session_server(tools: tuple[str, ...]) -> FastMCP:
+    """The FastMCP server MCP sessions talk to (`/mcp` over Streamable HTTP): `start_episode`, the
+    `tools` (each with an optional `episode_id`: the session, or the `Dagent-Episode-Id` header,
+    carries it) and `finish_episode`, which returns the reward."""
+    server = FastMCP(ENV_NAME, instructions=(
+        "Data-agent tasks over real tables. start_episode gives you a task's instruction; solve it with "
+        "the tools in the episode's sandbox (the tables are under /workdir/input), submit_solution with "
+        "the answer, then finish_episode returns the grade."))
+    server.tool(_start_episode, name="start_episode")
+    for name in tools:
+        server.tool(tool_function(name, _serve_in_session, routing=ROUTING_ARG, routing_optional=True))
+    server.tool(_finish_episode, name="finish_episode")
+    return server
+
+
+class _EpisodeClient(Client):
+    """The in-memory client of one openenv session's environment: a tool call without `episode_id`
+    acts on the episode that session's `reset` started (OpenEnv's clients never send one)."""
+
+    def __init__(self, server: FastMCP, env: WhiteBoxEnvironment) -> None:
+        super().__init__(server)
+        self._env = env
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kw: Any) -> Any:
+        arguments = dict(arguments or {})
+        if self._env.episode_id:  # the session's episode, whatever a model wrote there
+            arguments[ROUTING_ARG] = self._env.episode_id
+        return await super().call_tool(name, arguments, *args, **kw)
 
 
 class WhiteBoxObservation(Observation):
@@ -150,7 +282,8 @@ class WhiteBoxObservation(Observation):
     split: str | None = None
     index: int | None = None
     task_id: str | None = None
-    tools: list[str] = Field(default_factory=list, description="The tools this server serves.")
+    tools: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "The tools this server serves, as OpenEnv's clients parse them: name, description, input_schema."))
     ungraded: str | None = Field(default=None, description="Why the episode cannot be graded, if so.")
 
 
@@ -164,17 +297,47 @@ class WhiteBoxEnvironment(MCPEnvironment):
 
     def __init__(self) -> None:
         super().__init__(mcp_server(self.TOOLS))
+        self.mcp_client = _EpisodeClient(self.mcp_server, self)
+        self.episode_id: str | None = None  # the episode this instance's reset started
+        self._session_scoped = False  # an openenv session (WebSocket, production MCP) holds this instance
 
     def _validate_tool_names(self, mcp_server: Any) -> None:
         """Checked once in `mcp_server()`; repeating it per HTTP request spawns a thread and a loop."""
 
+    @asynccontextmanager
+    async def mcp_session(self) -> Any:
+        self._session_scoped = True  # only an openenv session opens one before any reset
+        async with super().mcp_session() as client:
+            yield client
+
     def reset(self, seed: int | None = None, episode_id: str | None = None, split: Any = None,
               index: Any = None, task_id: str | None = None, **row: Any) -> WhiteBoxObservation:
+        if self._session_scoped:
+            self._finish_own()
         episode = current().start(split, index, task_id=task_id, episode_id=episode_id)
+        self.episode_id = episode.episode_id
         return WhiteBoxObservation(
             instruction=episode.instruction, episode_id=episode.episode_id, split=episode.split,
-            index=episode.index, task_id=episode.task.task_id, tools=list(self.TOOLS),
-            ungraded=episode.start_cause)
+            index=episode.index, task_id=episode.task.task_id, tools=tool_specs(self.TOOLS),
+            ungraded=episode.start_cause,
+            # what OpenEnv's MCPToolClient keeps of a reset observation that lists tools
+            metadata={"instruction": episode.instruction, "episode_id": episode.episode_id,
+                      "task_id": episode.task.task_id, "ungraded": episode.start_cause})
+
+    def close(self) -> None:
+        """An openenv session ends: finish its episode (graded; the summary stays readable). A
+        stateless `POST /reset` closes its instance at once and leaves the episode running."""
+        if self._session_scoped:
+            self._finish_own()
+        super().close()
+
+    def _finish_own(self) -> None:
+        if self.episode_id is not None:
+            try:
+                close_episode(self.episode_id)
+            except EpisodeError:
+                pass
+            self.episode_id = None
 
     def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         return Observation(metadata={"error": "this environment takes MCP tool calls only "
@@ -208,6 +371,17 @@ class WhiteBoxEnvironment(MCPEnvironment):
 
     def list_tasks(self, split: str) -> list[dict[str, Any]]:
         return self.get_task_range(split, 0, 1000)  # a bounded preview; num_tasks has the total
+
+
+def tool_specs(tools: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The served tools as OpenEnv's `Tool` (name, description, input_schema)."""
+    return [dict(t) for t in _tool_specs(tools)]
+
+
+@lru_cache(maxsize=None)
+def _tool_specs(tools: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    return tuple({"name": t.name, "description": t.description or "", "input_schema": t.parameters or {}}
+                 for t in get_server_tools(mcp_server(tools)).values())
 
 
 @lru_cache(maxsize=None)

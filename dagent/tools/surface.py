@@ -270,24 +270,30 @@ def confine(path: str | None) -> str:
 # ------------------------------------------------------------------ generated faces
 
 def tool_function(name: str, call: Callable[..., Any], *, receiver: bool = False,
-                  routing: str | None = None) -> Callable[..., Any]:
+                  routing: str | None = None, routing_optional: bool = False) -> Callable[..., Any]:
     """A function with tool `name`'s exact signature and docstring that forwards to `call`.
 
     `receiver=True` makes a method (`call(self, name, kwargs)`); `routing` adds a leading
     keyword parameter (the wire's `episode_id`) passed as `call(name, kwargs, routing_value)`, and
-    declares the `WireResult` object `call` must return (what the MCP server validates against).
+    declares the `WireResult` object `call` must return (what the MCP server validates against);
+    `routing_optional=True` makes it a trailing `str | None = None` (an MCP session carries it).
     Calls are not checked here: the arguments reach `validate`, so a bad call is a ToolResult.
     """
     sig = signature(name)
     params = list(sig.parameters.values())
     hints = dict(_hints(name))
-    if routing:
+    if routing and routing_optional:
+        params.append(inspect.Parameter(routing, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=str | None))
+        hints = {**hints, routing: str | None, "return": WireResult}
+        sig = sig.replace(return_annotation=WireResult)
+    elif routing:
         params.insert(0, inspect.Parameter(routing, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str))
         hints = {routing: str, **hints, "return": WireResult}
         sig = sig.replace(return_annotation=WireResult)
     if receiver:
         params.insert(0, inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD))
-    names = [p.name for p in params if p.name != "self"]
+    names = [p.name for p in params if p.name != "self" and p.kind != inspect.Parameter.KEYWORD_ONLY]
 
     def bind(args: tuple, kwargs: dict) -> dict | None:
         if len(args) > len(names) or any(n in kwargs for n in names[:len(args)]):

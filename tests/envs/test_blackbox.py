@@ -456,6 +456,37 @@ def test_trl_harness_worker_consumes_our_sessions(runtime, suite):
     assert completion[-1]["role"] == "assistant" and completion[0]["role"] == "system"
 
 
+@pytest.mark.harness
+@pytest.mark.slow
+def test_the_mcp_sdk_runs_a_graded_rollout_over_streamable_http(runtime):
+    """An MCP client (the SDK's ClientSession, Streamable HTTP) lists run_rollout and runs one: graded
+    server side; a bad split is a tool error naming the valid ones, not a transport failure."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    server = LiveServer(create_app(runtime))
+
+    async def play() -> tuple:
+        async with streamablehttp_client(f"{server.url}/mcp") as (read, write, _), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            listed = [t.name for t in (await session.list_tools()).tools]
+            bad = await session.call_tool("run_rollout", {"split": "nope", "index": 0})
+            done = await session.call_tool("run_rollout", {"split": "train", "index": 0})
+            return listed, bad, done
+
+    try:
+        listed, bad, done = asyncio.run(play())
+    finally:
+        server.stop()
+    assert listed == ["run_rollout"]
+    assert bad.isError and "train:easy" in bad.content[0].text
+    assert not done.isError and done.structuredContent["outcome"] == "correct"
+    assert done.structuredContent["reward"] == reward(True, 2)
+
+
 @pytest.mark.slow
 @pytest.mark.failure_mode("F32")
 def test_an_ungraded_rollout_reaches_trl_as_none_with_an_empty_trace():

@@ -14,7 +14,7 @@ from transformers.utils import get_json_schema
 from dagent.envs.client import white_box_client
 from dagent.envs.contract import ROUTING_ARG
 from dagent.envs.server import create_app
-from dagent.envs.whitebox import mcp_server, white_box_env
+from dagent.envs.whitebox import SESSION_TOOLS, mcp_server, session_server, tool_specs, white_box_env
 from dagent.errors import ConfigError
 from dagent.tools import select
 from tests.factories import LiveServer
@@ -48,12 +48,16 @@ def test_registry_trl_class_server_and_client_agree(selection, suite, backend):
         listed = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).json()
     served = {t["name"]: t["inputSchema"] for t in listed["result"]["tools"]}
     registered = set(get_server_tools(mcp_server(select(selection))))
+    in_session = {name: t.parameters for name, t in get_server_tools(session_server(select(selection))).items()}
+    openenv = {t["name"]: t["input_schema"] for t in tool_specs(select(selection))}  # the reset observation's
     # both directions: every offered tool is served and every served tool is offered
-    assert set(in_process) == registry == set(client) == set(served) == registered
+    assert set(in_process) == registry == set(client) == set(served) == registered == set(openenv)
+    assert set(in_session) == registry | set(SESSION_TOOLS)  # an MCP session also starts and finishes
     for name in registry:
         assert params(in_process[name]["parameters"]) == params(client[name]["parameters"]) \
-            == params(served[name]), name
+            == params(served[name]) == params(in_session[name]) == params(openenv[name]), name
         assert in_process[name]["description"] == client[name]["description"]
+        assert ROUTING_ARG not in served[name].get("required", [])  # an openenv session fills it in
 
 
 @pytest.mark.failure_mode("F25")

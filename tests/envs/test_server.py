@@ -122,7 +122,8 @@ def test_malformed_mcp_calls_are_answered_not_raised(server):
     call = lambda name, args: post({**RPC, "method": "tools/call", "params": {"name": name, "arguments": args}})  # noqa: E731
     assert "unknown tool 'python'" in call("python", {})["result"]["content"][0]["text"]
     assert call("bash", {"episode_id": obs["episode_id"], "cmd": "ls"})["result"]["isError"] is True
-    assert "missing episode_id" in call("bash", {"command": "ls"})["result"]["content"][0]["text"]
+    missing = call("bash", {"command": "ls"})["error"]  # no session, no episode: say both ways in
+    assert missing["code"] == -32602 and "episode_id" in missing["message"] and "initialize" in missing["message"]
     assert "unknown episode" in call("bash", {"command": "ls", "episode_id": "nope"})["result"]["content"][0]["text"]
     assert httpx.post(f"{server.url}/mcp", content=b"{not json").json()["error"]["code"] == -32700
     assert post({**RPC, "method": "nope/nope", "params": {}})["error"]["code"] == -32601

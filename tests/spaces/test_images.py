@@ -123,6 +123,32 @@ def _serves_isolated_episodes(box, port: int, tier: str) -> None:
     assert env_.bash(command="tail -n +2 /workdir/input/t.csv | wc -l") == "3"  # the absolute path too
     assert env_.submit_solution(answer=3).startswith("Answer submitted")
     assert env_.get_reward() > 1.0
+    _real_clients_play(url)
+
+
+def _real_clients_play(url: str) -> None:
+    """The image's /mcp to the clients people use: the MCP SDK (one session carries the episode) and
+    OpenEnv's MCPToolClient in production mode, each graded correct on the mounted test[0] (3 rows)."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from openenv.core.mcp_client import MCPToolClient
+
+    async def sdk() -> dict:
+        async with streamablehttp_client(f"{url}/mcp") as (read, write, _), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("start_episode", {"split": "test", "index": 0})
+            counted = (await session.call_tool("bash", {"command": "tail -n +2 input/t.csv | wc -l"})).structuredContent
+            await session.call_tool("submit_solution", {"answer": counted["output"].strip()})
+            return (await session.call_tool("finish_episode", {})).structuredContent
+
+    assert asyncio.run(sdk())["correct"] is True
+    with MCPToolClient(base_url=url).sync() as env:
+        eid = env.reset(split="test", index=0).observation.metadata["episode_id"]
+        counted = env.call_tool("bash", command="tail -n +2 input/t.csv | wc -l")["output"].strip()
+        assert env.call_tool("submit_solution", answer=counted)["ok"]
+    assert httpx.get(f"{url}/data_agent/episodes/{eid}").json()["correct"] is True
 
 
 @pytest.mark.parametrize("harness", ["opencode", "pi"])

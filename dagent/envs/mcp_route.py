@@ -14,8 +14,9 @@ One path, three kinds of caller, told apart by the request alone:
   benchmarks/env_load.py measures); else openenv's handler.
 
 Anything else gets a JSON-RPC error naming what to send instead (never a 500): a body that is not one
-JSON-RPC object (-32700 / -32600, HTTP 400), a method other than those without a session (-32601,
-HTTP 400), an unknown or ended session (-32600, HTTP 404, as the specification asks).
+JSON-RPC object (-32700 / -32600), a method other than those without a session (-32601), all with
+HTTP 200 as the sessionless dialect always answered (`openenv validate` posts `{}` and requires a
+200 JSON-RPC answer); an unknown or ended session gets -32600 with HTTP 404, as MCP asks.
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ class McpRoute:
         except (ValueError, UnicodeDecodeError):
             return await rpc_error(None, -32700, "parse error: the body is not JSON; send one JSON-RPC 2.0 "
                                    "object, e.g. {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", "
-                                   "...}", 400)(scope, receive, send)
+                                   "...}")(scope, receive, send)
         if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
             return await rpc_error(msg.get("id") if isinstance(msg, dict) else None, -32600,
                                    "invalid request: send one JSON-RPC 2.0 object with a `method` (batches "
-                                   "are not part of MCP since 2025-06-18)", 400)(scope, receive, send)
+                                   "are not part of MCP since 2025-06-18)")(scope, receive, send)
         method, params = msg["method"], msg.get("params")
         if method == "initialize":
             return await self.mcp_app(scope, replay, send)
@@ -82,7 +83,7 @@ class McpRoute:
         return await rpc_error(msg.get("id"), -32601, (
             f"{method!r} needs an MCP session: send `initialize` first and then the `Mcp-Session-Id` it "
             "returns with every request; without a session this endpoint answers only tools/list, "
-            "tools/call (with episode_id) and openenv/session/create"), 400)(scope, receive, send)
+            "tools/call (with episode_id) and openenv/session/create"))(scope, receive, send)
 
     async def _delete(self, scope: Scope, receive: Receive, send: Send, session: str | None) -> None:
         status: list[int] = []

@@ -24,7 +24,6 @@ Extended, each for a reason benchmarks/env_load.py measures:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -177,18 +178,27 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
         engine.stop()
 
 
+TORCH_PAGE = re.search(r"^ARG TORCH_WHEELS=(\S+)", (ROOT / "spaces/demo/Dockerfile").read_text(), re.M).group(1)
+
+
 def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mounted_suite, tmp_path):
-    wheels = os.environ.get("DAGENT_TORCH_WHEELS")  # a find-links page or folder with torch 2.13.0+cpu
+    # where the CPU torch comes from: DAGENT_TORCH_WHEELS (a find-links page, or a folder served here
+    # on loopback for the build), else the page the Dockerfile names, which must answer
+    wheels = os.environ.get("DAGENT_TORCH_WHEELS") or TORCH_PAGE
     server = None
-    if wheels is None:  # this machine's wheel folder, served on loopback for the build
-        folder = Path("/opt/wheels")
-        if not any(folder.glob("torch-2.13.0+cpu-*.whl")):
-            pytest.skip("download.pytorch.org is unreachable here and no local torch 2.13.0+cpu wheel is "
-                        "present: set DAGENT_TORCH_WHEELS to a find-links page that has it")
+    if Path(wheels).is_dir():
+        if not any(Path(wheels).glob("torch-2.13.0+cpu-*.whl")):
+            pytest.fail(f"DAGENT_TORCH_WHEELS={wheels} has no torch-2.13.0+cpu wheel")
         wheels_port = free_port()
         server = subprocess.Popen(["python", "-m", "http.server", str(wheels_port), "--bind", "127.0.0.1"],
-                                  cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  cwd=wheels, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wheels = f"http://127.0.0.1:{wheels_port}/"
+    else:
+        try:
+            httpx.head(wheels, timeout=15, follow_redirects=True).raise_for_status()
+        except httpx.HTTPError as e:
+            pytest.skip(f"the CPU torch page {wheels} does not answer ({type(e).__name__}): set "
+                        "DAGENT_TORCH_WHEELS to a find-links page or a folder with torch 2.13.0+cpu")
     try:
         tag = image(checkout, "demo", f"TORCH_WHEELS={wheels}")
     finally:

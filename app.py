@@ -305,20 +305,22 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
 
 
 def space_backend():
-    """The sandbox backend a served demo uses (`DAGENT_SANDBOX`: local, e2b or hf), a local one only
-    once the isolation self-check holds on this host (no gold within a sandbox's reach), else the
-    start is refused with the fix named, as the environment servers do."""
+    """The sandbox backend a served demo uses (`DAGENT_SANDBOX`: local, e2b or hf), as the environment
+    servers check theirs: a local one only once the isolation self-check holds on this host (no gold
+    within a sandbox's reach), and any one only once a task's oracle runs in it (F51); else the start
+    is refused with the fix named."""
+    from dagent.cli.common import load_suite
+    from dagent.harness.readiness import check_image
     from dagent.sandbox import get_backend
     from dagent.sandbox.isolation import require_isolation
     from dagent.sandbox.local import LocalBackend
-    from dagent.suites.sources import suite_root
 
     name = os.environ.get("DAGENT_SANDBOX", "local")
-    if name != "local":
-        return get_backend(name)
-    backend = LocalBackend()
-    source = os.environ.get("DAGENT_SUITE") or None
-    print(require_isolation(backend, suite_dir=suite_root(source)[0]).summary(), flush=True)
+    suite = load_suite(os.environ.get("DAGENT_SUITE") or None)  # the bundled build by default
+    backend = get_backend(name) if name != "local" else LocalBackend()
+    if not backend.remote:
+        print(require_isolation(backend, suite_dir=suite.tables_root.parent).summary(), flush=True)
+    print(f"sandbox runs the oracle of {check_image(suite, backend).task_id}", flush=True)
     return backend
 
 

@@ -70,3 +70,23 @@ def test_the_dockerfile_command_serves_the_demo(tmp_path, suite_dir):
     finally:
         stop_process(proc, 20)
         log.close()
+
+
+def test_the_served_demo_checks_its_sandboxes_run_a_task_before_it_starts(solvable_suite, monkeypatch, capsys):
+    """As the environment servers do (F51): isolation, then one task's oracle through the backend; a
+    sandbox that cannot run the reference program (planted: the interpreter without its packages)
+    refuses the start, naming the cause."""
+    sys.path.insert(0, str(ROOT))
+    from app import space_backend
+    from dagent.harness.readiness import SandboxImageError
+    from dagent.sandbox.local import LocalSandbox
+
+    monkeypatch.setenv("DAGENT_SUITE", str(solvable_suite.tables_root.parent))
+    monkeypatch.setenv("DAGENT_SANDBOX", "local")
+    assert space_backend().name == "local"
+    out = capsys.readouterr().out
+    assert "isolation holds" in out and "sandbox runs the oracle of demo.t" in out
+    run = LocalSandbox.exec
+    monkeypatch.setattr(LocalSandbox, "exec", lambda self, command, **kw: run(self, command.replace("python ", "python -S "), **kw))
+    with pytest.raises(SandboxImageError, match="cannot run the tasks"):
+        space_backend()

@@ -54,19 +54,44 @@ def image(checkout: Path, kind: str, *build_args: str) -> str:
     return tag
 
 
-def test_the_dockerfiles_name_their_base_run_as_uid_1000_under_tini_and_bake_no_suite():
+def bundled(box) -> str:
+    """The digest of the suite an image serves when DAGENT_SUITE is unset (the one its build made)."""
+    return box.exec("python", "-c", "from dagent.provenance import suite_revision; from dagent.suites.sources "
+                    "import load_tasks; print(suite_revision(load_tasks(None))['digest'])").strip()
+
+
+def host_digest(built) -> str:
+    from dagent.provenance import suite_revision
+    from dagent.suites.sources import load_tasks
+
+    return suite_revision(load_tasks(built[0]))["digest"]
+
+
+def suite_stage(text: str) -> str:
+    """A Dockerfile's `suite` stage: from `FROM ... AS suite` to the image's own stage."""
+    start = text.index("FROM python:3.11-slim-trixie AS suite")
+    return text[start:text.index("\n# ---- the image", start)]
+
+
+def test_the_dockerfiles_run_as_uid_1000_under_tini_and_share_one_suite_stage():
+    stages = set()
     for dockerfile, _ in IMAGES.values():
         text = (ROOT / dockerfile).read_text()
-        assert "FROM python:3.11-slim-trixie" in text  # Debian named: trixie's Node 20 runs pi (>= 20.6)
-        assert "useradd --create-home --uid 1000 user" in text and "\nUSER user\n" in text
-        assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in text and "HOME=/home/user" in text
-        assert "ENV DAGENT_SUITE" not in text  # the white-box image builds the bundled suite; the others take one
-        assert ("RUN python -m datasets_build --out /home/user/.cache/dagent/suite" in text) == ("data-agent/" in dockerfile)
+        image = text[text.rindex("\nFROM "):]  # the image's own stage
+        assert "FROM python:3.11-slim-trixie" in image  # Debian named: trixie's Node 20 runs pi (>= 20.6)
+        assert "useradd --create-home --uid 1000 user" in image and "\nUSER user\n" in image
+        assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in image and "HOME=/home/user" in image
+        assert "ENV DAGENT_SUITE" not in text  # the bundled suite unless DAGENT_SUITE is set at run time
+        stage = suite_stage(text)
+        assert stage.rstrip().endswith("RUN python -m datasets_build --out /home/user/.cache/dagent/suite")
+        assert "COPY --from=suite --chown=user /home/user/.cache/dagent/suite /home/user/.cache/dagent/suite" in image
+        stages.add(stage)
         # dependencies installed before the package's code is copied: a code change rebuilds in seconds
-        assert text.index("pip install --no-cache-dir \".[") < text.index("COPY dagent ./dagent")
+        assert image.index("pip install --no-cache-dir \".[") < image.index("COPY dagent ./dagent")
+    assert len(stages) == 1  # the same text in all three: Docker builds the suite once for every image
 
 
-def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblewrap(checkout, mounted_suite):
+def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblewrap(checkout, mounted_suite, built):
     tag = image(checkout, "whitebox")
     port = free_port()
     env = {"PORT": str(port), "DAGENT_SUITE": SUITE}
@@ -88,6 +113,7 @@ def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblew
         url = f"http://127.0.0.1:{port}"
         box.wait_serving(f"{url}/health", timeout_s=240)
         assert httpx.get(f"{url}/health").json()["sandbox"]["isolation"] == "landlock"
+        assert bundled(box) == host_digest(built)  # built in `docker build`, byte for byte the host's build
         solution = box.exec("python", "-c", "from dagent.suites.sources import load_tasks; "
                             "print(load_tasks(None).task_at('test', 0).solution)")
         from dagent.envs.client import white_box_client
@@ -153,7 +179,7 @@ def _real_clients_play(url: str) -> None:
 
 
 @pytest.mark.parametrize("harness", ["opencode", "pi"])
-def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_suite, harness):
+def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_suite, harness, built):
     from benchmarks.rollouts import steered_engine
 
     tag = image(checkout, "blackbox")
@@ -168,6 +194,7 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
         assert box.exec("id", "-u").strip() == "1000"
         node = tuple(int(x) for x in box.exec("node", "--version").strip().lstrip("v").split(".")[:2])
         assert node >= (20, 6)  # pi's engines field
+        assert bundled(box) == host_digest(built)  # duplicated as is, it serves the bundled suite
         health = httpx.get(f"{url}/health").json()
         assert health["status"] == "healthy" and health["sandbox"]["isolation"] == "landlock"
         r = httpx.post(f"{url}/data_agent_blackbox/rollout", json={"split": "train", "index": 0},
@@ -181,7 +208,7 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
 TORCH_PAGE = re.search(r"^ARG TORCH_WHEELS=(\S+)", (ROOT / "spaces/demo/Dockerfile").read_text(), re.M).group(1)
 
 
-def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mounted_suite, tmp_path):
+def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mounted_suite, tmp_path, built):
     # where the CPU torch comes from: DAGENT_TORCH_WHEELS (a find-links page, or a folder served here
     # on loopback for the build), else the page the Dockerfile names, which must answer
     wheels = os.environ.get("DAGENT_TORCH_WHEELS") or TORCH_PAGE
@@ -212,6 +239,7 @@ def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mount
         assert "isolation holds" in box.logs()
         torch = box.exec("python", "-c", "import torch; print(torch.__version__, torch.version.cuda)").split()
         assert torch == ["2.13.0+cpu", "None"]
+        assert bundled(box) == host_digest(built)  # what the suite box offers without DAGENT_SUITE
         from gradio_client import Client
 
         config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).json()

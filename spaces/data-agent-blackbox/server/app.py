@@ -8,8 +8,8 @@ proxy to the engine named by DAGENT_ENGINE_URL, and rollouts are graded here. A 
                           job's vLLM as THIS host reaches it (the job's expose URL); the trainer asks
                           GET /data_agent_blackbox/engine to check it from here before it trains
     DAGENT_MODEL          the model id that engine serves (default: the first it lists)
-    DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/... (the image
-                          carries none: a Hub dataset is downloaded at start-up, or mount a build)
+    DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/... (default:
+                          the bundled suite the image built; a Hub dataset is downloaded at start-up)
     DAGENT_HARNESS        opencode (default) or pi (local sandboxes only)
     DAGENT_PRESET         the training recipe whose episode conditions rollouts run under: sampling
                           pinned on every call, the step cap, tokens per call, the timeout (default gpu:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from dagent.demo import views
-from dagent.demo.session import MODELS, Demo, DemoError, default_model, local_model
+from dagent.demo.session import MODELS, Demo, DemoError, default_model, local_model, model_note
 from dagent.errors import DagentError
 from dagent.grading.value import Grade
 from dagent.tools import TERMINATOR
@@ -252,6 +252,8 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
                 model = gr.Dropdown(list(dict.fromkeys((first, *MODELS))), value=first, label="local engine model",
                                     allow_custom_value=True)
                 engine_url = gr.Textbox(label="or an OpenAI-compatible engine URL (vLLM)", placeholder="http://host:8000")
+            note = gr.Markdown(model_note(first), elem_id="model-note")
+            model.change(model_note, [model], [note])
             with gr.Row():
                 step_btn = gr.Button("One step", elem_id="model-step")
                 episode_btn = gr.Button("Whole episode", elem_id="model-episode")

@@ -99,7 +99,7 @@ _MODES = (
     ("F50", "a job or image that cannot install what its command needs", "tests/launch/test_environments.py"),
     ("F51", "a sandbox image without the data stack: the oracle's answer file is empty",
      "dagent.harness.readiness.check_image"),
-    ("F52", "a training control that cannot differ from its baseline", None),
+    ("F52", "a training control that cannot differ from its baseline", "dagent.train.control.control_moved_callback"),
     ("F53", "a sandbox network rule that covers one protocol only (Landlock's TCP rules miss UDP, MPTCP, SCTP)", None),
     ("F54", "a sandbox sharing the server's uid without namespaces (signals, ptrace, /proc, shared limits)", None),
     ("F55", "a group-size check from the mean pass rate: spread per-task rates leave far more groups alike",

@@ -35,7 +35,7 @@ from dagent.eval.hub import push_results_dataset
 from dagent.eval.pooled import pooled
 from dagent.eval.recordings import append_recording
 from dagent.eval.regrade import regrade
-from dagent.eval.report import load_records, recorded_conditions, write_pooled, write_results
+from dagent.eval.report import load_records, recorded_conditions, records_file, write_pooled, write_results
 from dagent.eval.scoring import paired, task_scores
 from dagent.eval.stack import run_rollout
 from dagent.jobargs import parse
@@ -277,6 +277,7 @@ def eval_compare(
     allow_other_conditions: Annotated[bool, typer.Option("--allow-other-conditions", help="Compare arms measured under different episode conditions (sampling, tokens, step cap, clip, timeout) anyway.")] = False,
 ) -> None:
     """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
+    a, b = records_file(a).parent, records_file(b).parent  # a one-arm run's --out: its arm's folder
     differ = conditions_differ(recorded_conditions(a), recorded_conditions(b))
     if differ and not allow_other_conditions:
         raise DagentError(f"{a} and {b} were measured under different episode conditions ({'; '.join(differ)}): "

@@ -8,7 +8,7 @@ validation.md: one section per stage with its receipt and a PASS / FAIL / SKIPPE
 the smokes graded (white-box: the reference program through the tools is correct; black-box:
 every trained token is the engine's, the gate's tier, exclusions; Harbor: the oracle scores every
 task), the checkpoints (optimizer, scheduler and trainer state present; weights changed; restored
-to identical tensors), the black-box rows (exact-token audit of every rollout, auxiliary calls
+to its own weights: moments shaped as their parameters, step = global step), the black-box rows (exact-token audit of every rollout, auxiliary calls
 excluded, samples per rollout), and the evaluations' exclusions by cause.
 """
 
@@ -70,8 +70,10 @@ def checks_for(name: str, receipt: dict[str, Any], status: str) -> list[tuple[st
         out.append((f"weights changed: {receipt.get('tensors_changed')} of {receipt.get('tensors')} tensors differ "
                     "from the starting model", (receipt.get("tensors_changed") or 0) > 0))
         restore = receipt.get("restore") or {}
-        out.append((f"restores to identical state: weights equal {restore.get('weights_equal')}, "
-                    f"{restore.get('optimizer_tensors')} optimizer tensors equal after load", bool(restore.get("identical"))))
+        out.append((f"restores onto its own weights: weights equal {restore.get('weights_equal')}, "
+                    f"{restore.get('optimizer_tensors')} optimizer moments each the shape of its parameter "
+                    f"(misplaced: {len(restore.get('misplaced') or [])}), optimizer step {restore.get('optimizer_steps')} "
+                    f"= global step {restore.get('global_step')}", bool(restore.get("identical"))))
     if name == "train-blackbox":
         audits = receipt.get("exact_token_audit") or {}
         out.append((f"exact-token audit of every rollout's row: {audits}",

@@ -26,7 +26,7 @@ Every stage that has a command of its own (`dagent eval`, `jobs/sft_warmstart.py
 ...`, `dagent export harbor`) runs exactly that command as a subprocess, so the rerun line in the
 receipts is the command that ran. Receipts are computed from what the stages wrote: exact-token
 audits, weights changed (tensor by tensor against the starting model), optimizer state present
-and restoring to identical tensors, exclusions by cause.
+and restoring onto its own weights (moments shaped as their parameters, step = global step), exclusions by cause.
 
 Profiles: `cpu` (this machine: SmolLM2-135M, small sizes, about 66 minutes) and `gpu` (the
 published recipes, vLLM on the GPU; run it as an HF Job: it is printed here, not exercised).
@@ -353,7 +353,8 @@ def _fresh(run_dir: Path) -> Path:
 def checkpoint_receipt(run_dir: Path, start: Path, step: int) -> dict[str, Any]:
     """The run's checkpoint at its last `step` (not the newest name: a stale checkpoint of an earlier,
     longer run must not stand in for it): optimizer/scheduler/trainer state present, weights changed
-    against `start` (tensor by tensor), and the checkpoint restoring to identical tensors."""
+    against `start` (tensor by tensor), and its optimizer state restoring onto its own weights
+    (`restores_identically`)."""
     ckpt = Path(run_dir) / f"checkpoint-{step}"
     if not ckpt.is_dir():
         found = sorted(p.name for p in Path(run_dir).glob("checkpoint-*"))
@@ -364,7 +365,7 @@ def checkpoint_receipt(run_dir: Path, start: Path, step: int) -> dict[str, Any]:
     changed, total = weights_changed(start, ckpt)
     restored = restores_identically(ckpt)
     if not restored["identical"]:
-        raise StageError(f"{ckpt} does not restore to identical state: {restored}")
+        raise StageError(f"{ckpt} does not restore onto its own weights: {restored}")
     return {"checkpoint": str(ckpt), "state_present": present, "tensors_changed": changed, "tensors": total,
             "restore": restored}
 
@@ -392,37 +393,44 @@ def weights_changed(a: Path, b: Path) -> tuple[int, int]:
 
 
 def restores_identically(ckpt: Path) -> dict[str, Any]:
-    """Load the checkpoint's weights into its model class and its optimizer state into a fresh AdamW
-    over them, then compare every tensor with what was saved (weights, exp_avg, exp_avg_sq, step)."""
+    """Whether the checkpoint's optimizer state restores onto its own weights as the Trainer rebuilds
+    them: the Trainer's decay / no-decay groups over the model loaded from the checkpoint, every
+    moment (exp_avg, exp_avg_sq) the shape of the parameter it lands on, the optimizer's step count
+    the checkpoint's own global step (a stale optimizer.pt from another step or run fails here), and
+    the learning rate the one its scheduler last set."""
+    import json as _json
+
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, Trainer
 
     saved_weights = _tensors(ckpt)
     model = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32)
     live = dict(model.state_dict())
     weights_equal = all(torch.equal(live[k].float(), v.float()) for k, v in saved_weights.items() if k in live)
     saved = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False)
-    from transformers import Trainer
-
+    scheduler = torch.load(ckpt / "scheduler.pt", map_location="cpu", weights_only=False)
+    global_step = _json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
     decay = set(Trainer.get_decay_parameter_names(None, model))  # the Trainer's own grouping, as it restores
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW([{"params": [p for n, p in named if n in decay]},
-                                   {"params": [p for n, p in named if n not in decay], "weight_decay": 0.0}])
-    optimizer.load_state_dict(saved)
-    reloaded = optimizer.state_dict()
-    moments = 0
-    equal = True
-    for pid, state in saved["state"].items():
-        for key, value in state.items():
-            other = reloaded["state"][pid][key]
-            if torch.is_tensor(value):
-                moments += 1
-                equal = equal and torch.equal(value, other.to(value.dtype))
-            else:
-                equal = equal and value == other
-    return {"identical": bool(weights_equal and equal and saved["param_groups"][0]["lr"] == reloaded["param_groups"][0]["lr"]),
-            "weights_equal": bool(weights_equal), "optimizer_tensors": moments,
-            "param_groups": len(saved["param_groups"])}
+    groups = [[p for n, p in named if n in decay], [p for n, p in named if n not in decay]]
+    optimizer = torch.optim.AdamW([{"params": groups[0]}, {"params": groups[1], "weight_decay": 0.0}])
+    optimizer.load_state_dict(saved)  # refuses groups of other sizes
+    misplaced, steps, moments = [], set(), 0
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state.get(param, {})
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in state:
+                    moments += 1
+                    if state[key].shape != param.shape:
+                        misplaced.append(f"{key} {tuple(state[key].shape)} on {tuple(param.shape)}")
+            if "step" in state:
+                steps.add(int(state["step"]))
+    lr_saved = [g["lr"] for g in optimizer.param_groups]
+    lr_scheduled = list(scheduler.get("_last_lr", lr_saved))
+    return {"identical": bool(weights_equal and not misplaced and steps == {global_step} and lr_saved == lr_scheduled),
+            "weights_equal": bool(weights_equal), "optimizer_tensors": moments, "misplaced": misplaced[:5],
+            "optimizer_steps": sorted(steps), "global_step": global_step, "param_groups": len(saved["param_groups"])}
 
 
 class _Served:

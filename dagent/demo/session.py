@@ -65,6 +65,23 @@ def default_model(environ: Any = None, runs: str | Path = "runs") -> str:
     return "smollm2-135m"
 
 
+def model_note(model: str | None) -> str:
+    """What the page says under the model picker: an untrained model acts like one, and how to get
+    one that does the task."""
+    fix = ("pick a trained checkpoint's `final/` directory (`dagent train whitebox --preset cpu --out "
+           f"runs/grpo` makes one; the newest under `runs/` is the default), set `{DEMO_MODEL_VARIABLE}`, or give "
+           "an engine URL")
+    if model == "smollm2-135m":
+        return ("**SmolLM2-135M-Instruct, untrained here**: it mostly writes prose and rarely calls a tool, so "
+                f"its episodes usually end without an answer. For an agent that works the task, {fix}.")
+    if model == "tiny-qwen3":
+        return ("**tiny Qwen3, random weights**: it emits noise (it shows the token chain and the masks, not "
+                f"an agent). For an agent that works the task, {fix}.")
+    if model and (Path(model) / "config.json").is_file():
+        return f"**a local checkpoint**: `{model}`, served by the local engine."
+    return "a model the engine at the URL serves" if model else fix[0].upper() + fix[1:] + "."
+
+
 def local_model(model: str) -> bool:
     """A model the demo can start its own engine for: a named one or a model directory."""
     return model in MODELS or (Path(model) / "config.json").is_file()

@@ -30,14 +30,30 @@ def recorded_conditions(run_dir: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()).get("conditions")
 
 
-def load_records(path: Path | str, *, include_void: bool = False) -> list[EvalRecord]:
-    """The records of one evaluation: a directory holding `records.jsonl`, or that file. A run
-    marked void (`dagent eval void`) is refused, naming its reason, unless `include_void`."""
+def records_file(path: Path | str) -> Path:
+    """Where an evaluation's records are: the file itself, `DIR/records.jsonl`, or, for a run's
+    `--out DIR` that holds one arm, that arm's `DIR/<arm>/records.jsonl`."""
     path = Path(path)
-    file = path if path.is_file() or path.suffix == ".jsonl" else path / "records.jsonl"
+    if path.is_file() or path.suffix == ".jsonl":
+        file = path
+    else:
+        file = path / "records.jsonl"
+        arms = sorted(p.parent for p in path.glob("*/records.jsonl")) if path.is_dir() and not file.is_file() else []
+        if len(arms) == 1:
+            return arms[0] / "records.jsonl"
+        if len(arms) > 1:
+            raise ConfigError(f"{path} holds {len(arms)} arms ({', '.join(a.name for a in arms)}): pass one of "
+                              f"them, e.g. {arms[0]}")
     if not file.is_file():
         raise ConfigError(f"no evaluation records at {file}: pass a directory written by "
                           "`dagent eval --out DIR` (it holds records.jsonl) or the records.jsonl itself")
+    return file
+
+
+def load_records(path: Path | str, *, include_void: bool = False) -> list[EvalRecord]:
+    """The records of one evaluation: a directory holding `records.jsonl`, or that file. A run
+    marked void (`dagent eval void`) is refused, naming its reason, unless `include_void`."""
+    file = records_file(path)
     if not include_void and (why := void_reason(file)):
         raise ConfigError(f"the run at {file.parent} is void ({why}): it is left out of every table; "
                           "pass --include-void to read it anyway")

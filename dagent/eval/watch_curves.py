@@ -13,11 +13,12 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dagent.errors import ConfigError
 from dagent.eval.scoring import Scores
 
-__all__ = ["WatchPoint", "plot", "points"]
+__all__ = ["WatchPoint", "figure", "plot", "points"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,16 @@ def points(watch_dir: Path | str) -> list[WatchPoint]:
 
 
 def plot(series: dict[str, list[WatchPoint]], out: Path | str, *, title: str = "held-out pass@1 at each checkpoint") -> Path:
+    """`figure(series)` written to `out` (PNG)."""
+    fig = figure(series, title=title)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def figure(series: dict[str, list[WatchPoint]], *, title: str = "held-out pass@1 at each checkpoint") -> Any:
+    """One line per series (a seed): pass@1 by step with its interval; ungraded points left out."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -72,10 +83,7 @@ def plot(series: dict[str, list[WatchPoint]], out: Path | str, *, title: str = "
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    return out
+    return fig
 
 
 def main(argv: list[str] | None = None) -> None:

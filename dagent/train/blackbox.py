@@ -146,7 +146,10 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
 
         callbacks.append(LatestOptimizerOnly())  # every checkpoint's weights, the newest's optimizer state
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        from dagent.train.control import controlled
+        from dagent.train.control import control_moved_callback, controlled
+
+        if control != "none":
+            callbacks.append(control_moved_callback())  # F52: a control that never moved is refused
 
         trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer,
                                                                reward_funcs=[env_reward], args=args,

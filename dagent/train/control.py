@@ -43,3 +43,44 @@ def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
 
     PermutedRewards.__name__ = f"PermutedRewards{trainer_cls.__name__}"
     return PermutedRewards
+
+
+class ControlError(ConfigError):
+    """F52: a control run whose weights never moved measured nothing."""
+
+
+def weights_digest(model: Any) -> str:
+    """A digest of every trainable parameter's bytes (bit-identical weights, identical digest)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            h.update(name.encode())
+            h.update(p.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def control_moved_callback() -> Any:
+    """The F52 detector, a `transformers.TrainerCallback` for a control run: the trainable weights'
+    digest where this process starts training (after a resume's load) and where it stops; when at
+    least one optimizer step ran and they are bit-identical, `ControlError` names F52 (a learning rate
+    of 0, a frozen model, a skipped optimizer): the control compared nothing against the run."""
+    from transformers import TrainerCallback
+
+    class ControlMoved(TrainerCallback):
+        start: tuple[int, str] | None = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            self.start = (state.global_step, weights_digest(model))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            if self.start is None or state.global_step <= self.start[0]:
+                return
+            if weights_digest(model) == self.start[1]:
+                raise ControlError(
+                    f"F52: the control's weights are bit-identical after steps {self.start[0] + 1}..{state.global_step}: "
+                    f"it trained nothing (learning rate {args.learning_rate}), so it cannot differ from its baseline; "
+                    "run the control with the run's own learning rate and optimiser")
+
+    return ControlMoved()

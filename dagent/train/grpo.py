@@ -236,8 +236,10 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
     from dagent.train.retention import LatestOptimizerOnly
 
     callbacks.append(LatestOptimizerOnly())  # every checkpoint's weights, the newest's optimizer state
-    from dagent.train.control import controlled
+    from dagent.train.control import control_moved_callback, controlled
 
+    if control != "none":
+        callbacks.append(control_moved_callback())  # F52: a control that never moved is refused
     peft = {"peft_config": peft_config} if peft_config is not None else {}
     trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
                           train_dataset=Dataset.from_list(rows), environment_factory=env,

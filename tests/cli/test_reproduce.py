@@ -85,6 +85,12 @@ def train_tiny(out, steps: int, lr: float):
 
 @pytest.mark.slow
 def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
+    import copy
+
+    import torch
+
+    from dagent.cli.reproduce import restores_identically
+
     start = train_tiny(tmp_path / "moved", 2, 1e-3)
     stale = tmp_path / "moved" / "checkpoint-12"  # an earlier, longer run's, its optimizer state deleted
     shutil.copytree(tmp_path / "moved" / "checkpoint-2", stale)
@@ -94,6 +100,24 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
     assert receipt["tensors_changed"] > 0 and receipt["tensors"] > 0
     assert receipt["restore"]["identical"] and receipt["restore"]["optimizer_tensors"] > 0
     assert receipt["restore"]["param_groups"] == 2  # the Trainer's decay / no-decay groups, rebuilt
+    assert receipt["restore"]["optimizer_steps"] == [2] == [receipt["restore"]["global_step"]]
+    # planted: an optimizer state from another step (stale), and moments landing on the wrong parameters
+    ckpt = tmp_path / "moved" / "checkpoint-2"
+    good = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False)
+    stale = copy.deepcopy(good)
+    for state in stale["state"].values():
+        state["step"] = torch.tensor(1.0)
+    torch.save(stale, ckpt / "optimizer.pt")
+    assert restores_identically(ckpt)["optimizer_steps"] == [1] and not restores_identically(ckpt)["identical"]
+    swapped = copy.deepcopy(good)
+    ids = [i for i, st in swapped["state"].items() if "exp_avg" in st]
+    shapes = {i: swapped["state"][i]["exp_avg"].shape for i in ids}
+    a, b = next((x, y) for x in ids for y in ids if shapes[x] != shapes[y])
+    swapped["state"][a], swapped["state"][b] = swapped["state"][b], swapped["state"][a]
+    torch.save(swapped, ckpt / "optimizer.pt")
+    restored = restores_identically(ckpt)
+    assert restored["misplaced"] and not restored["identical"]
+    torch.save(good, ckpt / "optimizer.pt")
     checks = dict(checks_for("train-whitebox", receipt, "ok"))
     assert all(checks.values())
     # planted: a run that never moved, and a checkpoint without its optimizer state
@@ -138,3 +162,26 @@ def test_the_command_exits_non_zero_when_any_receipt_fails(monkeypatch, tmp_path
     assert r.exit_code == 1 and "1 receipt(s) FAIL" in r.output
     monkeypatch.setattr(cli, "reproduce", ran(0))
     assert CliRunner().invoke(cli.app, ["reproduce", "--out", str(tmp_path)]).exit_code == 0
+
+
+@pytest.mark.parametrize("stage,folder", [("sft", "sft"), ("train_whitebox", "grpo"), ("sft_blackbox", "sft-blackbox")])
+def test_a_rerun_training_stage_starts_from_an_empty_output(tmp_path, monkeypatch, stage, folder):
+    """A stage's rerun replaces its output: a stale checkpoint-N of an earlier, longer run is gone before
+    the command runs, so no receipt can read it."""
+    from dagent.cli import reproduce
+
+    rep = Reproduction(tmp_path / "out", Profile.named("cpu"))
+    stale = rep.out / folder / "checkpoint-99"
+    stale.mkdir(parents=True)
+    seen = []
+
+    def command(st, argv, log):  # what the stage's command would find, then what it writes
+        seen.append(stale.exists())
+        (rep.out / folder).mkdir(parents=True, exist_ok=True)
+        for summary in ("sft_summary.json", "summary.json"):
+            (rep.out / folder / summary).write_text("{}")
+
+    monkeypatch.setattr(rep, "_cmd", command)
+    monkeypatch.setattr(reproduce, "checkpoint_receipt", lambda *a, **kw: {})
+    getattr(rep, f"stage_{stage}")(reproduce.Stage(stage))
+    assert seen == [False] and not stale.exists()

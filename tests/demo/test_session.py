@@ -166,3 +166,16 @@ def test_the_demo_starts_with_a_real_model_or_the_newest_checkpoint(tmp_path):
     assert default_model({}, runs=tmp_path / "runs") == str(newer) and local_model(str(newer))
     assert default_model({"DAGENT_DEMO_MODEL": "tiny-qwen3"}, runs=tmp_path / "runs") == "tiny-qwen3"
     assert not local_model(str(tmp_path / "nothing"))
+
+
+def test_the_page_says_an_untrained_model_acts_like_one_and_how_to_get_one_that_works(tmp_path):
+    from dagent.demo.session import model_note
+
+    assert "untrained" in model_note("smollm2-135m") and "rarely calls a tool" in model_note("smollm2-135m")
+    assert "random weights" in model_note("tiny-qwen3")
+    for untrained in ("smollm2-135m", "tiny-qwen3"):  # each names the ways to a model that works
+        assert "final/" in model_note(untrained) and "DAGENT_DEMO_MODEL" in model_note(untrained)
+    (tmp_path / "final").mkdir()
+    (tmp_path / "final" / "config.json").write_text("{}")
+    assert "a local checkpoint" in model_note(str(tmp_path / "final"))
+    assert "untrained" not in model_note(str(tmp_path / "final"))

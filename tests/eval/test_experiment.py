@@ -198,3 +198,14 @@ def test_arms_record_their_conditions_and_compare_refuses_different_ones(suite, 
     assert ok.exit_code == 0, ok.output
     same = CliRunner().invoke(app, ["eval", "compare", str(runs["cpu"]), str(runs["cpu"])])
     assert same.exit_code == 0, same.output
+    # the runs' own --out directories (one arm each, its records one level down): read as that arm,
+    # its recorded conditions included, so the F47 refusal holds there too
+    outs = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu")])
+    assert outs.exit_code != 0 and "F47" in str(outs.exception), outs.output
+    outs = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu"),
+                                    "--allow-other-conditions"])
+    assert outs.exit_code == 0 and "paired 1" in outs.output, outs.output
+    (tmp_path / "cpu" / "second").mkdir()
+    (tmp_path / "cpu" / "second" / "records.jsonl").write_text((runs["cpu"] / "records.jsonl").read_text())
+    two = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu")])
+    assert two.exit_code != 0 and "holds 2 arms (oracle, second): pass one of them" in str(two.exception)

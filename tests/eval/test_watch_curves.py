@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from dagent.errors import ConfigError
+from dagent.eval import watch_curves
 from dagent.eval.experiment import scores_json
 from dagent.eval.scoring import task_scores
-from dagent.eval.watch_curves import main, points
+from dagent.eval.watch_curves import figure, main, points
 from tests.eval.test_scoring import rec
 
 
@@ -33,14 +34,21 @@ def test_points_are_read_by_step_with_their_intervals(tmp_path):
     assert pts[0].ci[0] <= 0.25 <= pts[0].ci[1] and pts[3].ci[0] <= 0.75 <= pts[3].ci[1]
 
 
-def test_the_plot_holds_one_line_per_seed(tmp_path, capsys):
+def test_the_plot_holds_one_line_per_seed(tmp_path, capsys, monkeypatch):
     for seed, outcomes in ((0, ["correct", "wrong"]), (1, ["wrong", "wrong"])):
         _arm(tmp_path / f"watch-{seed}", "baseline", ["wrong", "wrong"])
         _arm(tmp_path / f"watch-{seed}", "checkpoint-3", outcomes)
     out = tmp_path / "curves.png"
+    drawn = []
+    monkeypatch.setattr(watch_curves, "figure", lambda series, **kw: drawn.append(series) or figure(series, **kw))
     # each directory followed by its label, as scripts/learning_run.sh passes them
     main([str(tmp_path / "watch-0"), "--label", "seed 0", str(tmp_path / "watch-1"), "--label", "seed 1", "--out", str(out)])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(out) in capsys.readouterr().out
+    (series,) = drawn
+    ax = figure(series).axes[0]
+    lines = {c.get_label(): list(c.lines[0].get_ydata()) for c in ax.containers}  # one errorbar per seed
+    assert lines == {"seed 0": [0.0, 0.5], "seed 1": [0.0, 0.0]}  # each seed's own pass@1 by step
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["seed 0", "seed 1"]
 
 
 def test_nothing_evaluated_and_mismatched_labels_are_refused(tmp_path):

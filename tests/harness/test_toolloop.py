@@ -11,8 +11,9 @@ import json
 import httpx
 import pytest
 
-from dagent.core.sampling import RECIPE_SAMPLING
+from dagent.core.sampling import RECIPE_SAMPLING, call_seed
 from dagent.envs.whitebox import white_box_env
+from dagent.harness.base import sample_seed
 from dagent.harness.play import play
 from dagent.harness.toolloop import LoopLimits, ToolLoopAgent, tool_schemas
 from dagent.tools.episode import EpisodeConfig
@@ -65,7 +66,7 @@ def test_the_loop_offers_trainings_tools_and_instruction_and_samples_like_the_tr
     assert first["messages"] == [{"role": "user", "content": instruction}]  # reset()'s text (F28)
     assert "submit_solution" in instruction and "answer.txt" not in instruction
     assert (first["temperature"], first["top_p"], first["top_k"]) == (0.8, 1.0, 0) == tuple(RECIPE_SAMPLING.as_request().values())
-    assert isinstance(first["seed"], int)
+    assert first["seed"] == call_seed(sample_seed(rec.task_id, 0), 0)  # turn 0 of sample 0
     assert (rec.outcome, rec.answer, rec.tool_calls, rec.model_calls) == ("correct", "12", 0, 1)
 
 
@@ -74,6 +75,11 @@ def test_tool_results_are_the_episodes_clipped_output_appended_as_trl_does(suite
     engine = ScriptedEngine({"content": "", "tool_calls": [call("bash", command="seq 1 500")]},
                             {"content": "", "tool_calls": [call("submit_solution", answer="3")]})
     rec = play(suite, "train", 0, engine.agent(config=config), backend).record
+    # each turn its own stream, fixed by the sample: call_seed(sample's seed, turn), so arms evaluated
+    # on the same sample draw the same numbers turn by turn, and turns never repeat a stream
+    base = sample_seed(suite.task_at("train", 0).task_id, 0)
+    assert [r["seed"] for r in engine.requests] == [call_seed(base, 0), call_seed(base, 1)]
+    assert engine.requests[0]["seed"] != engine.requests[1]["seed"]
     tool_msg = engine.requests[1]["messages"][-1]
     assert tool_msg["role"] == "tool" and tool_msg["name"] == "bash"
     assert "characters cut: output is limited to 50 characters" in tool_msg["content"]  # the registry's marker

@@ -267,6 +267,15 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
     kwargs = train_async(a := args("--harness", "opencode,pi"), a.recipe(), echo=lines.append)
     assert kwargs["max_tool_calling_iterations"] == 17
     assert any("opencode, pi, routed per group" in line and "lossless_capture=True" in line for line in lines)
+
+    def replicas(*more: str) -> str:  # the engine's data-parallel size, as the job prints the command
+        echoed: list[str] = []
+        train_async(a := args(*more), a.recipe(), echo=echoed.append)
+        (engine,) = [line.split() for line in echoed if line.startswith("engine: ")]
+        return engine[engine.index("--data-parallel-size") + 1]
+
+    # one vLLM replica per engine GPU, derived from --engine-devices (h200x4: 0,1,2 serve, 3 trains)
+    assert (replicas(), replicas("--engine-devices", "0,1,2"), replicas("--engine-devices", "0, 2")) == ("1", "3", "2")
     with pytest.raises(ConfigError, match="one harness"):
         train_async(a := args("--harness", "opencode,pi", "--env-url", "http://space"), a.recipe(), echo=lines.append)
     with pytest.raises(PreflightError, match="zero_variance_groups"):  # --base-pass1 reaches the F39 check

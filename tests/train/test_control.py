@@ -23,7 +23,6 @@ class Base:
         return self.rewards.clone()
 
 
-@pytest.mark.failure_mode("F52")
 def test_rewards_are_permuted_within_the_batch_alike_on_every_process():
     rewards = torch.tensor([[1.0], [0.0], [0.0], [float("nan")], [1.0], [0.0], [0.0], [0.0]])
     a, b = controlled(Base, "permuted", seed=3)(rewards), controlled(Base, "permuted", seed=3)(rewards)
@@ -39,7 +38,6 @@ def test_rewards_are_permuted_within_the_batch_alike_on_every_process():
 
 
 @pytest.mark.slow
-@pytest.mark.failure_mode("F52")
 def test_a_two_step_permuted_control_trains_through_the_same_path(suite, backend, tmp_path):
     from transformers import AutoTokenizer
 
@@ -64,3 +62,29 @@ def test_a_two_step_permuted_control_trains_through_the_same_path(suite, backend
     assert any(not torch.equal(v.detach(), before[k]) for k, v in run.trainer.model.named_parameters())  # it trains
     stamp = json.loads((tmp_path / "checkpoint-2" / "provenance.json").read_text())
     assert stamp["control"] == "permuted" and stamp["recipe"]["learning_rate"] == 1e-3  # same optimiser as the run
+
+
+@pytest.mark.slow
+@pytest.mark.failure_mode("F52")
+def test_a_control_whose_weights_never_move_is_refused_naming_f52(suite, backend, tmp_path):
+    """The planted fault: the control at learning rate 0 (the guaranteed null). Its two steps run, its
+    weights end bit-identical, and the run fails naming F52 instead of entering a comparison."""
+    from transformers import AutoTokenizer
+
+    from dagent.engine.models import tiny_qwen3
+    from dagent.tools.episode import close_all
+    from dagent.train.control import ControlError
+    from dagent.train.grpo import Recipe, build_trainer
+    from tests.train.test_grpo_smoke import steer
+
+    model_dir = tiny_qwen3()
+    recipe = Recipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
+                        max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
+                        learning_rate=0.0, warmup_steps=0)
+    run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend, control="permuted",
+                        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))})
+    try:
+        with pytest.raises(ControlError, match=r"F52: the control's weights are bit-identical after steps 1\.\.2"):
+            run.trainer.train()
+    finally:
+        close_all()

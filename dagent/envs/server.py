@@ -115,7 +115,7 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     fast = None
     if mcp_handler == "lean":
         fast = _fast_mcp(names, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dagent-tool"))
-    mcp_route.install(app, session_server(names), fast=fast, on_session_end=end_session)
+    mcp_route.install(app, session_server(names, workers), fast=fast, on_session_end=end_session)
     _install_episode_routes(app, names, max_episodes, config)
     _install_error_handlers(app)
 

@@ -17,6 +17,7 @@ per process (building a second app re-points the first); the TRL class carries i
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
@@ -24,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import anyio
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_context, get_http_headers
@@ -162,13 +164,12 @@ def _mcp_session_id() -> str | None:
 
 
 def session_episode() -> str | None:
-    """The episode the current MCP request acts on: the header's, else its session's."""
-    named = get_http_headers().get(EPISODE_HEADER)
-    if named:
-        return named
+    """The episode the current MCP request acts on: the one its session started (start_episode), else
+    the one its `Dagent-Episode-Id` header names."""
     sid = _mcp_session_id()
     with _SESSIONS_LOCK:
-        return _SESSIONS.get(sid) if sid else None
+        started = _SESSIONS.get(sid) if sid else None
+    return started or get_http_headers().get(EPISODE_HEADER) or None
 
 
 def end_session(session_id: str) -> dict[str, Any] | None:
@@ -243,19 +244,31 @@ def _finish_episode(episode_id: str | None = None) -> dict[str, Any]:
 SESSION_TOOLS = ("start_episode", "finish_episode")
 
 
+def _threaded(fn: Any, limiter: anyio.CapacityLimiter) -> Any:
+    """`fn` as an async tool run in a worker thread of `limiter` (contextvars, and so the MCP request's
+    session and headers, go with it). anyio's default limiter would cap every session's tool calls
+    together at 40 threads; a call mostly waits on its sandbox process."""
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=limiter)
+
+    return functools.update_wrapper(run, fn)  # the name, docstring and signature FastMCP reads
+
+
 @lru_cache(maxsize=None)
-def session_server(tools: tuple[str, ...]) -> FastMCP:
+def session_server(tools: tuple[str, ...], workers: int = 64) -> FastMCP:
     """The FastMCP server MCP sessions talk to (`/mcp` over Streamable HTTP): `start_episode`, the
     `tools` (each with an optional `episode_id`: the session, or the `Dagent-Episode-Id` header,
-    carries it) and `finish_episode`, which returns the reward."""
+    carries it) and `finish_episode`, which returns the reward; at most `workers` calls at once."""
     server = FastMCP(ENV_NAME, instructions=(
         "Data-agent tasks over real tables. start_episode gives you a task's instruction; solve it with "
         "the tools in the episode's sandbox (the tables are under /workdir/input), submit_solution with "
         "the answer, then finish_episode returns the grade."))
-    server.tool(_start_episode, name="start_episode")
+    limiter = anyio.CapacityLimiter(workers)
+    server.tool(_threaded(_start_episode, limiter), name="start_episode")
     for name in tools:
-        server.tool(tool_function(name, _serve_in_session, routing=ROUTING_ARG, routing_optional=True))
-    server.tool(_finish_episode, name="finish_episode")
+        server.tool(_threaded(tool_function(name, _serve_in_session, routing=ROUTING_ARG, routing_optional=True),
+                              limiter))
+    server.tool(_threaded(_finish_episode, limiter), name="finish_episode")
     return server
 
 

@@ -15,6 +15,7 @@ failures. Traffic goes to 127.0.0.1 only; every level has a time bound and so do
     python benchmarks/env_load.py                      # levels 32,64,128,256
     python benchmarks/env_load.py --levels 8,16 --mcp openenv   # openenv's own POST /mcp
     python benchmarks/env_load.py --levels 16,32 --against /tmp/old   # this tree beside another checkout
+    python benchmarks/env_load.py --levels 16,32 --protocol mcp       # one MCP session per episode
 
 `--against DIR` starts a second server from another checkout of the project (its
 spaces/data-agent, its `dagent` first on PYTHONPATH) and runs each level's HTTP arm on both, in
@@ -55,6 +56,10 @@ class Args:
     tool_workers: int = field(default=0, metadata={"help": "server tool thread pool (0: its default)"})
     client_procs: int = field(default=8, metadata={"help": "load-generating client processes"})
     against: str = field(default="", metadata={"help": "another checkout to measure side by side (its server)"})
+    protocol: str = field(default="sessionless", metadata={
+        "help": "sessionless: POST /reset, then tools/call with episode_id (what trainers send); mcp: one MCP "
+                "session per episode (the mcp SDK's ClientSession over Streamable HTTP: start_episode, the "
+                "tools, finish_episode)"})
 
 
 def write_suite(root: Path) -> Path:
@@ -126,7 +131,47 @@ def http_level(base: str, level: int, args: Args) -> dict:
 
 
 def _http_share(base: str, indices: list[int], args: Args) -> dict:
+    if args.protocol == "mcp":
+        return asyncio.run(_mcp_episodes(base, indices, args))
     return asyncio.run(_http_episodes(base, indices, args))
+
+
+async def _mcp_episodes(base: str, indices: list[int], args: Args) -> dict:
+    """The same episodes, each in its own MCP session (the SDK's client, as an MCP user would)."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    latencies: list[float] = []
+    failures: list[str] = []
+    completed = 0
+
+    async def episode(i: int) -> None:
+        nonlocal completed
+        try:
+            async with streamablehttp_client(f"{base}/mcp", timeout=args.level_timeout_s) as (r, w, _), \
+                    ClientSession(r, w) as session:
+                await session.initialize()
+                await session.call_tool("start_episode", {"split": "train", "index": i % 8})
+                for _ in range(args.calls - 1):
+                    t = time.perf_counter()
+                    res = (await session.call_tool("bash", {"command": COMMAND})).structuredContent
+                    latencies.append(time.perf_counter() - t)
+                    if not res or not res["ok"] or res["output"].strip() != "200":
+                        raise RuntimeError(f"bash returned {res}")
+                await session.call_tool("submit_solution", {"answer": 200})
+                done = (await session.call_tool("finish_episode", {})).structuredContent
+                if not done or done["reward"] is None or not done["correct"]:
+                    raise RuntimeError(f"episode not graded correct: {done}")
+            completed += 1
+        except Exception as e:  # noqa: BLE001 - every failure is counted and the first few printed
+            failures.append(f"{type(e).__name__}: {e}"[:300])
+
+    tasks = [asyncio.create_task(episode(i)) for i in indices]
+    done, pending = await asyncio.wait(tasks, timeout=args.level_timeout_s)
+    for t in pending:
+        t.cancel()
+        failures.append("timed out")
+    return {"completed": completed, "failures": failures, "lat": latencies}
 
 
 async def _http_episodes(base: str, indices: list[int], args: Args) -> dict:
@@ -265,7 +310,8 @@ def main(args: Args) -> int:
         print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         serial = direct_level(1, 30, suite)["lat"]
         print(f"direct exec, serial (unloaded): p50 {pct(serial, .5):.1f} ms  p99 {pct(serial, .99):.1f} ms")
-        print(f"server: python -m server.app, POST /mcp handler: {args.mcp}; command: {COMMAND!r}")
+        print(f"server: python -m server.app, POST /mcp handler: {args.mcp}, protocol: {args.protocol}; "
+              f"command: {COMMAND!r}")
         print(f"{'level':>5} {'done':>5} {'fail':>5} {'http p50':>9} {'http p99':>9} {'direct p50':>10} "
               f"{'direct p99':>10} {'http wall':>9} {'calls/s':>8}")
         held = 0

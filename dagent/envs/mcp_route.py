@@ -22,6 +22,7 @@ HTTP 200 as the sessionless dialect always answered (`openenv validate` posts `{
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -143,6 +144,17 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+class _EndedStreamNoise(logging.Filter):
+    """The `mcp` SDK logs a traceback ("Error in standalone SSE writer", anyio.ClosedResourceError) for
+    every session whose client ends it while its GET stream is open, which is how its own client
+    closes: a normal end, not an error. Other errors of that logger pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.getMessage() == "Error in standalone SSE writer" and exc is not None
+                    and type(exc).__name__ in ("ClosedResourceError", "BrokenResourceError"))
+
+
 def install(app: Any, server: Any, *, fast: FastHandler | None = None,
             on_session_end: Callable[[str], Any] | None = None) -> None:
     """Serve `server` (a FastMCP) as MCP Streamable HTTP on `app`'s `/mcp`, its lifespan in the app's."""
@@ -155,4 +167,7 @@ def install(app: Any, server: Any, *, fast: FastHandler | None = None,
             yield state
 
     app.router.lifespan_context = lifespan
+    noise = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, _EndedStreamNoise) for f in noise.filters):
+        noise.addFilter(_EndedStreamNoise())
     app.add_middleware(McpRoute, mcp_app=mcp_app, fast=fast, on_session_end=on_session_end)

@@ -479,8 +479,21 @@ def test_the_mcp_sdk_runs_a_graded_rollout_over_streamable_http(runtime):
 
     try:
         listed, bad, done = asyncio.run(play())
+        from openenv.core.env_server.mcp_types import ListToolsAction
+        from openenv.core.generic_client import GenericEnvClient
+        from openenv.core.mcp_client import MCPToolClient
+
+        with MCPToolClient(base_url=server.url).sync() as env:  # OpenEnv's production mode
+            described = env.reset().observation.metadata["describe"]
+            assert [t.name for t in env.list_tools()] == ["run_rollout"]
+            by_openenv = env.call_tool("run_rollout", split="train", index=0)
+        with GenericEnvClient(base_url=server.url).sync() as env:  # and its WebSocket
+            env.reset()
+            step = env.step(ListToolsAction().model_dump())
+            assert [t["name"] for t in step.observation["tools"]] == ["run_rollout"]
     finally:
         server.stop()
+    assert described and by_openenv["outcome"] == "correct" and by_openenv["reward"] == reward(True, 2)
     assert listed == ["run_rollout"]
     assert bad.isError and "train:easy" in bad.content[0].text
     assert not done.isError and done.structuredContent["outcome"] == "correct"

@@ -84,7 +84,9 @@ def test_the_dockerfiles_run_as_uid_1000_under_tini_and_share_one_suite_stage():
         assert "ENV DAGENT_SUITE" not in text  # the bundled suite unless DAGENT_SUITE is set at run time
         stage = suite_stage(text)
         assert stage.rstrip().endswith("RUN python -m datasets_build --out /home/user/.cache/dagent/suite")
-        assert "COPY --from=suite --chown=user /home/user/.cache/dagent/suite /home/user/.cache/dagent/suite" in image
+        # the cache's parents made as `user` first: COPY would make them root's and HOME's cache unwritable
+        assert "USER user\n" in image[:image.index("RUN mkdir -p /home/user/.cache/dagent\nCOPY --from=suite --chown=user "
+                                                    "/home/user/.cache/dagent/suite /home/user/.cache/dagent/suite")]
         stages.add(stage)
         # dependencies installed before the package's code is copied: a code change rebuilds in seconds
         assert image.index("pip install --no-cache-dir \".[") < image.index("COPY dagent ./dagent")
@@ -114,6 +116,7 @@ def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblew
         box.wait_serving(f"{url}/health", timeout_s=240)
         assert httpx.get(f"{url}/health").json()["sandbox"]["isolation"] == "landlock"
         assert bundled(box) == host_digest(built)  # built in `docker build`, byte for byte the host's build
+        assert box.exec("sh", "-c", "mkdir -p ~/.cache/huggingface/hub && echo writable").strip() == "writable"
         solution = box.exec("python", "-c", "from dagent.suites.sources import load_tasks; "
                             "print(load_tasks(None).task_at('test', 0).solution)")
         from dagent.envs.client import white_box_client

@@ -97,14 +97,20 @@ def test_an_episode_from_reset_is_named_to_an_mcp_session_by_header(server):
 
     eid = httpx.post(f"{server.url}/reset", json={"split": "train", "index": 0}).json()["observation"]["episode_id"]
 
-    async def play() -> dict:
+    async def play() -> tuple:
         async with streamablehttp_client(f"{server.url}/mcp", headers={EPISODE_HEADER: eid}) as (r, w, _), \
                 ClientSession(r, w) as session:
             await session.initialize()
             await session.call_tool("submit_solution", {"answer": 3})
-            return (await session.call_tool("finish_episode", {})).structuredContent
+            graded = (await session.call_tool("finish_episode", {})).structuredContent
+            # an episode this session starts is the one its calls act on from then on, header or not
+            started = (await session.call_tool("start_episode", {"split": "train", "index": 1})).structuredContent
+            await session.call_tool("bash", {"command": "ls"})
+            return graded, started
 
-    assert asyncio.run(play())["reward"] == reward(True, 0) == episode(server, eid)["reward"]
+    graded, started = asyncio.run(play())
+    assert graded["reward"] == reward(True, 0) == episode(server, eid)["reward"]
+    assert episode(server, started["episode_id"])["tool_calls"] == 1 and episode(server, eid)["tool_calls"] == 0
 
 
 @pytest.mark.parametrize("body,status,code,words", [

@@ -128,21 +128,23 @@ if [ "${1:-}" = "--tests" ] && ! command -v chromium >/dev/null 2>&1; then
     log "WARNING: chromium missing and cannot be installed here: the browser tests (pytest -m browser) are skipped"
   fi
 fi
-# --tests: also Harbor (the task-catalog runner; needs Python 3.12) in .venv-harbor, with dagent
+# --tests: also Harbor (the task-catalog runner; its wheel needs Python >= 3.12: 3.12 or 3.13, both
+# run here) in .venv-harbor, with dagent
 # itself (--no-deps) so `harbor run -e dagent.harbor.provider:SandboxEnvironment` imports it.
 HARBOR=harbor==0.26.0
 if [ "${1:-}" = "--tests" ]; then
   if [ "$(.venv-harbor/bin/python -c 'import importlib.metadata as m; print(m.version("harbor"))' 2>/dev/null)" != "${HARBOR#*==}" ]; then
-    PY312=""
-    for c in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12; do
-      if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1; then PY312=$c; break; fi
+    PYH=""
+    for c in python3.12 python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 "$HOME"/.pyenv/versions/3.13*/bin/python3.13 \
+             /usr/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.13 /usr/local/bin/python3.13 python3; do
+      if "$c" -c 'import sys; assert sys.version_info[:2] in ((3, 12), (3, 13))' >/dev/null 2>&1; then PYH=$c; break; fi
     done
-    if [ -n "$PY312" ]; then
-      log "installing $HARBOR into .venv-harbor with $PY312 (first run: ~3 min)"
-      [ -x .venv-harbor/bin/python ] || "$PY312" -m venv .venv-harbor
+    if [ -n "$PYH" ]; then
+      log "installing $HARBOR into .venv-harbor with $PYH (first run: ~3 min)"
+      [ -x .venv-harbor/bin/python ] || "$PYH" -m venv .venv-harbor
       .venv-harbor/bin/python -m pip install -q --disable-pip-version-check "$HARBOR" 2> >(grep -v '^WARNING: Location' >&2)
     else
-      log "WARNING: no Python 3.12 found: Harbor (pytest -m harbor) is unavailable"
+      log "WARNING: no Python 3.12 or 3.13 found: Harbor (pytest -m harbor) is unavailable"
     fi
   fi
   if [ -x .venv-harbor/bin/python ]; then

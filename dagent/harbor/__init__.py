@@ -3,7 +3,7 @@
 - `grader`: the verifier every exported task runs (`tests/grader.py`); it imports the very
   `dagent.grading` modules, copied byte for byte into the task (`tests/lib/dagent/`).
 - `provider`: a Harbor environment provider (`harbor run -e dagent.harbor.provider:SandboxEnvironment`)
-  backed by dagent's local bubblewrap sandbox. It imports `harbor`, which needs Python 3.12 and
+  backed by dagent's local bubblewrap sandbox. It imports `harbor`, which needs Python 3.12 or 3.13 and
   lives in its own venv (`.venv-harbor`), so nothing else in dagent imports it.
 
 The exporter itself is `datasets_build.harbor` (`dagent export harbor`).

@@ -45,7 +45,7 @@ def harbor_binary() -> Path:
     path = Path(os.environ.get("DAGENT_HARBOR") or _ROOT / ".venv-harbor" / "bin" / "harbor")
     if not path.exists():
         raise ConfigError(f"Harbor is not installed at {path}: run `bash scripts/setup.sh --tests` "
-                          "(Harbor needs Python 3.12, in its own venv) or set DAGENT_HARBOR")
+                          "(Harbor needs Python 3.12 or 3.13, in its own venv) or set DAGENT_HARBOR")
     return path
 
 

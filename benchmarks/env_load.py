@@ -139,7 +139,7 @@ def _http_share(base: str, indices: list[int], args: Args) -> dict:
 async def _mcp_episodes(base: str, indices: list[int], args: Args) -> dict:
     """The same episodes, each in its own MCP session (the SDK's client, as an MCP user would)."""
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     latencies: list[float] = []
     failures: list[str] = []
@@ -148,7 +148,8 @@ async def _mcp_episodes(base: str, indices: list[int], args: Args) -> dict:
     async def episode(i: int) -> None:
         nonlocal completed
         try:
-            async with streamablehttp_client(f"{base}/mcp", timeout=args.level_timeout_s) as (r, w, _), \
+            async with httpx.AsyncClient(timeout=args.level_timeout_s) as http, \
+                    streamable_http_client(f"{base}/mcp", http_client=http) as (r, w, _), \
                     ClientSession(r, w) as session:
                 await session.initialize()
                 await session.call_tool("start_episode", {"split": "train", "index": i % 8})

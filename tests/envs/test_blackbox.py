@@ -464,12 +464,12 @@ def test_the_mcp_sdk_runs_a_graded_rollout_over_streamable_http(runtime):
     import asyncio
 
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     server = LiveServer(create_app(runtime))
 
     async def play() -> tuple:
-        async with streamablehttp_client(f"{server.url}/mcp") as (read, write, _), \
+        async with streamable_http_client(f"{server.url}/mcp") as (read, write, _), \
                 ClientSession(read, write) as session:
             await session.initialize()
             listed = [t.name for t in (await session.list_tools()).tools]

@@ -48,10 +48,10 @@ def episode(server, episode_id: str) -> dict:
 
 def test_the_mcp_sdk_plays_a_task_in_one_session(server):
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     async def play() -> tuple:
-        async with streamablehttp_client(f"{server.url}/mcp") as (read, write, session_id), \
+        async with streamable_http_client(f"{server.url}/mcp") as (read, write, session_id), \
                 ClientSession(read, write) as session:
             init = await session.initialize()
             listed = [t.name for t in (await session.list_tools()).tools]
@@ -93,12 +93,13 @@ def test_a_session_ends_with_delete_and_finishes_its_episode(server):
 
 def test_an_episode_from_reset_is_named_to_an_mcp_session_by_header(server):
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     eid = httpx.post(f"{server.url}/reset", json={"split": "train", "index": 0}).json()["observation"]["episode_id"]
 
     async def play() -> tuple:
-        async with streamablehttp_client(f"{server.url}/mcp", headers={EPISODE_HEADER: eid}) as (r, w, _), \
+        async with httpx.AsyncClient(headers={EPISODE_HEADER: eid}, timeout=httpx.Timeout(30, read=300)) as http, \
+                streamable_http_client(f"{server.url}/mcp", http_client=http) as (r, w, _), \
                 ClientSession(r, w) as session:
             await session.initialize()
             await session.call_tool("submit_solution", {"answer": 3})
@@ -139,10 +140,10 @@ def test_an_unknown_session_and_a_session_tool_without_an_episode_are_named(serv
     assert httpx.get(f"{server.url}/mcp").status_code in (400, 405, 406)  # a stream needs a session
 
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     async def no_episode() -> tuple:
-        async with streamablehttp_client(f"{server.url}/mcp") as (r, w, _), ClientSession(r, w) as session:
+        async with streamable_http_client(f"{server.url}/mcp") as (r, w, _), ClientSession(r, w) as session:
             await session.initialize()
             bash = await session.call_tool("bash", {"command": "ls"})
             bad = await session.call_tool("start_episode", {"split": "nope", "index": 0})

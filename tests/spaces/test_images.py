@@ -162,11 +162,11 @@ def _real_clients_play(url: str) -> None:
     import asyncio
 
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
     from openenv.core.mcp_client import MCPToolClient
 
     async def sdk() -> dict:
-        async with streamablehttp_client(f"{url}/mcp") as (read, write, _), ClientSession(read, write) as session:
+        async with streamable_http_client(f"{url}/mcp") as (read, write, _), ClientSession(read, write) as session:
             await session.initialize()
             await session.call_tool("start_episode", {"split": "test", "index": 0})
             counted = (await session.call_tool("bash", {"command": "tail -n +2 input/t.csv | wc -l"})).structuredContent

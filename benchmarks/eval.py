@@ -34,6 +34,7 @@ def main() -> None:
     from dagent.clock import PhaseClock
     from dagent.eval.stack import agent_stack
     from dagent.harness.play import play
+    from dagent.recipes import Recipes
     from dagent.sandbox.timed import TimedBackend
 
     suite = load_suite(None)
@@ -42,7 +43,8 @@ def main() -> None:
     for name in args.agents.split(","):
         clock, walls = PhaseClock(), []
         with ExitStack() as stack:
-            s = stack.enter_context(agent_stack(name, suite, model=args.model, max_output_tokens=256))
+            s = stack.enter_context(agent_stack(name, suite, model=args.model, max_output_tokens=256,
+                                                        recipes=Recipes.of("gpu")))
             agent, backend = s.agent, TimedBackend(s.backend, clock)
             if name == "tools":
                 agent._generate = clock.timed("generation", agent._generate)

@@ -163,8 +163,8 @@ def pct(values: list[float], q: float) -> float:
 
 def main(args: argparse.Namespace) -> int:
     from dagent.engine.process import LocalEngineProcess, served_model
-    from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.harness.opencode import OpencodeConfig
+    from dagent.runtime.blackbox import BlackBoxRuntime
     from dagent.suites.sources import load_tasks
 
     if args.suite:

@@ -90,13 +90,14 @@ def main() -> None:
         return
 
     from dagent.engine.models import model_dir
+    from dagent.recipes import WhiteboxRecipe
     from dagent.suites.sources import load_tasks
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
 
     given = {k: v for k, v in dict(num_generations=args.num_generations, per_device_train_batch_size=args.batch,
                                    max_completion_length=args.max_completion_length).items() if v is not None}
-    recipe = Recipe.cpu(split=args.split, max_steps=args.steps, save_steps=10_000, seed=args.seed,
+    recipe = WhiteboxRecipe.cpu(split=args.split, max_steps=args.steps, save_steps=10_000, seed=args.seed,
                         generation_dtype=args.generation_dtype, **given)
     peft_config = None
     if args.lora:

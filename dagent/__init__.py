@@ -1,32 +1,47 @@
 """dagent: train and evaluate LLM data agents with reinforcement learning.
 
 Data flows one way: task -> sandbox -> agent/engine -> capture -> trajectory -> grade -> reward ->
-trainer or report. The package is built in layers, lowest first. A module imports only from its
-own layer or a lower one, never in a circle (tests/test_layers.py reads the import graph and holds
-the code to this list):
+trainer or report. The package is a partial order of rooms (its subpackages and root modules), not a
+ladder: each line below names rooms, [the rooms they build on directly] and what they hold. A module
+imports from its own room or from a room its room builds on, directly or through others, never in a
+circle; and every room listed is built on by the code exactly as listed (tests/test_layers.py holds
+the code to this list both ways, so the list is the real graph).
 
-    1. errors clock jobargs provenance failures serving   what every layer uses
-    2. core          the task, the suite, reward, sampling, the outcome vocabulary (pure)
-    3. grading       single values, multi-field answers, the dispatch, settling an episode (pure)
-    4. trajectory    captured calls, linking and drift, roots, the gate, the audit, exports (pure)
-    5. sandbox       where an agent works: local bubblewrap, E2B, HF sandboxes, staging, the image
-    6. tools         the white-box tool surface, its implementations, the episode state machine
-    7. capture       the proxy that records an engine's own token ids, logprobs and loss masks
-    8. engine        the local engine (batching, the model on the main thread), vLLM processes
-    9. launch        HF Jobs, Slurm and Spaces: ports, submission, deployment
-   10. harness       the agent protocol and the step-cap contract, the episode skeleton, the
-                     oracle, the tool loop, the captured-loop agent, opencode and pi
-   11. suites        task sources (local, Hub), import, check, push
-   12. harbor        the suite as a Harbor catalog, Harbor run without Docker
-   13. envs          the white-box and black-box environment servers, their client, TRL's session
-   14. train         SFT, white-box and black-box GRPO, preflight, the health watch, checkpoints
-   15. eval          experiments, the agent stack, scoring, reports, results on the Hub, regrade
-   16. demo          the demo's pure views and per-tab sessions (app.py is its Gradio shell)
-   17. cli           the `dagent` command, `dagent reproduce` with its receipts
+  base: what every other room uses (core, grading and trajectory are pure: no adapter, no I/O library)
+    errors clock jobargs failures  []            one error root, a clock, job arguments, the failure modes
+    serving provenance  [errors]                 a threaded uvicorn server; where a result came from
+    core        [errors]                         the task, the suite, reward, sampling, the outcome vocabulary
+    grading     [core]                           single values, multi-field answers, the dispatch, settling
+    trajectory  [errors]                         captured calls, linking and drift, the gate, the audit, exports
 
-Imports stand at the top of a module. Inside a function only a heavy optional library (torch,
-transformers, trl, vllm, gradio, ...) is imported, or a dagent module that brings one with it, so a
-base install and the command line start without them. The pure core (layers 2-4) imports no adapter.
+  infrastructure: where agents run and what serves them
+    sandbox     [clock core]                     local tiers (bwrap, mountns, landlock), E2B, HF, staging, images
+    engine      [core serving]                   the local engine (batching, the model), vLLM processes
+    launch      [provenance sandbox serving]     HF Jobs, Slurm and Spaces: ports, submission, deployment
+
+  white-box: the environment owns the loop
+    tools       [grading sandbox]                the tool surface, its implementations, the episode state machine
+
+  black-box: the agent owns the loop, observed through capture
+    capture     [sandbox serving trajectory]     the proxy that records the engine's own token ids, logprobs, masks
+    harness     [capture provenance tools]       the agent protocol, the oracle, the tool loop, opencode and pi
+    harbor      [harness]                        the suite as a Harbor catalog, Harbor run without Docker
+    runtime     [harbor]                         the black-box runtime: capture, sandboxes, harness, settled rollouts
+
+  top: what users run
+    suites      [harness]                        task sources (local, Hub), import, check, push
+    recipes     [harness]                        both loops' training recipes and episode conditions, by preset
+    envs        [runtime suites]                 the white-box and black-box servers (openenv, MCP), their client
+    eval        [engine envs recipes]            experiments, the agent stack, scoring, reports, the Hub
+    train       [engine envs launch recipes]     SFT, white-box and black-box GRPO, preflight, health, checkpoints
+    demo        [eval]                           the demo's pure views and per-tab sessions (app.py is its shell)
+    reproduce   [eval train]                     `dagent reproduce`: the stage pipeline and its receipts
+    cli         [jobargs reproduce]              the `dagent` command: parses, calls one library function, prints
+
+Imports stand at the top of a module. Inside a function only an optional extra (torch, transformers,
+trl, vllm, gradio, ...: HEAVY in tests/test_layers.py), or a dagent module that brings one with it,
+is imported, so a base install and the command line start without them; and a few installed but slow
+libraries used by few commands (pandas, pyarrow, sympy, ...: SLOW there).
 """
 
 __version__ = "0.1.0"

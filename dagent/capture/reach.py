@@ -32,6 +32,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import tempfile
@@ -42,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
+
+import httpx
 
 from dagent.errors import ConfigError, DagentError
 from dagent.sandbox.base import Resources, SandboxBackend
@@ -263,9 +266,6 @@ class GradioTunnel:
 
     def start(self, host: str, port: int) -> str:
         try:
-            import secrets
-
-            import httpx
             from gradio import networking, tunneling
         except ImportError as e:
             raise PublishError("gradio is not installed: `pip install gradio`, or set "

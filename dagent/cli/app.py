@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 from typing import Annotated, Optional
 
+import click
 import typer
 
 from dagent.cli.common import SuiteOpt, _build, _progress, console, load_suite, out
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
-from dagent.cli.reproduce import StageError, failed_receipts, reproduce
-from dagent.core.conditions import conditions_differ
 from dagent.engine.server import serve
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import DagentError
+from dagent.eval.args import EvalArgs
 from dagent.eval.experiment import (
     Arm,
     PlainProgress,
@@ -34,18 +34,21 @@ from dagent.eval.experiment import (
 from dagent.eval.hub import push_results_dataset
 from dagent.eval.pooled import pooled
 from dagent.eval.recordings import append_recording
-from dagent.eval.regrade import regrade
-from dagent.eval.report import load_records, recorded_conditions, records_file, write_pooled, write_results
+from dagent.eval.regrade import recorded_grader, regrade
+from dagent.eval.report import load_records, records_file, require_same_conditions, write_pooled, write_results
 from dagent.eval.scoring import paired, task_scores
 from dagent.eval.stack import run_rollout
+from dagent.harbor import export as harbor_export
 from dagent.jobargs import parse
 from dagent.provenance import grader_digest, void_run
+from dagent.recipes import Recipes
+from dagent.reproduce.pipeline import StageError, failed_receipts, reproduce
 from dagent.suites.check import validate_suite
 from dagent.suites.importer import import_suite
 from dagent.suites.push import push_suite
 from dagent.suites.sources import default_suite_dir, suite_root
 from dagent.train.blackbox import train_blackbox
-from dagent.train.blackbox_recipe import BlackboxArgs
+from dagent.train.blackbox_args import BlackboxArgs
 from dagent.train.grpo import WhiteboxArgs, train_whitebox
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and evaluate LLM data agents.")
@@ -141,19 +144,16 @@ def export_harbor(
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Also publish as this Hub dataset repo (OWNER/NAME), in the tasks/<id>/ layout `harbor run --repo` reads.")] = None,
 ) -> None:
     """Write a split as a Harbor catalog (schema 1.4; deterministic); `harbor lint` passes on it."""
-    from datasets_build.harbor import DEFAULT_ALLOWED_HOSTS, push_catalog
-    from datasets_build.harbor import export_harbor as export
-
     tasks = load_suite(suite)
     total = len(tasks.tasks(split)[:limit])
     with _progress() as bar:
         job = bar.add_task(f"export {split}", total=total)
-        report = export(tasks, split, out_dir, org=org, limit=limit, base=base_image,
-                        allowed_hosts=tuple(allow_host or DEFAULT_ALLOWED_HOSTS),
+        report = harbor_export.export_harbor(tasks, split, out_dir, org=org, limit=limit, base=base_image,
+                        allowed_hosts=tuple(allow_host or harbor_export.DEFAULT_ALLOWED_HOSTS),
                         progress=lambda: bar.advance(job))
     out.print(report.summary())
     if push_to:
-        out.print(f"pushed: {push_catalog(out_dir, push_to)}")
+        out.print(f"pushed: {harbor_export.push_catalog(out_dir, push_to)}")
 
 
 @tasks_app.command("list")
@@ -186,21 +186,16 @@ def _arm_label(model: str) -> str:
     return Path(model).name if ("/" in model or Path(model).exists()) else model
 
 
-def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: list[int], limit: Optional[int],
-              workers: int, timeout_s: float, out_dir: Path, baseline: Optional[str], backend: str,
-              expect_base: Optional[float], tolerance: float, trackio_project: Optional[str],
-              push_to: Optional[str], step_of=lambda _a: None, preset: str = "gpu",
-              env_url: Optional[str] = None, task_seed: Optional[int] = None,
-              trackio_space: Optional[str] = None) -> int:
+def _run_arms(arms: list, suite: Optional[str], out_dir: Path, args: EvalArgs, *, step_of=lambda _a: None) -> int:
     s = load_suite(suite)
-    http = WhiteBoxHTTP(env_url) if env_url else None
-    n = len(task_indices(split_size(s, split, http), limit, task_seed))
+    http = WhiteBoxHTTP(args.env_url) if args.env_url else None
+    n = len(task_indices(split_size(s, args.split, http), args.limit, args.task_seed))
 
     running = Progress()
-    total = n * max(1, samples) * len(arms)
+    total = n * max(1, args.samples) * len(arms)
     plain = PlainProgress(total, every_s=60.0) if not console.is_terminal else None
     with _progress() as bar:
-        tid = bar.add_task(f"{split}", total=total)
+        tid = bar.add_task(f"{args.split}", total=total)
 
         def done(arm: str, rec) -> None:
             running.add(arm, rec)
@@ -208,11 +203,7 @@ def _run_arms(arms: list, split: str, suite: Optional[str], *, samples: int, k: 
             if plain is not None and (line := plain.advance(running.text())):
                 console.print(line, markup=False, highlight=False)
 
-        outcome = run_experiment(s, split, arms, out_dir, baseline=baseline, samples=samples, k_values=k,
-                                 limit=limit, workers=workers, timeout_s=timeout_s, backend=backend,
-                                 expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                                 trackio_space=trackio_space, step_of=step_of, push_to=push_to, on_done=done, preset=preset,
-                                 env_url=env_url, task_seed=task_seed, echo=console.print)
+        outcome = run_experiment(s, arms, out_dir, args, step_of=step_of, on_done=done, echo=console.print)
     for line in outcome.lines():
         out.print(line, markup=False, highlight=False)
     out.print(f"results: {out_dir / 'results.md'}  (plots, records and summary per arm beside it)")
@@ -243,7 +234,7 @@ def eval_cmd(
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
     push_dataset: Annotated[Optional[str], typer.Option("--push-dataset", help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
-    preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under: gpu (the published recipe) or cpu (dagent train whitebox --preset cpu).")] = "gpu",
+    preset: Annotated[str, typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu (the published recipe), cpu (dagent train ... --preset cpu), gpu-steps25 (black-box, 25 steps).")] = "gpu",
     env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
     task_seed: Annotated[Optional[int], typer.Option("--task-seed", help="With --limit N: a seeded random sample of N tasks (spanning the split's tables) instead of the first N.")] = None,
 ) -> None:
@@ -255,11 +246,11 @@ def eval_cmd(
     arms = [Arm(agent if agent == "oracle" else _arm_label(model), agent, model, engine_url, engine)]
     if baseline is not None:
         arms.insert(0, Arm("baseline", agent, baseline, baseline_url, engine))
-    excluded = _run_arms(arms, split, suite, samples=samples, k=k, limit=limit, workers=workers, timeout_s=timeout_s,
-                         out_dir=target, baseline="baseline" if baseline else None, backend=backend,
-                         expect_base=expect_base, tolerance=tolerance, trackio_project=trackio_project,
-                         push_to=push_to, preset=preset, env_url=env_url, task_seed=task_seed,
-                         trackio_space=trackio_space)
+    args = EvalArgs.of(preset=preset, split=split, samples=samples, k_values=k, limit=limit, task_seed=task_seed,
+                       workers=workers, timeout_s=timeout_s, backend=backend, env_url=env_url,
+                       baseline="baseline" if baseline else None, expect_base=expect_base, tolerance=tolerance,
+                       trackio_project=trackio_project, trackio_space=trackio_space, push_to=push_to)
+    excluded = _run_arms(arms, suite, target, args)
     if push_dataset:
         out.print(f"pushed: {push_results_dataset(push_dataset, target, target.name)}", markup=False, highlight=False)
     if agent == "oracle":
@@ -278,11 +269,7 @@ def eval_compare(
 ) -> None:
     """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
     a, b = records_file(a).parent, records_file(b).parent  # a one-arm run's --out: its arm's folder
-    differ = conditions_differ(recorded_conditions(a), recorded_conditions(b))
-    if differ and not allow_other_conditions:
-        raise DagentError(f"{a} and {b} were measured under different episode conditions ({'; '.join(differ)}): "
-                          "a difference between them is not the policy's; rerun one with the other's --preset, or pass "
-                          "--allow-other-conditions (F47)")
+    require_same_conditions(a, b, allow_other=allow_other_conditions)
     ra, rb = load_records(a, include_void=include_void), load_records(b, include_void=include_void)
     la, lb = a.name, b.name if b.name != a.name else f"{b.name}-b"
     for line in [*task_scores(ra, arm=la).lines(), *task_scores(rb, arm=lb).lines(),
@@ -306,10 +293,7 @@ def eval_pool(
         raise DagentError(f"give evaluation dirs in pairs (BASELINE CANDIDATE per seed); got {len(dirs)}")
     pairs = list(zip(dirs[::2], dirs[1::2]))
     for a, b in pairs:
-        differ = conditions_differ(recorded_conditions(a), recorded_conditions(b))
-        if differ and not allow_other_conditions:
-            raise DagentError(f"{a} and {b} were measured under different episode conditions ({'; '.join(differ)}): "
-                              "pass --allow-other-conditions to pool them anyway (F47)")
+        require_same_conditions(a, b, allow_other=allow_other_conditions)
     result = pooled([(load_records(a), load_records(b)) for a, b in pairs], a_arm=a_arm, b_arm=b_arm)
     for line in result.lines():
         out.print(line, markup=False, highlight=False)
@@ -333,12 +317,8 @@ def eval_regrade(
     fail_on_flip: Annotated[bool, typer.Option("--fail-on-flip", help="Exit 1 when any verdict flips (CI).")] = False,
 ) -> None:
     """Re-grade recorded answers with the current grader; list every verdict that flips."""
-    import json
-
     records = load_records(run_dir, include_void=True)
-    summary = (run_dir if run_dir.is_dir() else run_dir.parent) / "summary.json"
-    recorded = (json.loads(summary.read_text()).get("provenance") or {}).get("grader") if summary.is_file() else None
-    now = grader_digest()
+    recorded, now = recorded_grader(run_dir), grader_digest()
     out.print(f"grader: recorded {recorded or 'unknown'}, current {now}"
               + (" (the same)" if recorded == now else ""), markup=False, highlight=False)
     report = regrade(records, load_suite(suite))
@@ -363,13 +343,14 @@ def eval_watch(
     max_checkpoints: Annotated[Optional[int], typer.Option(help="Stop after this many checkpoints.")] = None,
     trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path("runs/watch"),
-    preset: Annotated[str, typer.Option(help="Training recipe whose episode conditions the tools loop runs under (gpu or cpu).")] = "gpu",
+    preset: Annotated[str, typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu, cpu, gpu-steps25 (black-box).")] = "gpu",
 ) -> None:
     """Evaluate each new checkpoint-N as it appears; fails loudly on a missing source or none in time."""
+    args = EvalArgs.of(preset=preset, split=split, samples=samples, limit=limit, workers=workers,
+                       trackio_project=trackio_project)
+
     def one(arm) -> None:  # each arm in its own directory; results.md over all so far
-        _run_arms([arm], split, suite, samples=samples, k=[1], limit=limit, workers=workers, timeout_s=300.0,
-                  out_dir=out_dir / arm.name, baseline=None, backend="local", expect_base=None, tolerance=0.05,
-                  trackio_project=trackio_project, push_to=None, step_of=lambda a: steps.get(a), preset=preset)
+        _run_arms([arm], suite, out_dir / arm.name, args, step_of=lambda a: steps.get(a))
         done[arm.name] = load_records(out_dir / arm.name / arm.name)
         write_arms(out_dir, split, done, baseline="baseline" if "baseline" in done else None)
 
@@ -397,7 +378,8 @@ def rollout_cmd(
     """One black-box rollout: outcome, turns, drift summary, findings."""
     if harness != "opencode":
         raise DagentError(f"unknown harness {harness!r}; available: opencode")
-    rollout = run_rollout(task, load_suite(suite), model=model, engine_url=engine_url, harbor_catalog=harbor,
+    rollout = run_rollout(task, load_suite(suite), recipes=Recipes.of("gpu"), model=model, engine_url=engine_url,
+                          harbor_catalog=harbor,
                           echo=lambda line: out.print(line, markup=False, highlight=False))
     if out_dir is not None:
         path = append_recording(out_dir, rollout.record, rollout.trajectory if rollout.turns else None)
@@ -431,7 +413,7 @@ def reproduce_cmd(
 ) -> None:
     """Build the suite, smoke every loop, evaluate, train both loops, evaluate paired, write receipts."""
     try:
-        stages = reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop,
+        stages = reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop, load_suite=load_suite,
                            echo=lambda line: console.print(line, markup=False, highlight=False))
     except StageError as e:
         console.print(str(e), markup=False, highlight=False)
@@ -466,8 +448,6 @@ def main() -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except Exception as e:  # click usage errors
-        import click
-
         if isinstance(e, click.exceptions.ClickException):
             e.show()
             sys.exit(e.exit_code)

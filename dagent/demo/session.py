@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from dagent.capture.server import CaptureServer
 from dagent.core.outcome import EvalRecord, cause_head, outcome_of
 from dagent.core.sampling import RECIPE_SAMPLING
@@ -369,8 +371,6 @@ class Demo:
         return run
 
     def _start_model(self, session: DemoSession, model: str, engine_url: str | None) -> ModelRun:
-        import httpx
-
         try:
             upstream, served = self.engines.upstream(model, engine_url)
             capture = self.engines.capture(upstream, served)

@@ -3,10 +3,12 @@ any engine by URL: the model id it serves (identity, not reachability, F36)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -134,10 +136,6 @@ class VllmProcess(LocalEngineProcess):
         self.gpu_memory_utilization, self.max_num_seqs = gpu_memory_utilization, max_num_seqs
 
     def command(self) -> tuple[list[str], dict[str, str]]:
-        import os
-        from pathlib import Path
-
-
         path = model_dir(self.model)
         python = self.python or (sys.executable if self.gpu else os.environ.get(VLLM_CPU_PYTHON_ENV)
                                  or str(Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import traceback
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -86,7 +87,6 @@ class Scheduler:
                 try:
                     self._run()
                 except Exception:  # noqa: BLE001 - _run failed every stranded sequence already
-                    import traceback
 
                     traceback.print_exc()
         finally:

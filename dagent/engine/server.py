@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.engine.generation import DEFAULT_PREFIX_CACHE_BYTES, Generation, GenerationRequest, LocalEngine
 from dagent.engine.models import load_model
@@ -287,7 +289,6 @@ def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_n
         from fastapi import Body, FastAPI, Response
         from fastapi.exceptions import RequestValidationError
         from fastapi.responses import JSONResponse, StreamingResponse
-        from pydantic import ValidationError
     except ImportError as e:
         raise MissingDependencyError("fastapi", purpose="the local engine server") from e
     engine = model if isinstance(model, LocalEngine) else build_engine(

@@ -39,6 +39,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,7 +167,6 @@ CHATML_RESPONSE_TEMPLATE = {
 
 def smollm2_chat_template() -> str:
     """SmolLM2's tool-calling chat template (`dagent/engine/smollm2_tools.jinja`)."""
-    from importlib.resources import files
 
     return files("dagent.engine").joinpath(SMOLLM2_TEMPLATE_FILE).read_text(encoding="utf-8")
 

@@ -4,23 +4,26 @@ The Task API under `/data_agent_blackbox/...`, an MCP tool `run_rollout`, `POST
 /data_agent_blackbox/rollout` (what `dagent.envs.trl_session` calls), `GET .../info`, `GET
 .../engine` (this host's view of the engine capture forwards to, F36) and the Space's app built from
 its settings (`space_app`). The runtime itself, what a rollout is and what it refuses, is
-`dagent.envs.blackbox`.
+`dagent.runtime.blackbox`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 from dataclasses import asdict
 from typing import Any
+
+import httpx
 
 from dagent.core.conditions import Conditions
 from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.envs import mcp_route
-from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.envs.status import replace_health, sandbox_health
 from dagent.errors import ConfigError, DagentError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
+from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.suites.sources import load_tasks
 
 _RUNTIME: BlackBoxRuntime | None = None
@@ -115,7 +118,6 @@ def environment_class() -> type:
 
 def probe_engine(engine_url: str, timeout_s: float = 20.0) -> dict[str, Any]:
     """GET {engine}/v1/models from this host: reachable, and the model ids it serves."""
-    import httpx
 
     base = engine_url.rstrip("/").removesuffix("/v1")
     try:
@@ -191,7 +193,6 @@ def space_app(environ: Any, conditions: Conditions | None = None) -> Any:
     `conditions`: the training recipe's episode conditions (sampling pinned on every call, the
     step cap, tokens per call, the timeout), so rollouts served here are the ones training runs
     (F47); DAGENT_STEPS and DAGENT_MAX_OUTPUT_TOKENS override them by name."""
-    import httpx
 
     engine_url = environ.get("DAGENT_ENGINE_URL")
     if not engine_url:
@@ -221,7 +222,6 @@ def space_app(environ: Any, conditions: Conditions | None = None) -> Any:
     runtime.start()
     app = create_app(runtime, max_concurrent=int(environ.get("DAGENT_MAX_ROLLOUTS", "16")))
     app.mount("/capture", runtime.capture)  # the same proxy, on the Space's own URL
-    import atexit
 
     atexit.register(runtime.stop)  # the tunnel, the bridge and the proxy, when the server process exits
     return app

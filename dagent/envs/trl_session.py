@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, TrainingTrace, VerifyResult
 
-from dagent.envs.blackbox import ENV_NAME
 from dagent.errors import ConfigError, DagentError
+from dagent.runtime.blackbox import ENV_NAME
 
 
 class RolloutRequestError(DagentError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import time
 from collections import defaultdict
@@ -29,18 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from dagent.core.outcome import EvalRecord, summarize
-from dagent.core.reward import RewardConfig
 from dagent.core.suite import TaskSuite
 from dagent.engine.models import model_dir, model_source
 from dagent.engine.process import ENGINE_CONTEXT
 from dagent.engine.sizing import EngineShare, ModelShape, card_bytes, size_engines
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import ConfigError, DagentError
+from dagent.eval.args import EvalArgs
 from dagent.eval.hub import eval_result_entries, push_results
 from dagent.eval.remote import check_surface, play_remote
 from dagent.eval.report import write_results
 from dagent.eval.scoring import Paired, Scores, paired, task_scores
-from dagent.eval.stack import agent_stack, conditions_for, engine_cores
+from dagent.eval.stack import agent_stack, engine_cores
 from dagent.harness.play import run_episode, write_records
 from dagent.provenance import provenance
 from dagent.suites.benchmark import fetch_declared, hub_reference
@@ -71,13 +72,6 @@ class Arm:
     def local_engine(self) -> bool:
         """Whether `agent_stack` starts a local engine process for this arm (its cores are shared)."""
         return self.agent != "oracle" and self.engine_url is None and self.engine == "local"
-
-
-def step_cap(agent: str, preset: str = "gpu") -> int | None:
-    """The tool calls (white-box) or turns (black-box) an agent's episode can reach under `preset`'s
-    conditions (an episode that used that many was cut there); None for the oracle."""
-    conditions = conditions_for(agent, preset)
-    return None if conditions is None else conditions.step_cap
 
 
 @dataclass
@@ -153,7 +147,6 @@ def task_indices(total: int, limit: int | None, seed: int | None) -> list[int]:
     n = total if limit is None else min(limit, total)
     if seed is None or n == total:
         return list(range(n))
-    import random
 
     return sorted(random.Random(seed).sample(range(total), n))
 
@@ -168,20 +161,19 @@ def gpu_shares(arms: Sequence[Arm], card: int | None = None) -> dict[str, Engine
     return {a.name: s for a, s in zip(gpu, size_engines(card, shapes, max_model_len=ENGINE_CONTEXT), strict=True)}
 
 
-def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples: int = 1,
-                  limit: int | None = None, workers: int = 2, timeout_s: float = 300.0,
-                  backend: str = "local", reward_config: RewardConfig = RewardConfig(), preset: str = "gpu",
-                  env_url: str | None = None, task_seed: int | None = None,
+def evaluate_arms(suite: TaskSuite, arms: Sequence[Arm], args: EvalArgs, *,
                   on_done: Callable[[str, EvalRecord], None] | None = None, card: int | None = None,
                   echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
-    """Run every arm on the first `limit` tasks of `split`, `samples` times each, all arms served
-    at once (module docstring). Returns each arm's records in (task, sample) order. With `env_url`
+    """Run every arm on `args`' tasks of its split, `samples` times each, all arms served at once
+    (module docstring), each under the conditions `args.recipes` gives its agent. Returns each arm's
+    records in (task, sample) order. With `env_url`
     the episodes run on that white-box server (its tasks, sandboxes and grader; tools agents only:
     dagent.eval.remote). The vLLM engines started here share the card (`card` bytes, default the
     first CUDA device's): each gets its computed share, or the run is refused before any starts (F49)."""
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise ConfigError(f"arm names must be distinct, got {names}: name each arm (e.g. base, checkpoint-20)")
+    split, samples, env_url, timeout_s = args.split, args.samples, args.env_url, args.timeout_s
     http = None
     if env_url is not None:
         if any(a.agent != "tools" for a in arms):
@@ -189,7 +181,7 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
                               "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)")
         http = WhiteBoxHTTP(env_url, timeout_s=timeout_s)
     n = split_size(suite, split, http)
-    indices = task_indices(n, limit, task_seed)
+    indices = task_indices(n, args.limit, args.task_seed)
     if n == 0:
         raise ConfigError(f"split {split!r} has no tasks: pick another split (dagent tasks list --split ...)")
     local_engines = sum(a.local_engine for a in arms)
@@ -198,8 +190,8 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
         stacks = {}
         for arm in arms:
             stacks[arm.name] = stack.enter_context(agent_stack(
-                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=backend,
-                timeout_s=timeout_s, preset=preset, engine_threads=engine_cores(local_engines),
+                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=args.backend,
+                timeout_s=timeout_s, recipes=args.recipes, engine_threads=engine_cores(local_engines),
                 share=shares.get(arm.name), echo=echo))
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
         if http is not None:
@@ -212,10 +204,10 @@ def evaluate_arms(suite: TaskSuite, split: str, arms: Sequence[Arm], *, samples:
         else:
             def episode(i: int, s: int, a: str) -> EvalRecord:
                 return run_episode(suite, split, i, stacks[a].agent, stacks[a].backend, timeout_s=timeout_s,
-                                   sample=s, reward_config=reward_config)
+                                   sample=s, reward_config=args.reward_config)
         todo = jobs(indices, max(1, samples), names)
         out: dict[tuple[int, int, str], EvalRecord] = {}
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
             futures = {pool.submit(episode, i, s, a): (i, s, a) for i, s, a in todo}
             for fut in as_completed(futures):
                 key = futures[fut]
@@ -346,42 +338,37 @@ class ExperimentResult:
         return out
 
 
-def run_experiment(suite: TaskSuite, split: str, arms: Sequence[Arm], out_dir: Path, *,
-                   baseline: str | None = None, samples: int = 1, k_values: Sequence[int] = (1,),
-                   limit: int | None = None, workers: int = 2, timeout_s: float = 300.0, backend: str = "local",
-                   expect_base: float | None = None, tolerance: float = 0.05, trackio_project: str | None = None,
-                   trackio_space: str | None = None,
-                   step_of: Callable[[str], int | None] = lambda _a: None, push_to: str | None = None,
-                   api: Any = None, on_done: Callable[[str, EvalRecord], None] | None = None,
-                   preset: str = "gpu", env_url: str | None = None, task_seed: int | None = None,
+def run_experiment(suite: TaskSuite, arms: Sequence[Arm], out_dir: Path, args: EvalArgs, *,
+                   step_of: Callable[[str], int | None] = lambda _a: None, api: Any = None,
+                   on_done: Callable[[str, EvalRecord], None] | None = None,
                    echo: Callable[[str], None] = lambda _l: None) -> ExperimentResult:
     """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish. A Hub
     model is downloaded once here, before any engine starts, and its revision recorded."""
     models = {arm.name: model_source(arm.model) for arm in arms if arm.agent != "oracle" and arm.engine_url is None}
-    records = evaluate_arms(suite, split, arms, samples=samples, limit=limit, workers=workers,
-                            timeout_s=timeout_s, backend=backend, on_done=on_done, preset=preset,
-                            env_url=env_url, task_seed=task_seed, echo=echo)
-    caps = {arm.name: step_cap(arm.agent, preset) for arm in arms}
+    records = evaluate_arms(suite, arms, args, on_done=on_done, echo=echo)
+    caps = {arm.name: args.recipes.step_cap(arm.agent) for arm in arms}
+    baseline, split = args.baseline, args.split
 
-    files = write_arms(out_dir, split, records, baseline=baseline, k_values=k_values, step_cap=caps,
+    files = write_arms(out_dir, split, records, baseline=baseline, k_values=args.k_values, step_cap=caps,
                        suite=str(suite.source), provenance=provenance(suite), models=models,
-                       conditions={a.name: (c.as_dict() if (c := conditions_for(a.agent, preset)) else None) for a in arms})
-    ks = tuple(sorted(set(k_values) | {1}))
+                       conditions={a.name: (c.as_dict() if (c := args.recipes.conditions(a.agent)) else None)
+                                   for a in arms})
+    ks = tuple(sorted(set(args.k_values) | {1}))
     scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
     comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)
                                                for name, rs in records.items() if name != baseline]
     (out_dir / "scores.json").write_text(scores_json(scores))
     outcome = ExperimentResult(out_dir, records, scores, comparisons, files)
-    if expect_base is not None:
+    if args.expect_base is not None:
         guarded = baseline or next(iter(records))
-        check_baseline(scores[guarded].pass_at.get(1), expect_base, tolerance, guarded)
-    if trackio_project:  # the offline store under --out (it leaves with the results), and a Space when named
+        check_baseline(scores[guarded].pass_at.get(1), args.expect_base, args.tolerance, guarded)
+    if args.trackio_project:  # the offline store under --out (it leaves with the results), and a Space when named
         os.environ.setdefault("TRACKIO_DIR", str(out_dir / "trackio"))
-        log_trackio(trackio_project, scores, step_of=step_of, config={"split": split, "samples": samples},
-                    space_id=trackio_space)
-    if push_to:
+        log_trackio(args.trackio_project, scores, step_of=step_of, config={"split": split, "samples": args.samples},
+                    space_id=args.trackio_space)
+    if args.push_to:
         entries = benchmark_entries(suite, split, scores, arms, api=api, echo=echo)
-        echo(f"pushed: {push_results(push_to, out_dir, entries, api=api)}")
+        echo(f"pushed: {push_results(args.push_to, out_dir, entries, api=api)}")
     return outcome
 
 

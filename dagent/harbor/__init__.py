@@ -6,5 +6,6 @@
   backed by dagent's local bubblewrap sandbox. It imports `harbor`, which needs Python 3.12 or 3.13 and
   lives in its own venv (`.venv-harbor`), so nothing else in dagent imports it.
 
-The exporter itself is `datasets_build.harbor` (`dagent export harbor`).
+- `export`: the exporter (`dagent export harbor`): each task as a Harbor task directory, the catalog,
+  its verification and its push to the Hub.
 """

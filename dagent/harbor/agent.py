@@ -10,7 +10,7 @@ and the launch script are `dagent.harness.opencode`'s own, so a Harbor rollout a
 environment rollout drive the same opencode the same way. The base URL is a capture session
 (the api key is its id): the capture proxy, not Harbor, records the model calls, their token ids
 and logprobs. The agent leaves `dagent-run.json` (exit code, opencode's event summary, stderr
-tail) in its log directory for the caller (`dagent.envs.blackbox`, harbor mode).
+tail) in its log directory for the caller (`dagent.runtime.blackbox`, harbor mode).
 
 Harbor's own `opencode` agent installs opencode with npm or curl inside the environment at
 set-up; offline that fails, and it writes its own config. This agent installs nothing: the

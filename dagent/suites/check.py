@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from dagent.core.suite import BASE_SPLITS, TaskSuite
 from dagent.core.task import Task
 from dagent.grading.dispatch import grade_answer
@@ -89,7 +91,6 @@ def expected_atol(instruction: str) -> tuple[float, float] | None:
 
 def read_rows(root: Path, report: SuiteReport) -> None:
     import pyarrow.parquet as pq
-    from pydantic import ValidationError
 
     if not (root / "data").is_dir():
         report.problems.append(Problem("layout", str(root), "no data/ directory: a suite holds "

@@ -7,6 +7,7 @@ local build and a downloaded Hub snapshot are read by the same code.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -60,7 +61,6 @@ def load_tasks(source: str | Path | None = None, *, api: object = None) -> TaskS
         raise TaskError(f"no task suite at {root}: run `dagent suite build --out {root}` first")
     suite = read_suite(root, source=label)
     if api is not None:
-        import functools
 
         suite.remote_files = functools.partial(fetch_remote, api=api)
     return suite

@@ -25,14 +25,15 @@ from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.inprocess import InProcessEngine
 from dagent.engine.models import base_model, model_dir, model_source
-from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.provenance import provenance
+from dagent.recipes import HARNESSES, BlackboxRecipe
+from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.suites.sources import load_tasks
+from dagent.train.blackbox_args import BlackboxArgs, preflight
 from dagent.train.blackbox_async import train_async
-from dagent.train.blackbox_recipe import HARNESSES, BlackboxArgs, BlackboxRecipe, preflight
 from dagent.train.grpo import resolve_resume, save_final
 from dagent.train.preflight import Check, mixed_rows
 from dagent.train.rollouts import BlackBoxRollouts, env_reward

@@ -46,16 +46,17 @@ import httpx
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.models import base_model, model_dir, model_source
-from dagent.envs.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError, DagentError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.launch.ports import job_ports
 from dagent.provenance import provenance
+from dagent.recipes import BlackboxRecipe
+from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
-from dagent.train.blackbox_recipe import BlackboxArgs, BlackboxRecipe, preflight
+from dagent.train.blackbox_args import BlackboxArgs, preflight
 from dagent.train.grpo import resolve_resume
 from dagent.train.preflight import Check, PreflightError, mixed_rows
 from dagent.train.rollouts import env_reward

@@ -12,6 +12,7 @@ baseline, as TRL treats them.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import torch
@@ -51,7 +52,6 @@ class ControlError(ConfigError):
 
 def weights_digest(model: Any) -> str:
     """A digest of every trainable parameter's bytes (bit-identical weights, identical digest)."""
-    import hashlib
 
     h = hashlib.sha256()
     for name, p in model.named_parameters():

@@ -1,22 +1,16 @@
 """White-box GRPO: TRL's `GRPOTrainer(environment_factory=...)` against the white-box environment,
-in process or through a running server (`env_url`), with the published recipe as the GPU default
-and a `cpu` preset sized for a 2-core machine.
-
-One source for every setting that must agree between training and evaluation: the episode
-(`EpisodeConfig`: tool surface, step budget, output clipping), the loop limits
-(`dagent.harness.toolloop.LoopLimits`: completion budget, tool iterations) and sampling
-(`dagent.core.sampling.RECIPE_SAMPLING`). `preflight` refuses what would train silently on nothing
+in process or through a running server (`env_url`), with the recipe `dagent.recipes` resolves (the
+published one as the GPU default, a `cpu` preset sized for a 2-core machine). `preflight` refuses what would train silently on nothing
 (dagent.train.preflight); `HealthWatch` stops a run that stopped learning (dagent.train.health).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagent.core.conditions import Conditions
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.models import base_model, model_dir, model_source
@@ -24,12 +18,12 @@ from dagent.envs.client import white_box_client
 from dagent.envs.contract import trainer_rows
 from dagent.errors import ConfigError
 from dagent.harness.contract import check_step_cap
-from dagent.harness.toolloop import LoopLimits, tool_schemas
+from dagent.harness.toolloop import tool_schemas
 from dagent.launch.processes import relaunch
 from dagent.provenance import provenance
+from dagent.recipes import WhiteboxRecipe, resolve
 from dagent.suites.sources import load_tasks
-from dagent.tools import select
-from dagent.tools.episode import EpisodeConfig, close_all
+from dagent.tools.episode import close_all
 from dagent.train.args import TrainArgs
 from dagent.train.cpu_generation import generate_in_bf16
 from dagent.train.preflight import (
@@ -45,87 +39,7 @@ from dagent.train.preflight import (
 from dagent.train.scoring import score_completions_only
 
 
-@dataclass(frozen=True)
-class Recipe:
-    """The GRPO settings. `gpu()` is the published recipe; `cpu()` fits this machine."""
-
-    split: str = "train:easy"
-    num_generations: int = 8
-    beta: float = 0.04
-    learning_rate: float = 1e-6
-    warmup_steps: int = 10
-    per_device_train_batch_size: int = 2
-    gradient_accumulation_steps: int = 4
-    max_completion_length: int = 3072  # counts tool-result tokens (TRL's meaning)
-    max_tool_calling_iterations: int | None = None  # the agent-side step cap; None: the env's budget rules
-    output_chars: int = 1200
-    tools: str = "all"  # the toolset the episodes serve (dagent.tools.select): the prompt's tool schemas
-    max_steps: int = 200
-    save_steps: int = 20
-    use_vllm: bool = True
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_server_url: str | None = None  # a `trl vllm-serve` engine on its own GPUs; None: colocated
-    vllm_group_port: int = 51216  # the weight-sync group's port (TRL's default; a Slurm job derives its own, F36)
-    use_cpu: bool = False
-    bf16: bool = True
-    generation_dtype: str = "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.cpu_generation); "float32"
-    seed: int = 0
-    logging_steps: int = 1
-
-    def __post_init__(self) -> None:
-        if self.generation_dtype not in ("auto", "float32"):
-            raise ConfigError(f"generation_dtype {self.generation_dtype!r}: use auto (bfloat16 on a CPU that computes it "
-                              "natively, when bf16 is on) or float32")
-
-    @classmethod
-    def gpu(cls, **overrides: Any) -> Recipe:
-        return replace(cls(), **overrides)
-
-    @classmethod
-    def cpu(cls, **overrides: Any) -> Recipe:
-        """transformers generation on CPU, short completions, small groups, bf16 only with AMX, and
-        the bash toolset only (its prompt is a third of bash + SETA's file tools: 436 tokens against
-        1,285 with SmolLM2's template, and every forward pass of a step reads the prompt)."""
-        base = cls(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1,
-                   max_completion_length=640, output_chars=600, max_tool_calling_iterations=4, tools="bash",
-                   learning_rate=5e-6, warmup_steps=2, max_steps=40, save_steps=10, use_vllm=False,
-                   use_cpu=True, bf16=cpu_has_bf16())
-        return replace(base, **overrides)
-
-    @property
-    def episode(self) -> EpisodeConfig:
-        return EpisodeConfig(tools=select(self.tools), output_chars=self.output_chars)
-
-    @property
-    def limits(self) -> LoopLimits:
-        """TRL generates each turn up to what is left of the completion budget: so does the loop
-        evaluation runs (no per-turn cap of its own)."""
-        return LoopLimits(max_completion_length=self.max_completion_length,
-                          max_tool_calling_iterations=self.max_tool_calling_iterations,
-                          max_tokens_per_turn=self.max_completion_length)
-
-    @property
-    def conditions(self) -> Conditions:
-        """The white-box episode's conditions (dagent.core.conditions), as training runs it."""
-        return Conditions.of("white-box", RECIPE_SAMPLING, tokens_per_call=self.max_completion_length,
-                             tokens_per_episode=self.max_completion_length,
-                             step_cap=self.max_tool_calling_iterations or self.episode.max_steps,
-                             output_chars=self.output_chars, timeout_s=None)
-
-
-PRESETS = {"gpu": Recipe.gpu, "cpu": Recipe.cpu}
-
-
-def cpu_has_bf16() -> bool:
-    """bf16 matmuls are fast on CPUs with AMX or AVX512-BF16; elsewhere fp32 is faster and exact."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " amx_bf16" in flags or " avx512_bf16" in flags
-
-
-def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
+def grpo_config(recipe: WhiteboxRecipe, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
                 project: str = "dagent", **extra: Any) -> Any:
     """TRL's GRPOConfig for `recipe`, sampling from RECIPE_SAMPLING (one source, F05). Checkpoints
     reach the Hub through `dagent.train.hub_checkpoints.CheckpointPusher`, not the Trainer's own
@@ -153,7 +67,7 @@ def grpo_config(recipe: Recipe, output_dir: str | Path, *, report_to: str = "non
     return GRPOConfig(**kwargs)
 
 
-def preflight(recipe: Recipe, tokenizer: Any, n_tasks: int, *, base_pass1: float | None = None,
+def preflight(recipe: WhiteboxRecipe, tokenizer: Any, n_tasks: int, *, base_pass1: float | None = None,
               force: bool = False, gpu: bool = False, rates: TaskRates | None = None) -> list[Check]:
     """Every check of dagent.train.preflight that applies, in order; raises on the first failure."""
     episode = recipe.episode
@@ -180,7 +94,7 @@ class TrainRun:
     budget: Any = None  # dagent.train.budget.TimeBudget when --max-minutes was given
 
 
-def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, output_dir: str | Path, *,
+def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecipe, output_dir: str | Path, *,
                   env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
                   base_pass1: float | None = None, force: bool = False, report_to: str = "none",
                   push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
@@ -251,7 +165,7 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Recipe, outpu
     return TrainRun(trainer, health, checks, len(rows), timer, budget)
 
 
-def recipe_summary(recipe: Recipe) -> dict[str, Any]:
+def recipe_summary(recipe: WhiteboxRecipe) -> dict[str, Any]:
     return {**asdict(recipe), "sampling": RECIPE_SAMPLING.as_request()}
 
 
@@ -287,19 +201,11 @@ class WhiteboxArgs(TrainArgs):
     vllm_server_url: str | None = field(default=None, metadata={"help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."})
     vllm_group_port: int | None = field(default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."})
 
-    def recipe(self) -> Recipe:
-        if self.preset not in PRESETS:
-            raise ConfigError(f"unknown preset {self.preset!r}: use gpu or cpu")
+    def recipe(self) -> WhiteboxRecipe:
         given = self.overrides(tools=self.tools, max_completion_length=self.max_completion_length,
-                               vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port)
-        recipe = PRESETS[self.preset](**given)
-        if self.groups_per_step is not None:  # TRL's generation batch: per device x accumulation = groups x G
-            rollouts = self.groups_per_step * recipe.num_generations
-            if self.groups_per_step < 1 or rollouts % recipe.gradient_accumulation_steps:
-                raise ConfigError(f"--groups-per-step {self.groups_per_step}: {rollouts} rollouts a step do not split "
-                                  f"into the preset's {recipe.gradient_accumulation_steps} accumulation steps")
-            recipe = replace(recipe, per_device_train_batch_size=rollouts // recipe.gradient_accumulation_steps)
-        return recipe
+                               vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port,
+                               groups_per_step=self.groups_per_step)
+        return resolve("whitebox", self.preset, **given)
 
 
 def save_final(trainer: Any, folder: Path) -> None:

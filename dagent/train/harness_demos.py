@@ -40,12 +40,12 @@ from dagent.core.suite import TaskSuite, parse_split
 from dagent.core.task import Task
 from dagent.engine.generation import LocalEngine
 from dagent.engine.server import create_app
-from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
+from dagent.recipes import BlackboxRecipe
+from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer
-from dagent.train.blackbox_recipe import BlackboxRecipe
 from dagent.train.rollouts import row_of
 from dagent.train.sft import _heredoc as heredoc
 

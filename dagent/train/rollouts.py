@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagent.envs.blackbox import Rollout
 from dagent.errors import ConfigError, TrajectoryError
+from dagent.runtime.blackbox import Rollout
 from dagent.train.routing import route
 from dagent.trajectory.analysis import AGENT
 
@@ -184,7 +184,7 @@ class BlackBoxRollouts:
     """`rollout_func` for `GRPOTrainer`: one black-box rollout per prompt (module docstring).
 
     `runtimes` maps a harness name to a started runtime with `suite` and `run_rollout(split,
-    index)` (`dagent.envs.blackbox.BlackBoxRuntime`); groups are routed to harnesses by group id
+    index)` (`dagent.runtime.blackbox.BlackBoxRuntime`); groups are routed to harnesses by group id
     (`dagent.train.routing`, F40). `engine` (an `InProcessEngine`) is put in its generating mode
     around the rollouts (eval mode, prefix cache emptied after the last optimizer step)."""
 

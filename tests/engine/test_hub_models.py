@@ -107,11 +107,12 @@ def test_an_evaluation_serves_a_hub_model_and_records_its_revision(hub, tmp_path
     """`dagent eval --model OWNER/NAME`: the local engine process serves the downloaded model."""
     import json
 
+    from dagent.eval.args import EvalArgs
     from dagent.eval.experiment import Arm, run_experiment
 
     with hub_env(hub, tmp_path / "hf"):
-        run_experiment(suite, "test", [Arm("hub", agent="tools", model="fake-user/tiny")], tmp_path / "out",
-                       limit=1, workers=1, timeout_s=120, preset="cpu")
+        run_experiment(suite, [Arm("hub", agent="tools", model="fake-user/tiny")], tmp_path / "out",
+                       EvalArgs.of(preset="cpu", split="test", limit=1, workers=1, timeout_s=120))
     summary = json.loads((tmp_path / "out" / "hub" / "summary.json").read_text())
     assert summary["model"] == {"name": "fake-user/tiny", "repo": "fake-user/tiny", "revision": "c" * 40,
                                 "folder": None}

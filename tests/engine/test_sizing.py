@@ -10,6 +10,7 @@ import pytest
 from dagent.engine.models import tiny_qwen3
 from dagent.engine.process import VllmProcess
 from dagent.engine.sizing import OVERHEAD_BYTES, USABLE, EngineSizingError, ModelShape, size_engines
+from dagent.eval.args import EvalArgs
 from dagent.eval.experiment import Arm, evaluate_arms, gpu_shares
 
 GIB = 1024**3
@@ -53,4 +54,4 @@ def test_an_evaluation_sizes_its_gpu_engines_and_refuses_before_starting_any(sui
     assert argv[argv.index("--gpu-memory-utilization") + 1] == str(shares["ckpt"].gpu_memory_utilization)
     assert argv[argv.index("--max-num-seqs") + 1] == str(shares["ckpt"].max_num_seqs)
     with pytest.raises(EngineSizingError, match="F49"):  # 2 GiB runtime each alone overflows a 3 GiB card
-        evaluate_arms(suite, "test", arms, limit=1, card=3 * GIB)
+        evaluate_arms(suite, arms, EvalArgs(split="test", limit=1), card=3 * GIB)

@@ -24,11 +24,11 @@ import pytest
 
 from dagent.capture.reach import GradioTunnel, Publisher, PublishError, TunnelStartTimeout, start_bounded
 from dagent.core.reward import reward
-from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError, HarnessError
 from dagent.harness.captured import infra_cause
 from dagent.harness.opencode import OpencodeConfig, find_opencode
+from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.sandbox.base import ExecResult, SandboxBackend
 from dagent.trajectory import CLEAN, REALIGN, Finding
 from tests.factories import LiveServer
@@ -525,7 +525,7 @@ def test_an_ungraded_rollout_reaches_trl_as_none_with_an_empty_trace():
 def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(solvable_suite):
     from fastapi.testclient import TestClient
 
-    from dagent.envs.blackbox import ENV_NAME
+    from dagent.runtime.blackbox import ENV_NAME
 
     runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
                               public_url="https://capture.example.org")
@@ -551,11 +551,12 @@ def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(solv
 @pytest.mark.slow
 def test_the_rollout_command_prints_outcome_turns_drift_and_findings(steered, suite_dir):
     from dagent.eval.stack import run_rollout
+    from dagent.recipes import Recipes
     from dagent.suites.sources import load_tasks
 
     lines: list[str] = []
-    r = run_rollout("demo.t0", load_tasks(str(suite_dir)), engine_url=steered.url, timeout_s=300,
-                            max_output_tokens=256, echo=lines.append)
+    r = run_rollout("demo.t0", load_tasks(str(suite_dir)), recipes=Recipes.of("gpu"), engine_url=steered.url,
+                    timeout_s=300, max_output_tokens=256, echo=lines.append)
     text = "\n".join(lines)
     assert r.outcome == "correct" and "CORRECT  reward" in text and "(bridge)" in text
     assert ":auxiliary(" in text and ":agent(" in text  # turns with their roles

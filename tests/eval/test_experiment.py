@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dagent.core.outcome import EvalRecord, summarize
+from dagent.eval.args import EvalArgs
 from dagent.eval.experiment import (
     Arm,
     BaselineGuardError,
@@ -35,7 +36,7 @@ def test_jobs_interleave_arms_within_each_task_and_sample():
 
 
 def test_two_arms_run_together_on_the_same_tasks_and_seeds(suite):
-    out = evaluate_arms(suite, "train", [Arm("x", "oracle"), Arm("y", "oracle")], samples=2, limit=2, workers=2)
+    out = evaluate_arms(suite, [Arm("x", "oracle"), Arm("y", "oracle")], EvalArgs(split="train", samples=2, limit=2))
     assert list(out) == ["x", "y"]
     assert [(r.task_id, r.sample) for r in out["x"]] == [(r.task_id, r.sample) for r in out["y"]]
     assert len(out["x"]) == 4
@@ -43,7 +44,7 @@ def test_two_arms_run_together_on_the_same_tasks_and_seeds(suite):
 
 def test_arm_names_must_be_distinct(suite):
     with pytest.raises(Exception, match="distinct"):
-        evaluate_arms(suite, "train", [Arm("x", "oracle"), Arm("x", "oracle")])
+        evaluate_arms(suite, [Arm("x", "oracle"), Arm("x", "oracle")], EvalArgs(split="train"))
 
 
 @pytest.mark.failure_mode("F41")
@@ -56,8 +57,8 @@ def test_a_baseline_far_from_its_known_value_fails_naming_both_figures(suite, tm
     # end to end: the demo suite's reference programs are wrong on purpose (pass@1 0), not the 0.9 expected
     pushed = []
     with pytest.raises(BaselineGuardError, match="expected 0.900"):
-        run_experiment(suite, "train", [Arm("oracle", "oracle")], tmp_path, expect_base=0.9, limit=2,
-                       push_to="me/results", api=pushed)
+        run_experiment(suite, [Arm("oracle", "oracle")], tmp_path,
+                       EvalArgs(split="train", expect_base=0.9, limit=2, push_to="me/results"), api=pushed)
     assert (tmp_path / "results.md").exists() and pushed == []  # kept for diagnosis, never published
 
 
@@ -159,8 +160,8 @@ def test_evaluation_metrics_go_to_a_store_under_out_and_to_a_space_when_named(su
     monkeypatch.setattr(trackio, "init", lambda **kw: seen.append(kw))
     monkeypatch.setattr(trackio, "log", lambda *a, **kw: None)
     monkeypatch.setattr(trackio, "finish", lambda: None)
-    run_experiment(suite, "train", [Arm("oracle", "oracle")], tmp_path / "out", limit=1, trackio_project="p",
-                   trackio_space="me/curves")
+    run_experiment(suite, [Arm("oracle", "oracle")], tmp_path / "out",
+                   EvalArgs(split="train", limit=1, trackio_project="p", trackio_space="me/curves"))
     assert seen and seen[0]["space_id"] == "me/curves" and seen[0]["project"] == "p"
     import os
 
@@ -174,17 +175,18 @@ def test_arms_record_their_conditions_and_compare_refuses_different_ones(suite, 
     from typer.testing import CliRunner
 
     from dagent.cli.app import app
-    from dagent.eval.stack import conditions_for
-    from dagent.train.blackbox_recipe import BlackboxRecipe
-    from dagent.train.grpo import Recipe
+    from dagent.recipes import BlackboxRecipe, Recipes, WhiteboxRecipe
+
+    def conditions_for(agent, preset):
+        return Recipes.of(preset).conditions(agent)
 
     # one definition: evaluation runs each agent under the conditions its recipe trains under
-    assert conditions_for("tools", "cpu") == Recipe.cpu().conditions
+    assert conditions_for("tools", "cpu") == WhiteboxRecipe.cpu().conditions
     assert conditions_for("pi", "gpu") == conditions_for("opencode", "gpu") == BlackboxRecipe.gpu().conditions
-    assert Recipe.cpu().limits.max_tokens_per_turn == Recipe.cpu().max_completion_length  # as TRL generates
+    assert WhiteboxRecipe.cpu().limits.max_tokens_per_turn == WhiteboxRecipe.cpu().max_completion_length  # as TRL generates
     assert conditions_for("opencode", "gpu").temperature == 0.8 and conditions_for("opencode", "gpu").step_cap == 17
     for preset in ("cpu", "gpu"):
-        run_experiment(suite, "train", [Arm("oracle", "oracle")], tmp_path / preset, limit=1, preset=preset)
+        run_experiment(suite, [Arm("oracle", "oracle")], tmp_path / preset, EvalArgs.of(preset=preset, split="train", limit=1))
     runs = {}
     for preset in ("cpu", "gpu"):
         summary = tmp_path / preset / "oracle" / "summary.json"

@@ -86,9 +86,9 @@ def test_a_loop_offering_other_tools_than_the_server_serves_is_refused(server):
 
 
 def test_a_server_clipping_otherwise_than_the_preset_is_refused(server):
-    from dagent.train.grpo import Recipe
+    from dagent.recipes import WhiteboxRecipe
 
-    cpu = Recipe.cpu(tools="all").episode  # clips at 600 characters; the server at 1200
+    cpu = WhiteboxRecipe.cpu(tools="all").episode  # clips at 600 characters; the server at 1200
     with pytest.raises(ConfigError, match="runs episodes with .*'output_chars': 1200.* the preset trains with"):
         check_surface(WhiteBoxHTTP(server.url), cpu.tools, cpu)
 
@@ -99,7 +99,8 @@ def test_an_unknown_task_is_an_ungraded_record_not_a_crash(server):
 
 
 def test_only_the_tools_agent_evaluates_through_a_server(suite):
+    from dagent.eval.args import EvalArgs
     from dagent.eval.experiment import Arm, evaluate_arms
 
     with pytest.raises(ConfigError, match="--agent tools"):
-        evaluate_arms(suite, "test", [Arm("o", "oracle")], env_url="http://127.0.0.1:9")
+        evaluate_arms(suite, [Arm("o", "oracle")], EvalArgs(split="test", env_url="http://127.0.0.1:9"))

@@ -103,11 +103,11 @@ def test_each_arm_is_measured_against_its_own_agents_step_cap(tmp_path):
     """opencode's step limit (17, the black-box recipe's it trains under) is not the tool loop's budget
     (30): 17 calls is capped for one only."""
     pytest.importorskip("matplotlib")
-    from dagent.eval.experiment import step_cap
+    from dagent.recipes import Recipes
 
-    caps = {name: step_cap(agent) for name, agent in (("oc", "opencode"), ("tl", "tools"), ("or", "oracle"))}
+    caps = {name: Recipes.of("gpu").step_cap(agent) for name, agent in (("oc", "opencode"), ("tl", "tools"), ("or", "oracle"))}
     assert caps == {"oc": 17, "tl": 30, "or": None}
-    assert step_cap("tools", "cpu") == 4  # the cpu preset's tool-iteration cap
+    assert Recipes.of("cpu").step_cap("tools") == 4  # the cpu preset's tool-iteration cap
     arms = {"oc": [rec(0, "wrong", agent="opencode", tool_calls=17), rec(1, "wrong", agent="opencode", tool_calls=3)],
             "tl": [rec(0, "wrong", tool_calls=17), rec(1, "wrong", tool_calls=30)],
             "or": [rec(0, "correct", agent="oracle", tool_calls=1), rec(1, "correct", agent="oracle", tool_calls=1)]}

@@ -18,8 +18,7 @@ from huggingface_hub import HfApi
 
 import dagent
 from dagent.core.suite import TaskSuite
-from dagent.sandbox.base import Resources
-from datasets_build.harbor import (
+from dagent.harbor.export import (
     GRADER_MODULES,
     HEALTHCHECK_PATH,
     export_harbor,
@@ -27,6 +26,7 @@ from datasets_build.harbor import (
     task_digest,
     verify_catalog,
 )
+from dagent.sandbox.base import Resources
 from tests.factories import SOURCE, make_task
 from tests.fake_hub import FakeHub
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dagent.grading.dispatch import grade_answer
-from datasets_build.harbor import grader_files
+from dagent.harbor.export import grader_files
 from tests.grading.test_fields import GOLD, RECORD_CASES
 from tests.grading.test_value import CASES
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from dagent.core.suite import TaskSuite
+from dagent.harbor.export import export_harbor
 from dagent.harbor.job import harbor_binary, read_job, run_harbor
-from datasets_build.harbor import export_harbor
 
 pytestmark = pytest.mark.harbor
 try:

@@ -19,11 +19,11 @@ from types import SimpleNamespace
 import pytest
 
 from dagent.core.reward import reward
-from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
+from dagent.harbor.export import export_harbor
 from dagent.harbor.job import harbor_binary
 from dagent.harness.opencode import OpencodeConfig
-from datasets_build.harbor import export_harbor
+from dagent.runtime.blackbox import BlackBoxRuntime
 from tests.envs.test_blackbox import assert_exact_chain, need_opencode
 from tests.factories import LiveServer
 

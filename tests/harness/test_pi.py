@@ -111,7 +111,7 @@ def steered():
 
 
 def pi_runtime(suite, url, tmp_path, **pi):
-    from dagent.envs.blackbox import BlackBoxRuntime
+    from dagent.runtime.blackbox import BlackBoxRuntime
 
     return BlackBoxRuntime(suite, url, model="tiny-qwen3-steered", harness="pi", timeout_s=300,
                            pi=PiConfig(model="tiny-qwen3-steered", **{"max_output_tokens": 256, **pi}),
@@ -146,8 +146,8 @@ def test_a_pi_rollout_through_capture_is_graded_with_an_exact_chain_and_its_summ
 @pytest.mark.failure_mode("F40")
 def test_a_rollout_batch_routes_each_group_to_one_harness_and_trains_each_chain_as_trl_converts_it(
         suite, steered, tmp_path):
-    from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.harness.opencode import OpencodeConfig
+    from dagent.runtime.blackbox import BlackBoxRuntime
     from dagent.train.rollouts import BlackBoxRollouts
     from tests.envs.test_blackbox import need_opencode
 
@@ -186,11 +186,12 @@ def test_pi_is_evaluated_like_opencode(suite, steered, tmp_path):
     cut-offs against)."""
     import json
 
-    from dagent.eval.experiment import Arm, run_experiment, step_cap
-    from dagent.train.blackbox_recipe import BlackboxRecipe
+    from dagent.eval.args import EvalArgs
+    from dagent.eval.experiment import Arm, run_experiment
+    from dagent.recipes import BlackboxRecipe, Recipes
 
-    run_experiment(suite, "train", [Arm("pi", agent="pi", engine_url=steered.url)], tmp_path / "out", limit=1,
-                   workers=1, timeout_s=300)
+    run_experiment(suite, [Arm("pi", agent="pi", engine_url=steered.url)], tmp_path / "out",
+                   EvalArgs(split="train", limit=1, workers=1, timeout_s=300))
     (record,) = [json.loads(line) for line in (tmp_path / "out" / "pi" / "records.jsonl").read_text().splitlines()]
     assert record["agent"] == "pi" and record["outcome"] == "correct" and record["tool_calls"] == 2
-    assert step_cap("pi") == BlackboxRecipe.gpu().agent_steps  # the conditions it trains under (F47)
+    assert Recipes.of("gpu").step_cap("pi") == BlackboxRecipe.gpu().agent_steps  # the conditions it trains under (F47)

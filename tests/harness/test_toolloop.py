@@ -149,11 +149,11 @@ def test_the_evaluated_loop_runs_under_the_presets_training_conditions(suite, mo
     trained it with: the same Recipe object supplies both (clip, completion budget, tool iterations)."""
     import dagent.engine.process as process
     from dagent.eval.stack import agent_stack
-    from dagent.train.grpo import PRESETS
+    from dagent.recipes import Recipes, resolve
 
     monkeypatch.setattr(process, "served_model", lambda url: "m")
-    recipe = PRESETS[preset]()
-    with agent_stack("tools", suite, engine_url="http://engine", preset=preset) as stack:
+    recipe = resolve("whitebox", preset)
+    with agent_stack("tools", suite, engine_url="http://engine", recipes=Recipes.of(preset)) as stack:
         agent = stack.agent
     assert agent.limits == recipe.limits and agent.config == recipe.episode
     assert (agent.config.output_chars, agent.limits.max_completion_length,
@@ -161,6 +161,6 @@ def test_the_evaluated_loop_runs_under_the_presets_training_conditions(suite, mo
                                                           recipe.max_tool_calling_iterations)
     from dagent.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="unknown preset 'fast'"):
-        with agent_stack("tools", suite, engine_url="http://engine", preset="fast"):
+    with pytest.raises(ConfigError, match="preset 'gpu-steps25' has no whitebox recipe"):  # a black-box preset
+        with agent_stack("tools", suite, engine_url="http://engine", recipes=Recipes.of("gpu-steps25")):
             pass

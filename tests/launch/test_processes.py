@@ -19,8 +19,8 @@ from dagent.launch.processes import (
     trainer_processes,
 )
 from dagent.train.blackbox import train_blackbox
+from dagent.train.blackbox_args import BlackboxArgs
 from dagent.train.blackbox_async import trainer_devices
-from dagent.train.blackbox_recipe import BlackboxArgs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -117,7 +117,7 @@ def test_sandboxes_start_without_internet_or_with_only_the_allowed_hosts(e2b_api
 
 def test_the_black_box_environment_lets_e2b_sandboxes_reach_only_its_capture_url(e2b_api, suite):  # noqa: F811
     from dagent.capture.reach import allow_egress
-    from dagent.envs.blackbox import BlackBoxRuntime
+    from dagent.runtime.blackbox import BlackBoxRuntime
 
     runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend="e2b", public_url="https://capture.example.org:8443/v1")
     backend = runtime._make_backend("/unused")

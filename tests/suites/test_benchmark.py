@@ -13,6 +13,7 @@ from huggingface_hub import HfApi, parse_eval_result_entries
 
 from dagent.core.outcome import EvalRecord
 from dagent.errors import ConfigError
+from dagent.eval.args import EvalArgs
 from dagent.eval.experiment import Arm, benchmark_entries, run_experiment
 from dagent.eval.hub import eval_result_entries
 from dagent.eval.scoring import task_scores
@@ -69,8 +70,8 @@ def test_results_link_to_a_declared_task_of_the_benchmark_at_its_revision(pushed
     suite = load_tasks("fake-user/bench", api=api)
     assert hub_reference(suite) == ("fake-user/bench", result["commit"])
     lines: list[str] = []
-    run_experiment(suite, "test:easy", [Arm("oracle", agent="oracle")], tmp_path / "run", push_to="fake-user/model",
-                   api=api, echo=lines.append)
+    run_experiment(suite, [Arm("oracle", agent="oracle")], tmp_path / "run",
+                   EvalArgs(split="test:easy", push_to="fake-user/model"), api=api, echo=lines.append)
     files = hub.files("fake-user/model")
     declared = declared_task_ids(hub.files("fake-user/bench", "dataset")[BENCHMARK_FILE].decode())
     yamls = [p for p in files if p.startswith(".eval_results/")]

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from dagent.jobargs import parse
-from dagent.train.blackbox_recipe import BlackboxArgs
+from dagent.train.blackbox_args import BlackboxArgs
 from dagent.train.grpo import WhiteboxArgs, grpo_config
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from dagent.errors import ConfigError
 from dagent.launch.ports import JobPorts, job_ports
+from dagent.recipes import BlackboxRecipe
 from dagent.train.blackbox_async import (
     EnginePreflightError,
     check_config,
@@ -24,7 +25,6 @@ from dagent.train.blackbox_async import (
     preflight_engine,
     probe_from_server,
 )
-from dagent.train.blackbox_recipe import BlackboxRecipe
 from dagent.train.preflight import PreflightError
 from tests.factories import LiveServer
 
@@ -133,8 +133,8 @@ def test_ports_derive_from_the_job_id_and_a_job_without_one_is_refused():
 
 
 def test_the_server_probes_its_engine_from_its_own_host(suite):
-    from dagent.envs.blackbox import BlackBoxRuntime
     from dagent.envs.blackbox_server import create_app
+    from dagent.runtime.blackbox import BlackBoxRuntime
 
     engine = LiveServer(engine_app(served=("OWNER/SFT",)))
     servers = []
@@ -250,8 +250,8 @@ def test_each_group_goes_to_one_harness_whole():
 def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     from dagent.jobargs import parse
+    from dagent.train.blackbox_args import BlackboxArgs
     from dagent.train.blackbox_async import async_callbacks, train_async
-    from dagent.train.blackbox_recipe import BlackboxArgs
     from dagent.train.budget import TimeBudget
     from dagent.train.health import HealthWatch
     from dagent.train.hub_checkpoints import CheckpointPusher

@@ -46,8 +46,8 @@ def test_a_sync_step_trains_on_the_engines_own_tokens(rowcount_suite, tmp_path):
 
     need_opencode()
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import BlackboxRecipe
     from dagent.train.blackbox import build_sync_trainer
-    from dagent.train.blackbox_recipe import BlackboxRecipe
 
     recipe = BlackboxRecipe.cpu(split="train", max_steps=1, save_steps=1, num_generations=2, groups_per_step=1,
                                 learning_rate=1e-3, warmup_steps=0, agent_steps=6, max_output_tokens=256, beta=0.0,

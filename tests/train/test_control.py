@@ -42,12 +42,13 @@ def test_a_two_step_permuted_control_trains_through_the_same_path(suite, backend
     from transformers import AutoTokenizer
 
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
-    recipe = Recipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
+    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
                         max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
                         learning_rate=1e-3, warmup_steps=0)
     run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend, control="permuted",
@@ -72,13 +73,14 @@ def test_a_control_whose_weights_never_move_is_refused_naming_f52(suite, backend
     from transformers import AutoTokenizer
 
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
     from dagent.train.control import ControlError
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
-    recipe = Recipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
+    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
                         max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
                         learning_rate=0.0, warmup_steps=0)
     run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend, control="permuted",

@@ -45,11 +45,12 @@ def test_generation_in_bfloat16_follows_the_recipe(monkeypatch, rowcount_suite, 
     """build_trainer wraps the trainer's generation where the CPU recipe trains in bf16 and asks for
     "auto", never where it asks for float32."""
     from dagent.engine.models import tiny_qwen3
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.recipes import WhiteboxRecipe
+    from dagent.train.grpo import build_trainer
 
     wrapped = {}
     for dtype in ("auto", "float32"):
-        recipe = Recipe.cpu(split="train", max_steps=1, bf16=True, generation_dtype=dtype)
+        recipe = WhiteboxRecipe.cpu(split="train", max_steps=1, bf16=True, generation_dtype=dtype)
         run = build_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path / dtype, force=True)
         wrapped[dtype] = getattr(run.trainer._generate_single_turn, "__wrapped__", None) is not None and \
             getattr(run.trainer._generate_single_turn.__wrapped__, "_dagent_bf16", False)

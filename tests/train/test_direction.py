@@ -142,12 +142,13 @@ def test_direction_whitebox_environment_factory(rowcount_suite, backend, tmp_pat
     from transformers import AutoTokenizer
 
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
-    recipe = Recipe.cpu(split="train", max_steps=1, num_generations=4, per_device_train_batch_size=8,
+    recipe = WhiteboxRecipe.cpu(split="train", max_steps=1, num_generations=4, per_device_train_batch_size=8,
                         max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
                         learning_rate=LR, warmup_steps=0, bf16=False, seed=3)
     run = build_trainer(model_dir, rowcount_suite, recipe, tmp_path, backend=backend,
@@ -185,8 +186,8 @@ def by_harness(model, tokenizer):
 @pytest.mark.failure_mode("F52")
 def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_path):
     from dagent.engine.models import tiny_qwen3
+    from dagent.recipes import BlackboxRecipe
     from dagent.train.blackbox import build_sync_trainer
-    from dagent.train.blackbox_recipe import BlackboxRecipe
     from tests.envs.test_blackbox import need_opencode
     from tests.harness.test_pi import need_pi
 

@@ -23,11 +23,12 @@ def test_two_grpo_steps_checkpoint_the_optimizer_and_change_the_weights(suite, b
 
     from dagent.engine.models import tiny_qwen3
     from dagent.envs.contract import REWARD_COLUMN
+    from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import Recipe, build_trainer
+    from dagent.train.grpo import build_trainer
 
     model_dir = tiny_qwen3()
-    recipe = Recipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4,
+    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4,
                         per_device_train_batch_size=4, max_completion_length=192, output_chars=100,
                         max_tool_calling_iterations=2, learning_rate=1e-3, warmup_steps=0)
     run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend,

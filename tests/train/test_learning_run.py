@@ -39,7 +39,7 @@ def parsed(line: str, loop: str):
         from dagent.train.grpo import WhiteboxArgs
 
         return parse(WhiteboxArgs, ["--preset", "cpu", *argv])
-    from dagent.train.blackbox_recipe import BlackboxArgs
+    from dagent.train.blackbox_args import BlackboxArgs
 
     return parse(BlackboxArgs, ["--mode", "sync", "--preset", "cpu", "--harness", "pi", *argv])
 

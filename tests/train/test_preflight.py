@@ -9,8 +9,9 @@ from transformers import TrainerControl
 
 from dagent.harness.contract import StepCapError, check_step_cap
 from dagent.harness.toolloop import tool_schemas
+from dagent.recipes import WhiteboxRecipe
 from dagent.tools import select
-from dagent.train.grpo import Recipe, preflight
+from dagent.train.grpo import preflight
 from dagent.train.health import HealthWatch, TrainingHealthError, groups_per_step
 from dagent.train.preflight import (
     PreflightError,
@@ -40,7 +41,7 @@ def test_an_agent_cap_above_the_environments_budget_is_refused_and_b_is_not_a_ca
     with pytest.raises(StepCapError, match=r"step_cap_above_budget.*\(31\).*\(30 tool calls"):
         check_step_cap(31, 30)
     with pytest.raises(StepCapError):
-        preflight(Recipe.cpu(max_tool_calling_iterations=40), None, 10)
+        preflight(WhiteboxRecipe.cpu(max_tool_calling_iterations=40), None, 10)
 
 
 @pytest.mark.failure_mode("F38")

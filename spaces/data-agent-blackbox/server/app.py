@@ -33,9 +33,9 @@ the published URL, never a loopback one (F08). Run: `python -m server.app` from 
 import os
 
 from dagent.envs.blackbox_server import space_app
-from dagent.train.blackbox_recipe import PRESETS
+from dagent.recipes import resolve
 
-app = space_app(os.environ, PRESETS[os.environ.get("DAGENT_PRESET", "gpu")]().conditions)
+app = space_app(os.environ, resolve("blackbox", os.environ.get("DAGENT_PRESET", "gpu")).conditions)
 
 
 def main() -> None:

@@ -1,20 +1,19 @@
-"""The black-box training recipe (`BlackboxRecipe`, by preset), the checks that refuse it before a
-run starts, and the job's arguments: what the sync trainer (`dagent.train.blackbox`) and the async
-launcher (`dagent.train.blackbox_async`) both read."""
+"""The black-box recipe: the GRPO settings of `dagent train blackbox`, and the conditions a harness
+runs under in training and evaluation alike (its step cap, tokens per call, timeout: F47).
+
+`gpu()` is the reference run's (async); `gpu_steps25()` its documented 25-step cap; `cpu()` fits a
+2-core machine. Resolve one by name with `dagent.recipes.resolve("blackbox", preset, **overrides)`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dagent.core.conditions import Conditions
 from dagent.core.sampling import RECIPE_SAMPLING
-from dagent.errors import ConfigError
-from dagent.harness.contract import check_step_cap
+from dagent.recipes.hardware import cpu_has_bf16
 from dagent.tools.episode import MAX_STEPS
-from dagent.train.args import TrainArgs
-from dagent.train.grpo import cpu_has_bf16
-from dagent.train.preflight import Check, check_group_size, check_split
 
 HARNESSES = ("opencode", "pi")
 
@@ -71,7 +70,7 @@ class BlackboxRecipe:
         """Small groups, one prompt a step, fp32 weights on the CPU (the engine serves the trainer's
         own module: bf16 autocast only where the CPU has it), and a short agent: 8 steps of at most
         384 tokens (with 15 steps most of a group's rollouts ran to the cap and a group's rollouts
-        took most of a step; the figures: README, "Black-box on this CPU")."""
+        took most of a step; the figures: docs/results.md, "Black-box on this CPU, measured")."""
         base = cls(num_generations=4, groups_per_step=1, learning_rate=5e-6, warmup_steps=2, max_steps=40,
                    save_steps=10, agent_steps=8, max_output_tokens=384, agent_timeout_s=600.0,
                    use_cpu=True, bf16=cpu_has_bf16())
@@ -87,42 +86,3 @@ class BlackboxRecipe:
     @property
     def batch(self) -> int:
         return self.num_generations * self.groups_per_step
-
-
-PRESETS = {"gpu": BlackboxRecipe.gpu, "gpu-steps25": BlackboxRecipe.gpu_steps25, "cpu": BlackboxRecipe.cpu}
-
-
-def preflight(recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None = None,
-              force: bool = False, rates: Any = None) -> list[Check]:
-    return [check_split(n_tasks, recipe.split),
-            check_step_cap(recipe.agent_steps, recipe.env_max_steps),
-            check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force)]
-
-
-@dataclass
-class BlackboxArgs(TrainArgs):
-    """`jobs/train_blackbox.py` and `dagent train blackbox` (one definition)."""
-
-    mode: str = field(default="sync", metadata={"help": "sync: GRPOTrainer(rollout_func) with the trainer's model served in-process (CPU, one process); async: AsyncGRPOTrainer + HarnessRolloutWorker with vLLM on its own GPU."})
-    harness: str = field(default="opencode", metadata={"help": "Agent harnesses, comma-separated; each GRPO group runs one (routed by group id, F40)."})
-    agent_steps: int | None = field(default=None, metadata={"help": "The agent's own step cap (at most the environment's budget, F35)."})
-    out: str = field(default="runs/blackbox", metadata={"help": "Output directory (checkpoint-N/, final/, receipts.jsonl)."})
-    env_url: str | None = field(default=None, metadata={"help": "async: a running black-box server or Space (its capture must reach --engine-url)."})
-    engine_url: str | None = field(default=None, metadata={"help": "async: where the job's vLLM answers as the server sees it (a public URL for a Space)."})
-    engine_devices: str = field(default="0", metadata={"help": "async: CUDA devices of the vLLM engine, e.g. 0 or 0,1 (the trainer takes the rest)."})
-    dry_run: bool = field(default=False, metadata={"help": "async: build and check the config, print the engine command, start nothing."})
-
-    def recipe(self) -> BlackboxRecipe:
-        if self.preset not in PRESETS:
-            raise ConfigError(f"unknown preset {self.preset!r}: use {', '.join(PRESETS)}")
-        given = self.overrides(agent_steps=self.agent_steps, groups_per_step=self.groups_per_step)
-        return PRESETS[self.preset](**given)
-
-    def harnesses(self) -> tuple[str, ...]:
-        names = tuple(h.strip() for h in self.harness.split(",") if h.strip())
-        if not names:
-            raise ConfigError("--harness names no harness: use opencode, pi or opencode,pi")
-        unknown = [h for h in names if h not in HARNESSES]
-        if unknown:
-            raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
-        return names

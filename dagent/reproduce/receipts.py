@@ -1,4 +1,4 @@
-"""results.md and validation.md of `dagent reproduce` (dagent.cli.reproduce), from the stages' receipts.
+"""results.md and validation.md of `dagent reproduce` (dagent.reproduce.pipeline), from the stages' receipts.
 
 results.md: the stage table (status, time, the command that ran), then the paired evaluation of the
 white-box trained checkpoint against the base model (its own results.md, tables and plots, included), the

@@ -46,11 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagent.cli.common import load_suite
-from dagent.cli.receipts import checks_for, write_reports
 from dagent.engine.models import model_dir
 from dagent.engine.process import LocalEngineProcess
-from dagent.envs.blackbox import BlackBoxRuntime
 from dagent.envs.blackbox_server import create_app
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import ConfigError, DagentError
@@ -59,6 +56,8 @@ from dagent.eval.scoring import paired
 from dagent.harbor.job import harbor_binary, run_harbor
 from dagent.harness.opencode import OpencodeConfig
 from dagent.provenance import suite_revision
+from dagent.reproduce.receipts import checks_for, write_reports
+from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer
 from dagent.suites.sources import load_tasks
 from dagent.train.rollouts import audit_clean, row_of
@@ -122,8 +121,11 @@ class Reproduction:
     """The stages over one output directory; `stages.json` there records each stage's receipt."""
 
     def __init__(self, out: str | Path, profile: Profile, *, suite: str | None = None,
-                 echo: Callable[[str], None] = print) -> None:
+                 load_suite: Callable[[str | None], Any] = load_tasks, echo: Callable[[str], None] = print) -> None:
+        """`load_suite` loads `suite` (None: the bundled build); the command line passes one that
+        builds the bundled suite on first use."""
         self.out, self.profile, self.suite_source, self.echo = Path(out).resolve(), profile, suite, echo
+        self.load_suite = load_suite
         self.out.mkdir(parents=True, exist_ok=True)
         self.state_path = self.out / "stages.json"
         saved = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
@@ -180,7 +182,7 @@ class Reproduction:
     @property
     def suite(self) -> Any:
         if self._suite is None:
-            self._suite = load_tasks(self.suite_source)
+            self._suite = self.load_suite(self.suite_source)
         return self._suite
 
     def _suite_args(self) -> list[str]:
@@ -188,9 +190,8 @@ class Reproduction:
 
     # -- the stages -----------------------------------------------------------------------------
     def stage_suite(self, stage: Stage) -> None:
-        if self.suite_source is None:  # the bundled build: built here when missing
-
-            self._suite = load_suite(None)
+        if self.suite_source is None:  # the bundled build: built here when missing (the command line's loader)
+            self._suite = self.load_suite(None)
         stage.receipt = suite_revision(self.suite) or {}
 
     def stage_smoke_whitebox(self, stage: Stage) -> None:
@@ -334,7 +335,7 @@ class Reproduction:
 
         verdicts = [ok for name, st in self.stages.items() if name != "report"
                     for _, ok in checks_for(name, st.receipt, st.status)]
-        stage.command = "dagent.cli.receipts.write_reports"
+        stage.command = "dagent.reproduce.receipts.write_reports"
         stage.receipt = {"pass": verdicts.count(True), "fail": verdicts.count(False), "skipped": verdicts.count(None)}
         write_reports(self.out, self.profile, self.stages)
         self.echo(f"receipts: {stage.receipt['pass']} PASS, {stage.receipt['fail']} FAIL, "
@@ -398,7 +399,6 @@ def restores_identically(ckpt: Path) -> dict[str, Any]:
     moment (exp_avg, exp_avg_sq) the shape of the parameter it lands on, the optimizer's step count
     the checkpoint's own global step (a stale optimizer.pt from another step or run fails here), and
     the learning rate the one its scheduler last set."""
-    import json as _json
 
     import torch
     from transformers import AutoModelForCausalLM, Trainer
@@ -409,7 +409,7 @@ def restores_identically(ckpt: Path) -> dict[str, Any]:
     weights_equal = all(torch.equal(live[k].float(), v.float()) for k, v in saved_weights.items() if k in live)
     saved = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False)
     scheduler = torch.load(ckpt / "scheduler.pt", map_location="cpu", weights_only=False)
-    global_step = _json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
+    global_step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
     decay = set(Trainer.get_decay_parameter_names(None, model))  # the Trainer's own grouping, as it restores
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [[p for n, p in named if n in decay], [p for n, p in named if n not in decay]]
@@ -482,8 +482,9 @@ def failed_receipts(stages: dict[str, Stage]) -> int:
 
 
 def reproduce(profile: str = "cpu", out: str = "runs/reproduce", *, model: str | None = None, suite: str | None = None,
-              start: str | None = None, stop: str | None = None, echo: Callable[[str], None] = print) -> dict[str, Stage]:
+              start: str | None = None, stop: str | None = None, load_suite: Callable[[str | None], Any] = load_tasks,
+              echo: Callable[[str], None] = print) -> dict[str, Stage]:
     if start is not None and start not in STAGES:
         raise ConfigError(f"unknown stage {start!r}: one of {', '.join(STAGES)}")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    return Reproduction(out, Profile.named(profile, model), suite=suite, echo=echo).run(start, stop)
+    return Reproduction(out, Profile.named(profile, model), suite=suite, load_suite=load_suite, echo=echo).run(start, stop)

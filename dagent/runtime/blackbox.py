@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -306,7 +307,6 @@ class BlackBoxRuntime:
         record whose reward is `dagent.core.reward` of the verifier's verdict and the captured tool
         calls (F34). An infrastructure cause (no model call answered, F07; a timeout) voids the
         grade as in `settle`; a verifier that wrote no reward leaves the rollout ungraded (F32)."""
-        import time
 
         assert self.harbor_catalog is not None
         task = self.suite.task_at(split, index)

@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from dagent.cli.receipts import checks_for, validation_markdown
-from dagent.cli.reproduce import Profile, Reproduction, StageError, checkpoint_receipt
 from dagent.errors import ConfigError
+from dagent.reproduce.pipeline import Profile, Reproduction, StageError, checkpoint_receipt
+from dagent.reproduce.receipts import checks_for, validation_markdown
 from tests.factories import write_solvable_suite
 
 
@@ -46,14 +46,14 @@ def test_stage_commands_run_from_the_project_with_a_relative_out(tmp_path, monke
     # scripts were not found
     import sys
 
-    from dagent.cli.reproduce import ROOT, Stage
+    from dagent.reproduce.pipeline import ROOT, Stage
 
     monkeypatch.chdir(tmp_path)
     run = Reproduction("runs/r", Profile.named("cpu", "tiny-qwen3"), echo=lambda _l: None)
     assert run.out == tmp_path / "runs" / "r"
     run._cmd(Stage("x"), [sys.executable, "-c", "import os; print(os.getcwd())"], "cwd.log")
     assert (run.out / "logs" / "cwd.log").read_text().strip() == str(ROOT)
-    assert (ROOT / "jobs" / "sft_warmstart.py").is_file() and (ROOT / "dagent" / "cli" / "reproduce.py").is_file()
+    assert (ROOT / "jobs" / "sft_warmstart.py").is_file() and (ROOT / "dagent" / "reproduce" / "pipeline.py").is_file()
 
 
 @pytest.mark.slow
@@ -89,7 +89,7 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
 
     import torch
 
-    from dagent.cli.reproduce import restores_identically
+    from dagent.reproduce.pipeline import restores_identically
 
     start = train_tiny(tmp_path / "moved", 2, 1e-3)
     stale = tmp_path / "moved" / "checkpoint-12"  # an earlier, longer run's, its optimizer state deleted
@@ -132,7 +132,7 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
 
 
 def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):
-    from dagent.cli.reproduce import Stage
+    from dagent.reproduce.pipeline import Stage
 
     stages = {"smoke-blackbox": Stage("smoke-blackbox", "ok", 12.0, "POST ...", {
                   "outcome": "wrong", "cause": None, "exact_token_audit": "trained token 3 differs", "trained_tokens": 9}),
@@ -148,7 +148,7 @@ def test_the_command_exits_non_zero_when_any_receipt_fails(monkeypatch, tmp_path
     from typer.testing import CliRunner
 
     from dagent.cli import app as cli
-    from dagent.cli.reproduce import Stage
+    from dagent.reproduce.pipeline import Stage
 
     def ran(fail: int):
         def fake(*a, **kw):
@@ -168,7 +168,7 @@ def test_the_command_exits_non_zero_when_any_receipt_fails(monkeypatch, tmp_path
 def test_a_rerun_training_stage_starts_from_an_empty_output(tmp_path, monkeypatch, stage, folder):
     """A stage's rerun replaces its output: a stale checkpoint-N of an earlier, longer run is gone before
     the command runs, so no receipt can read it."""
-    from dagent.cli import reproduce
+    from dagent.reproduce import pipeline
 
     rep = Reproduction(tmp_path / "out", Profile.named("cpu"))
     stale = rep.out / folder / "checkpoint-99"
@@ -182,6 +182,6 @@ def test_a_rerun_training_stage_starts_from_an_empty_output(tmp_path, monkeypatc
             (rep.out / folder / summary).write_text("{}")
 
     monkeypatch.setattr(rep, "_cmd", command)
-    monkeypatch.setattr(reproduce, "checkpoint_receipt", lambda *a, **kw: {})
-    getattr(rep, f"stage_{stage}")(reproduce.Stage(stage))
+    monkeypatch.setattr(pipeline, "checkpoint_receipt", lambda *a, **kw: {})
+    getattr(rep, f"stage_{stage}")(pipeline.Stage(stage))
     assert seen == [False] and not stale.exists()

@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,7 +286,6 @@ def verify_catalog(out: str | Path) -> list[str]:
     """Problems of an exported catalog (F43): a task whose files no longer hash to the digest
     `dataset.toml` recorded (hand-edited or stale: re-export), a task directory the manifest does
     not list, a listed task that is gone. Empty when the catalog is as exported."""
-    import tomllib
 
     out = Path(out)
     try:

@@ -1,4 +1,4 @@
-"""The jobs: README's `hf jobs uv run` lines each name a script of jobs/ whose PEP 723 header names
+"""The jobs: the `hf jobs uv run` lines of README and docs/ each name a script of jobs/ whose PEP 723 header names
 NO dagent (PyPI's `dagent` is another package) and install this project pinned at a full commit
 through `--with`; their arguments parse with the job's own parser and huggingface_hub's CLI resolves
 them (`--dry-run`, offline). `dagent jobs run --dry-run` prints such a line, and hf's own dry run of
@@ -28,7 +28,9 @@ HEAD = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_out
 
 
 def readme_job_lines() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text().replace("\\\n", " ").replace("$(git rev-parse HEAD)", HEAD)
+    """Every `hf jobs uv run` line of the README and the docs pages."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages).replace("\\\n", " ").replace("$(git rev-parse HEAD)", HEAD)
     return [shlex.split(line.strip().split("  #")[0]) for line in text.splitlines()
             if line.strip().startswith("hf jobs uv run")]
 
@@ -68,7 +70,7 @@ def test_each_job_line_resolves_and_parses(argv):
                     "train:easy", 8, 0.04, 1e-6, 10, 2, 4, 3072, 1200, True, 0.3)
     elif script.name == "train_blackbox.py":
         from dagent.jobargs import parse
-        from dagent.train.blackbox_recipe import BlackboxArgs
+        from dagent.train.blackbox_args import BlackboxArgs
 
         parsed = parse(BlackboxArgs, args)
         recipe = parsed.recipe()  # the reference run's recipe (the config itself: tests/train/test_blackbox_async.py)
@@ -90,9 +92,10 @@ def test_each_job_line_resolves_and_parses(argv):
 
 def test_the_gpu_recipe_samples_like_the_evaluation():
     from dagent.core.sampling import RECIPE_SAMPLING
-    from dagent.train.grpo import Recipe, grpo_config
+    from dagent.recipes import WhiteboxRecipe
+    from dagent.train.grpo import grpo_config
 
-    config = grpo_config(Recipe.gpu(use_vllm=False, bf16=False, use_cpu=True), "/tmp/x")
+    config = grpo_config(WhiteboxRecipe.gpu(use_vllm=False, bf16=False, use_cpu=True), "/tmp/x")
     assert (config.temperature, config.top_p, config.top_k) == (0.8, 1.0, 0) == tuple(RECIPE_SAMPLING.as_request().values())
     assert config.save_only_model is False and config.max_completion_length == 3072
 
@@ -197,7 +200,7 @@ def test_submit_and_logs_call_huggingface_hub_with_secrets_by_name():
 
 
 def test_the_to_the_hub_commands_run_offline_as_written():
-    """README's "From here to the Hub" lines, each run through the CLI as written (the revision
+    """docs/jobs.md's "From here to the Hub" lines, each run through the CLI as written (the revision
     pinned to this checkout's commit, so a dirty working tree does not refuse them)."""
     import re
     import shlex
@@ -207,8 +210,7 @@ def test_the_to_the_hub_commands_run_offline_as_written():
 
     from dagent.cli.app import app
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## From here to the Hub", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "jobs.md").read_text().split("\n## ", 1)[0]
     lines = [line for line in re.search(r"```bash\n(.*?)```", section, re.S).group(1).splitlines() if line.strip()]
     assert len(lines) >= 4 and all(line.startswith(".venv/bin/dagent ") for line in lines)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -171,6 +171,9 @@ def test_several_concurrent_episodes_over_http(server):
 
 @pytest.mark.failure_mode("F23")
 def test_capacity_is_refused_loudly_with_the_numbers(suite, backend):
+    from dagent.tools.episode import close_all
+
+    close_all()  # the registry is the process's: an episode an earlier test left open would count here
     live = LiveServer(create_app(suite, max_episodes=2, backend=backend))
     try:
         http = WhiteBoxHTTP(live.url)

@@ -8,6 +8,7 @@ function-level import is still a dependency)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -87,6 +88,7 @@ def top(name: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+@functools.cache  # read once for the partial-order test and the stale-entry test
 def room_graph(root: Path, package: str) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
     """The module graph, and (room, imported room, where) for every import that leaves its room."""
     known = modules(root, package)

@@ -13,6 +13,10 @@
 #            (dagent eval pool: a bootstrap that resamples seeds, then tasks)
 #   report   one results.md: the sizes, each arm's pass@1, the pooled tables and forest plots, the
 #            held-out pass@1 per checkpoint per seed (dagent.eval.watch_curves), the training curves
+#   publish  (named only) per seed: the records of its three eval evaluations and a sitting.json (the warm
+#            start's sha256, the arms' steps, the base pass@1, the commit) into PUBLISH (default
+#            docs/runs/lr-$LOOP/seed-S/), so a run made one seed a sitting on machines that do not outlive
+#            their session is pooled later from the repository alone (docs/learning.md)
 #
 #   LOOP=whitebox bash scripts/learning_run.sh                # every stage, in order, into runs/lr-whitebox
 #   LOOP=blackbox HARNESS=pi bash scripts/learning_run.sh     # the black-box loop (pi) into runs/lr-blackbox
@@ -43,7 +47,7 @@ esac
 OUT=${OUT:-runs/lr-$LOOP}
 PY=.venv/bin/python
 DAGENT=.venv/bin/dagent
-STAGES=${STAGES:-"sft base grpo control watch eval pool report"}
+STAGES=${STAGES:-"sft base grpo control watch eval pool report"}  # publish: only when named
 SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}
 SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}
 GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
@@ -178,6 +182,42 @@ if has pool; then
   run $DAGENT eval pool "${G[@]}" --a-arm "warm start" --b-arm GRPO --out "$OUT/pool-grpo-vs-warm"
   run $DAGENT eval pool "${GC[@]}" --a-arm control --b-arm GRPO --out "$OUT/pool-grpo-vs-control"
   run $DAGENT eval pool "${CW[@]}" --a-arm "warm start" --b-arm control --out "$OUT/pool-control-vs-warm"
+fi
+if has publish; then
+  DEST=${PUBLISH:-docs/runs/lr-$LOOP}
+  for S in $SEEDS; do
+    stage "publish seed $S: its eval records and sitting.json into $DEST/seed-$S"
+    for NAME in eval-warm "eval-grpo-$S" "eval-control-$S"; do
+      [ -n "${DRY_RUN:-}" ] || [ -f "$OUT/.done/$NAME" ] || {
+        echo "$NAME is not finished: nothing of seed $S is published" >&2; exit 3; }
+    done
+    run mkdir -p "$DEST/seed-$S"
+    for RUN in warm grpo control; do
+      NAME=eval-$RUN-$S; [ "$RUN" = warm ] && NAME=eval-warm
+      run cp "$(arm "$OUT/$NAME")/records.jsonl" "$DEST/seed-$S/$RUN.jsonl"
+    done
+    [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
+      TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
+      EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL \
+      $PY - "$OUT" "$S" "$DEST/seed-$S/sitting.json" "$(git rev-parse --short HEAD)" "$(base_pass1)" <<'EOF'
+import hashlib, json, os, sys
+from pathlib import Path
+out, seed, dest, commit, base = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+def steps(arm):
+    last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    return json.loads((last / "trainer_state.json").read_text())["global_step"]
+sha = hashlib.sha256()
+for weights in sorted((out / "sft" / "final").glob("*.safetensors")):
+    sha.update(weights.read_bytes())
+sizes = ("SFT_N", "SFT_STEPS", "TRAIN_SPLIT", "TRAIN_LIMIT", "TRAIN_SAMPLES", "GROUPS_PER_STEP", "GRPO_STEPS",
+         "EVAL_SPLIT", "EVAL_LIMIT", "EVAL_SAMPLES", "MODEL")
+record = {"seed": int(seed), "commit": commit, "warm_start_sha256": sha.hexdigest(), "base_train_pass1": base,
+          "grpo_steps": steps(f"grpo-{seed}"), "control_steps": steps(f"control-{seed}"), "cpus": os.cpu_count(),
+          "sizes": {k: os.environ[k] for k in sizes}}
+dest.write_text(json.dumps(record, indent=1) + "\n")
+print(dest)
+EOF
+  done
 fi
 if has report && [ -z "${DRY_RUN:-}" ]; then
   stage "report: $OUT/results.md"

@@ -99,3 +99,41 @@ def test_eval_stays_closed_until_every_arm_reached_its_steps(tmp_path):
     lines = learning_run(out, "eval", SEEDS="0")
     evals = [line for line in lines if line.startswith("+ ") and " eval " in line]
     assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-{n}" for n in ("warm", "grpo-0", "control-0")]
+
+
+def test_publish_copies_a_seeds_eval_records_and_names_its_warm_start(tmp_path):
+    """One seed a sitting (docs/learning.md): the records of a seed's three `eval` evaluations go into
+    the repository with the warm start's digest, byte for byte; an unfinished evaluation publishes nothing."""
+    out, dest = tmp_path / "lr", tmp_path / "published"
+    (out / ".done").mkdir(parents=True)
+    (out / "sft" / "final").mkdir(parents=True)
+    (out / "sft" / "final" / "model.safetensors").write_bytes(b"weights")
+    (out / "base-train").mkdir()
+    (out / "base-train" / "scores.json").write_text(json.dumps({"tools": {"pass_at": {"1": 0.375}}}))
+    checkpoint(out / "grpo-0", 8)
+    checkpoint(out / "control-0", 8)
+    for name in ("eval-warm", "eval-grpo-0", "eval-control-0"):
+        arm = out / name / "tools-smollm2"
+        arm.mkdir(parents=True)
+        (arm / "records.jsonl").write_text(f'{{"from": "{name}"}}\n')
+        (out / name / "trackio").mkdir()  # not an arm
+    run = lambda: subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=120, env={**os.environ, "OUT": str(out), "STAGES": "publish",
+                                                              "SEEDS": "0", "GRPO_STEPS": "8", "PUBLISH": str(dest)})
+    (out / ".done" / "eval-warm").touch()
+    (out / ".done" / "eval-grpo-0").touch()
+    refused = run()
+    assert refused.returncode == 3 and "eval-control-0 is not finished" in refused.stderr and not dest.exists()
+    (out / ".done" / "eval-control-0").touch()
+    done = run()
+    assert done.returncode == 0, done.stderr
+    seed = dest / "seed-0"
+    assert {p.name for p in seed.iterdir()} == {"warm.jsonl", "grpo.jsonl", "control.jsonl", "sitting.json"}
+    for run_name, name in (("warm", "eval-warm"), ("grpo", "eval-grpo-0"), ("control", "eval-control-0")):
+        assert (seed / f"{run_name}.jsonl").read_text() == f'{{"from": "{name}"}}\n'
+    sitting = json.loads((seed / "sitting.json").read_text())
+    import hashlib
+
+    assert sitting["warm_start_sha256"] == hashlib.sha256(b"weights").hexdigest()
+    assert sitting["seed"] == 0 and sitting["grpo_steps"] == 8 and sitting["control_steps"] == 8
+    assert sitting["base_train_pass1"] == 0.375 and sitting["sizes"]["EVAL_SPLIT"] == "eval:easy"

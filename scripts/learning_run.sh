@@ -13,10 +13,15 @@
 #            (dagent eval pool: a bootstrap that resamples seeds, then tasks)
 #   report   one results.md: the sizes, each arm's pass@1, the pooled tables and forest plots, the
 #            held-out pass@1 per checkpoint per seed (dagent.eval.watch_curves), the training curves
-#   publish  (named only) per seed: the records of its three eval evaluations and a sitting.json (the warm
-#            start's sha256, the arms' steps, the base pass@1, the commit) into PUBLISH (default
-#            docs/runs/lr-$LOOP/seed-S/), so a run made one seed a sitting on machines that do not outlive
-#            their session is pooled later from the repository alone (docs/learning.md)
+#   publish  (named only) the records of this sitting's evaluations into PUBLISH (default docs/runs/lr-$LOOP):
+#            base-train.jsonl, warm.jsonl, seed-S/grpo.jsonl, seed-S/control.jsonl, each with a .json beside it
+#            (the warm start's sha256, the arm's steps, the commit, the CPU), so a run made in sittings on
+#            machines that do not outlive their session is pooled from the repository (docs/learning.md)
+#
+# Sittings of one arm (docs/learning.md): EVAL_ARMS="warm grpo control" (default) names the evaluations the
+# eval stage opens, each once its own arm reached GRPO_STEPS; BASE_EVAL=docs/runs/lr-whitebox/base-train.jsonl
+# takes the group-size check's per-task rates (and --mixed-only's tasks) from a published base evaluation
+# instead of running the base stage again.
 #
 #   LOOP=whitebox bash scripts/learning_run.sh                # every stage, in order, into runs/lr-whitebox
 #   LOOP=blackbox HARNESS=pi bash scripts/learning_run.sh     # the black-box loop (pi) into runs/lr-blackbox
@@ -48,7 +53,8 @@ OUT=${OUT:-runs/lr-$LOOP}
 PY=.venv/bin/python
 DAGENT=.venv/bin/dagent
 STAGES=${STAGES:-"sft base grpo control watch eval pool report"}  # publish: only when named
-SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}
+SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}; EVAL_ARMS=${EVAL_ARMS:-"warm grpo control"}
+BASE_EVAL=${BASE_EVAL:-}
 SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}
 GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
 TRAIN_SPLIT=${TRAIN_SPLIT:-train:easy}; TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
@@ -112,19 +118,26 @@ if has sft && ! finished sft; then
 fi
 if has base; then
   stage "base: the warm start's pass@1 on $TRAIN_SPLIT ($TRAIN_LIMIT seeded tasks x $TRAIN_SAMPLES), cpu preset"
-  evaluated base-train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES"
+  if [ -n "$BASE_EVAL" ]; then echo "   base: taken from the published evaluation $BASE_EVAL"
+  else evaluated base-train --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --limit "$TRAIN_LIMIT" --samples "$TRAIN_SAMPLES"; fi
 fi
+base_records() { if [ -n "$BASE_EVAL" ]; then echo "$BASE_EVAL"; else echo "$OUT/base-train"; fi; }
 base_pass1() {
-  if [ -n "${DRY_RUN:-}" ] && [ ! -f "$OUT/base-train/scores.json" ]; then echo 0.5; return; fi
-  $PY - "$OUT/base-train" <<'EOF'
+  if [ -n "${DRY_RUN:-}" ] && [ -z "$BASE_EVAL" ] && [ ! -f "$OUT/base-train/scores.json" ]; then echo 0.5; return; fi
+  $PY - "$(base_records)" <<'EOF'
 import json, sys
 from pathlib import Path
-s = json.loads((Path(sys.argv[1]) / "scores.json").read_text())
-print(next(iter(s.values()))["pass_at"]["1"])
+where = Path(sys.argv[1])
+if where.suffix == ".jsonl":  # a published evaluation's records: the mean over its graded samples
+    from dagent.train.preflight import TaskRates
+    print(TaskRates.read(where).mean)
+else:
+    s = json.loads((where / "scores.json").read_text())
+    print(next(iter(s.values()))["pass_at"]["1"])
 EOF
 }
 shared() {  # what both arms of a seed train with: the base evaluation's per-task rates (F55), a sitting's budget
-  echo --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$(base_pass1)" --base-eval "$OUT/base-train" \
+  echo --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$(base_pass1)" --base-eval "$(base_records)" \
     ${MIXED_ONLY:+--mixed-only} --save-steps "$SAVE_STEPS" --max-minutes "$GRPO_MINUTES" ${FORCE:+--force}
 }
 group_args() {  # GROUPS_PER_STEP groups of the preset's G=4 a step
@@ -154,20 +167,24 @@ if has watch; then
       --deadline 60 --poll 1 --out "$OUT/watch-$S" "${SUITE_ARGS[@]}" && mark "watch-$S"
   done
 fi
+wants() { [[ " $EVAL_ARMS " == *" $1 "* ]]; }
 if has eval; then
-  stage "eval: the warm start on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES), once: every seed's paired baseline"
-  for S in $SEEDS; do  # eval is opened once, after every arm reached its steps
+  for S in $SEEDS; do  # an arm's evaluation is opened once, after that arm reached its steps
     for RUN in grpo control; do
-      if [ ! -f "$OUT/.done/$RUN-$S" ]; then
+      if wants "$RUN" && [ ! -f "$OUT/.done/$RUN-$S" ]; then
         echo "$RUN-$S has not reached step $GRPO_STEPS: finish it first (STAGES=\"grpo control\"); eval stays closed" >&2
         exit 3
       fi
     done
   done
-  evaluated eval-warm --model "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
+  if wants warm; then
+    stage "eval: the warm start on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES), once: every seed's paired baseline"
+    evaluated eval-warm --model "$OUT/sft/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
+  fi
   for S in $SEEDS; do
-    stage "eval seed $S: GRPO and its control on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
     for RUN in grpo control; do
+      wants "$RUN" || continue
+      stage "eval seed $S: $RUN on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
       evaluated "eval-$RUN-$S" --model "$OUT/$RUN-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
     done
   done
@@ -183,40 +200,44 @@ if has pool; then
   run $DAGENT eval pool "${GC[@]}" --a-arm control --b-arm GRPO --out "$OUT/pool-grpo-vs-control"
   run $DAGENT eval pool "${CW[@]}" --a-arm "warm start" --b-arm control --out "$OUT/pool-control-vs-warm"
 fi
-if has publish; then
-  DEST=${PUBLISH:-docs/runs/lr-$LOOP}
-  for S in $SEEDS; do
-    stage "publish seed $S: its eval records and sitting.json into $DEST/seed-$S"
-    for NAME in eval-warm "eval-grpo-$S" "eval-control-$S"; do
-      [ -n "${DRY_RUN:-}" ] || [ -f "$OUT/.done/$NAME" ] || {
-        echo "$NAME is not finished: nothing of seed $S is published" >&2; exit 3; }
-    done
-    run mkdir -p "$DEST/seed-$S"
-    for RUN in warm grpo control; do
-      NAME=eval-$RUN-$S; [ "$RUN" = warm ] && NAME=eval-warm
-      run cp "$(arm "$OUT/$NAME")/records.jsonl" "$DEST/seed-$S/$RUN.jsonl"
-    done
-    [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
-      TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
-      EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL \
-      $PY - "$OUT" "$S" "$DEST/seed-$S/sitting.json" "$(git rev-parse --short HEAD)" "$(base_pass1)" <<'EOF'
-import hashlib, json, os, sys
+publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and DEST.json saying what made them
+  local name=$1 dest=$2 arm=$3
+  [ -n "${DRY_RUN:-}" ] || [ -f "$OUT/.done/$name" ] || { echo "$name is not finished: not published" >&2; exit 3; }
+  run mkdir -p "$(dirname "$dest")"
+  run cp "$(arm "$OUT/$name")/records.jsonl" "$dest.jsonl"
+  [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
+    TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
+    EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
+    $PY - "$OUT" "$arm" "$dest.json" "$(git rev-parse --short HEAD)" <<'EOF'
+import hashlib, json, os, platform, sys
 from pathlib import Path
-out, seed, dest, commit, base = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-def steps(arm):
-    last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-    return json.loads((last / "trainer_state.json").read_text())["global_step"]
+out, arm, dest, commit = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 sha = hashlib.sha256()
 for weights in sorted((out / "sft" / "final").glob("*.safetensors")):
     sha.update(weights.read_bytes())
-sizes = ("SFT_N", "SFT_STEPS", "TRAIN_SPLIT", "TRAIN_LIMIT", "TRAIN_SAMPLES", "GROUPS_PER_STEP", "GRPO_STEPS",
-         "EVAL_SPLIT", "EVAL_LIMIT", "EVAL_SAMPLES", "MODEL")
-record = {"seed": int(seed), "commit": commit, "warm_start_sha256": sha.hexdigest(), "base_train_pass1": base,
-          "grpo_steps": steps(f"grpo-{seed}"), "control_steps": steps(f"control-{seed}"), "cpus": os.cpu_count(),
-          "sizes": {k: os.environ[k] for k in sizes}}
+flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": sha.hexdigest(),
+          "base_evaluation": os.environ["BASE_RECORDS"], "cpus": os.cpu_count(), "machine": platform.machine(),
+          "bf16_native": " avx512_bf16" in flags or " amx_bf16" in flags}
+if arm not in ("warm", "base"):
+    last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    record["steps"] = json.loads((last / "trainer_state.json").read_text())["global_step"]
+record["sizes"] = {k: os.environ[k] for k in ("SFT_N", "SFT_STEPS", "TRAIN_SPLIT", "TRAIN_LIMIT", "TRAIN_SAMPLES",
+                                              "GROUPS_PER_STEP", "GRPO_STEPS", "EVAL_SPLIT", "EVAL_LIMIT",
+                                              "EVAL_SAMPLES", "MODEL")}
 dest.write_text(json.dumps(record, indent=1) + "\n")
 print(dest)
 EOF
+}
+if has publish; then
+  DEST=${PUBLISH:-docs/runs/lr-$LOOP}
+  stage "publish: this sitting's evaluations into $DEST"
+  if [ -z "$BASE_EVAL" ] && [ -f "$OUT/.done/base-train" ]; then publish base-train "$DEST/base-train" base; fi
+  if wants warm; then publish eval-warm "$DEST/warm" warm; fi
+  for S in $SEEDS; do
+    for RUN in grpo control; do
+      if wants "$RUN"; then publish "eval-$RUN-$S" "$DEST/seed-$S/$RUN" "$RUN-$S"; fi
+    done
   done
 fi
 if has report && [ -z "${DRY_RUN:-}" ]; then

@@ -101,39 +101,65 @@ def test_eval_stays_closed_until_every_arm_reached_its_steps(tmp_path):
     assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-{n}" for n in ("warm", "grpo-0", "control-0")]
 
 
-def test_publish_copies_a_seeds_eval_records_and_names_its_warm_start(tmp_path):
-    """One seed a sitting (docs/learning.md): the records of a seed's three `eval` evaluations go into
-    the repository with the warm start's digest, byte for byte; an unfinished evaluation publishes nothing."""
+def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
+    """Sittings on machines that do not outlive their session (docs/learning.md): the records of the
+    sitting's evaluations go into the repository byte for byte, each with the warm start's digest and
+    its arm's steps beside it; an evaluation the sitting names but did not finish publishes nothing."""
+    import hashlib
+
     out, dest = tmp_path / "lr", tmp_path / "published"
     (out / ".done").mkdir(parents=True)
     (out / "sft" / "final").mkdir(parents=True)
     (out / "sft" / "final" / "model.safetensors").write_bytes(b"weights")
-    (out / "base-train").mkdir()
-    (out / "base-train" / "scores.json").write_text(json.dumps({"tools": {"pass_at": {"1": 0.375}}}))
     checkpoint(out / "grpo-0", 8)
     checkpoint(out / "control-0", 8)
-    for name in ("eval-warm", "eval-grpo-0", "eval-control-0"):
+    for name in ("base-train", "eval-warm", "eval-grpo-0", "eval-control-0"):
         arm = out / name / "tools-smollm2"
         arm.mkdir(parents=True)
         (arm / "records.jsonl").write_text(f'{{"from": "{name}"}}\n')
         (out / name / "trackio").mkdir()  # not an arm
-    run = lambda: subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True,
-                                 text=True, timeout=120, env={**os.environ, "OUT": str(out), "STAGES": "publish",
-                                                              "SEEDS": "0", "GRPO_STEPS": "8", "PUBLISH": str(dest)})
-    (out / ".done" / "eval-warm").touch()
-    (out / ".done" / "eval-grpo-0").touch()
+    (out / "base-train" / "scores.json").write_text(json.dumps({"tools": {"pass_at": {"1": 0.375}}}))
+
+    def run():
+        return subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "OUT": str(out), "STAGES": "publish",
+                                                           "SEEDS": "0", "GRPO_STEPS": "8", "PUBLISH": str(dest)})
+
+    for piece in ("base-train", "eval-warm", "eval-grpo-0"):
+        (out / ".done" / piece).touch()
     refused = run()
-    assert refused.returncode == 3 and "eval-control-0 is not finished" in refused.stderr and not dest.exists()
+    assert refused.returncode == 3 and "eval-control-0 is not finished" in refused.stderr
+    assert not (dest / "seed-0" / "control.jsonl").exists()
     (out / ".done" / "eval-control-0").touch()
     done = run()
     assert done.returncode == 0, done.stderr
-    seed = dest / "seed-0"
-    assert {p.name for p in seed.iterdir()} == {"warm.jsonl", "grpo.jsonl", "control.jsonl", "sitting.json"}
-    for run_name, name in (("warm", "eval-warm"), ("grpo", "eval-grpo-0"), ("control", "eval-control-0")):
-        assert (seed / f"{run_name}.jsonl").read_text() == f'{{"from": "{name}"}}\n'
-    sitting = json.loads((seed / "sitting.json").read_text())
-    import hashlib
+    published = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
+    assert published == {f"{n}.{ext}" for n in ("base-train", "warm", "seed-0/grpo", "seed-0/control")
+                         for ext in ("jsonl", "json")}
+    for file, name in (("base-train", "base-train"), ("warm", "eval-warm"), ("seed-0/grpo", "eval-grpo-0"),
+                       ("seed-0/control", "eval-control-0")):
+        assert (dest / f"{file}.jsonl").read_text() == f'{{"from": "{name}"}}\n'
+        made = json.loads((dest / f"{file}.json").read_text())
+        assert made["warm_start_sha256"] == hashlib.sha256(b"weights").hexdigest()
+        assert made["sizes"]["EVAL_SPLIT"] == "eval:easy" and made["base_evaluation"] == str(out / "base-train")
+    assert json.loads((dest / "seed-0" / "grpo.json").read_text())["steps"] == 8
+    assert "steps" not in json.loads((dest / "warm.json").read_text())
 
-    assert sitting["warm_start_sha256"] == hashlib.sha256(b"weights").hexdigest()
-    assert sitting["seed"] == 0 and sitting["grpo_steps"] == 8 and sitting["control_steps"] == 8
-    assert sitting["base_train_pass1"] == 0.375 and sitting["sizes"]["EVAL_SPLIT"] == "eval:easy"
+
+def test_a_sitting_of_one_arm_takes_the_published_base_and_opens_only_its_own_evaluation(tmp_path):
+    out = tmp_path / "lr"
+    (out / ".done").mkdir(parents=True)
+    (out / ".done" / "sft").touch()
+    base = tmp_path / "base-train.jsonl"
+    base.write_text(json.dumps({"task_id": "t1", "split": "train:easy", "index": 0, "difficulty_tier": "easy",
+                                "agent": "tools", "outcome": "correct", "reward": 1.0, "correct": True,
+                                "method": "exact"}) + "\n")
+    lines = learning_run(out, "sft base control", SEEDS="1", BASE_EVAL=str(base))
+    text = "\n".join(lines)
+    assert "base: taken from the published evaluation" in text and "--split train:easy --limit" not in text
+    trains = [line for line in lines if line.startswith("+ train")]
+    assert len(trains) == 1 and "--run-name control-1" in trains[0] and f"--base-eval {base}" in trains[0]
+    assert "--base-pass1 1.0" in trains[0]  # the published records' own rate
+    (out / ".done" / "control-1").touch()  # (a dry run marks nothing)
+    evals = [line for line in learning_run(out, "eval", SEEDS="1", EVAL_ARMS="control") if line.startswith("+ ") and " eval " in line]
+    assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-control-1"]  # no warm start, no GRPO

@@ -87,6 +87,7 @@ have() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null
 if [ "$(have opencode-ai)" != "${OPENCODE#*@}" ] || [ "$(have @mariozechner/pi-coding-agent)" != "${PI##*@}" ]; then
   # Node for the harnesses: pi needs >= 20.6. As root on Debian/Ubuntu, the system's nodejs and npm
   # are installed when they are new enough (Debian 13: 20.19); otherwise say once which agents are missing.
+  why=""
   if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq >/dev/null
     candidate=$(apt-cache policy nodejs 2>/dev/null | sed -n 's/^ *Candidate: *\([0-9.]*\).*/\1/p')
@@ -94,15 +95,16 @@ if [ "$(have opencode-ai)" != "${OPENCODE#*@}" ] || [ "$(have @mariozechner/pi-c
       log "installing nodejs $candidate and npm from apt (the opencode and pi harnesses, ~1 min)"
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
     else
-      log "WARNING: this system's nodejs (${candidate:-none}) is older than 20.6, which pi needs: not installed"
+      why="this system's nodejs (${candidate:-none}) is older than 20.6, which pi needs, so none was installed"
     fi
   fi
   if command -v npm >/dev/null 2>&1; then
     log "installing $OPENCODE and $PI (npm, ~550 MB)"
     npm install --prefix . --no-save --no-audit --no-fund --loglevel=error "$OPENCODE" "$PI" >/dev/null
   else
-    log "WARNING: npm missing (Node >= 20.6 needed): the opencode and pi agents (dagent rollout, black-box" \
-        "training, pytest -m harness) are unavailable; the tools and oracle agents and white-box training are not affected"
+    log "WARNING: the opencode and pi agents (dagent rollout, black-box training, pytest -m harness) are" \
+        "unavailable: ${why:-npm is missing (Node >= 20.6 needed)}; install Node >= 20.6 and rerun. The tools and" \
+        "oracle agents and white-box training are not affected"
   fi
 fi
 # --tests: also a real vLLM (the CPU build) for the tests marked `engine`, in its own environment

@@ -4,10 +4,14 @@
 archive; only apt, python3, python3-venv, git, curl and CA certificates), runs `bash
 scripts/setup.sh` in it with nothing of this machine's (no local wheels, no pip configuration, no
 Node), then the oracle on a slice of `test`. The suite each builds there must be this machine's suite
-byte for byte (its digest), and the oracle must solve every task of the slice. The two machines run
-side by side (started together by one fixture: their downloads overlap), each about 6-13 minutes
-alone: the set-up downloads every dependency (~3.3 GB) and the suite is built from its tables.
-Ubuntu's half skips, saying so, where its archive does not answer."""
+byte for byte (its digest), and the oracle must solve every task of the slice. Each takes about 13
+minutes alone (the set-up downloads every dependency, ~3.3 GB, and the suite is built from its tables).
+
+Debian 13 runs in every test run. Ubuntu 24.04 runs where DAGENT_FRESH_DISTS names it
+(`DAGENT_FRESH_DISTS="trixie noble"`): both machines then start together (one fixture; their downloads
+overlap), 18.5 minutes for the two on a 2-core machine against about 13 for Debian alone, and CI's
+time is already above its target, so CI runs Debian only. Ubuntu's half skips, saying so, where it
+is not named or its archive does not answer."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 UBUNTU = "http://archive.ubuntu.com/ubuntu/dists/noble/InRelease"
+DISTS = os.environ.get("DAGENT_FRESH_DISTS", "trixie").split()
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -73,7 +78,7 @@ def machines():
     if why:
         pytest.skip(why)
     started = {"trixie": Machine("trixie")}
-    if archive_answers(UBUNTU):
+    if "noble" in DISTS and archive_answers(UBUNTU):
         started["noble"] = Machine("noble")
     yield started
     for m in started.values():
@@ -107,6 +112,8 @@ def test_the_first_command_passes_on_a_bare_debian_13_with_the_reference_suite(m
     assert "installing nodejs" in run[2]  # Debian 13's Node 20.19 is new enough for pi: set-up installs it
 
 
+@pytest.mark.skipif("noble" not in DISTS, reason='Ubuntu 24.04 runs where DAGENT_FRESH_DISTS="trixie noble" '
+                                                 "(about 6 more minutes of CI, which is above its time target)")
 def test_the_first_command_passes_on_a_bare_ubuntu_24_04_with_the_reference_suite(machines, reference):
     if "noble" not in machines:
         pytest.skip(f"Ubuntu's archive did not answer ({UBUNTU}): only Debian 13 is checked here")
@@ -117,4 +124,4 @@ def test_the_first_command_passes_on_a_bare_ubuntu_24_04_with_the_reference_suit
     assert digest == reference
     # Ubuntu 24.04's Node is 18.19, older than pi's 20.6: set-up says so once and installs no Node
     assert re.search(r"this system's nodejs \(18\.[\d.]+\) is older than 20\.6", run[2]), run[2][-2000:]
-    assert "installing nodejs" not in run[2]
+    assert "installing nodejs" not in run[2] and run[2].count("are unavailable") == 1  # said once

@@ -208,17 +208,14 @@ publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and
   [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
     TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
     EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
-    $PY - "$OUT" "$arm" "$dest.json" "$(git rev-parse --short HEAD)" <<'EOF'
-import hashlib, json, os, platform, sys
+    $PY - "$OUT" "$arm" "$dest.json" "$(git rev-parse --short HEAD)" "$WARM_SHA" <<'EOF'
+import json, os, platform, sys
 from pathlib import Path
-out, arm, dest, commit = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
-sha = hashlib.sha256()
-for weights in sorted((out / "sft" / "final").glob("*.safetensors")):
-    sha.update(weights.read_bytes())
-flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": sha.hexdigest(),
+from dagent.recipes.hardware import cpu_has_bf16
+out, arm, dest, commit, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4], sys.argv[5]
+record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": warm_sha,
           "base_evaluation": os.environ["BASE_RECORDS"], "cpus": os.cpu_count(), "machine": platform.machine(),
-          "bf16_native": " avx512_bf16" in flags or " amx_bf16" in flags}
+          "bf16_native": cpu_has_bf16()}
 if arm not in ("warm", "base"):
     last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     record["steps"] = json.loads((last / "trainer_state.json").read_text())["global_step"]
@@ -232,6 +229,7 @@ EOF
 if has publish; then
   DEST=${PUBLISH:-docs/runs/lr-$LOOP}
   stage "publish: this sitting's evaluations into $DEST"
+  [ -n "${DRY_RUN:-}" ] || WARM_SHA=$(cat "$OUT"/sft/final/*.safetensors | sha256sum | cut -d' ' -f1)  # once for all
   if [ -z "$BASE_EVAL" ] && [ -f "$OUT/.done/base-train" ]; then publish base-train "$DEST/base-train" base; fi
   if wants warm; then publish eval-warm "$DEST/warm" warm; fi
   for S in $SEEDS; do

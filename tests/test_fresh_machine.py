@@ -56,7 +56,6 @@ class Machine:
     """One `scripts/fresh_machine.sh` run in the background; `result()` waits for it."""
 
     def __init__(self, dist: str) -> None:
-        self.dist = dist
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(["bash", "scripts/fresh_machine.sh"], cwd=ROOT, stdout=self.out,
                                      stderr=self.err, text=True, env={**os.environ, "DIST": dist, "LIMIT": "20"})

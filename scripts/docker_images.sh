@@ -21,7 +21,15 @@ wheels=${DAGENT_TORCH_WHEELS:-}
 server=""
 if [ -z "$wheels" ] && ! timeout 20 curl -sfI https://download.pytorch.org/whl/cpu/torch/ >/dev/null 2>&1 \
    && ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # a fixed port where it is free: the demo image's test builds with the same TORCH_WHEELS URL, so
+  # it finds this build in Docker's cache instead of installing torch again (~2 minutes)
+  port=$(python3 -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])' "${DAGENT_WHEELS_PORT:-47615}")
   (cd /opt/wheels && exec python3 -m http.server "$port" --bind 127.0.0.1) >/dev/null 2>&1 &
   server=$!
   wheels="http://127.0.0.1:$port/"

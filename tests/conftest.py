@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,8 @@ from dagent.core.suite import TaskSuite
 from tests.factories import write_suite
 
 pytest_plugins = ["pytester"]
+STARTED = pytest.StashKey[float]()
+FRESH_MACHINES = pytest.StashKey[dict]()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -22,12 +26,42 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("failure_mode markers name codes not in dagent/failures.py:\n  " + "\n  ".join(bad))
 
 
+def pytest_sessionstart(session):
+    session.config.stash[STARTED] = time.time()
+
+
+def pytest_collection_finish(session):
+    """The fresh machines (tests/test_fresh_machine.py) start as soon as the run knows it has them:
+    their ~13 minutes of downloads and builds overlap the rest of the run instead of following it."""
+    if not session.config.option.collectonly and any(item.path.name == "test_fresh_machine.py"
+                                                       for item in session.items):
+        from tests.test_fresh_machine import start_machines
+
+        session.config.stash[FRESH_MACHINES] = start_machines()
+
+
+def pytest_sessionfinish(session):
+    from tests.test_fresh_machine import stop_machines
+
+    stop_machines(session.config.stash.get(FRESH_MACHINES, {}))
+
+
 @pytest.fixture(scope="session")
-def built(tmp_path_factory) -> tuple[Path, dict]:
-    """The bundled suite, built once per session from the real tables (slow: about a minute quiet,
-    several under load): `(directory, build report)`."""
+def built(tmp_path_factory, pytestconfig) -> tuple[Path, dict]:
+    """The bundled suite built from the real tables by this checkout's code, once per session (about
+    five minutes): `(directory, build report)`. Where no bundled suite exists yet (a fresh machine, as
+    in CI) it is built there, so the commands that build it on first use find it; one that a command
+    built during this session is taken as is; one from before the session may come from older code
+    and is left alone (this build goes to a temporary directory)."""
+    from dagent.suites.sources import default_suite_dir
     from datasets_build.build import build_suite
 
+    bundled = default_suite_dir()
+    report = bundled / "build_report.json"
+    if report.is_file() and (bundled / "data").is_dir() and report.stat().st_mtime >= pytestconfig.stash[STARTED]:
+        return bundled, json.loads(report.read_text())
+    if not (bundled / "data").is_dir():
+        return bundled, build_suite(bundled)
     out = tmp_path_factory.mktemp("suite") / "build"
     return out, build_suite(out)
 

@@ -11,7 +11,8 @@ Debian 13 runs in every test run. Ubuntu 24.04 runs where DAGENT_FRESH_DISTS nam
 (`DAGENT_FRESH_DISTS="trixie noble"`): both machines then start together (one fixture; their downloads
 overlap), 18.5 minutes for the two on a 2-core machine against about 13 for Debian alone, and CI's
 time is already above its target, so CI runs Debian only. Ubuntu's half skips, saying so, where it
-is not named or its archive does not answer."""
+is not named or its archive does not answer. The machines start when the run has collected this
+module (tests/conftest.py), so their minutes overlap the other tests'."""
 
 from __future__ import annotations
 
@@ -64,25 +65,45 @@ class Machine:
         try:
             code = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            stop_machines({"": self})
             code = self.proc.wait()
         self.out.seek(0)
         self.err.seek(0)
         return code, self.out.read(), self.err.read()
 
 
-@pytest.fixture(scope="module")
-def machines():
-    why = docker_ready()
-    if why:
-        pytest.skip(why)
+def start_machines() -> dict[str, Machine]:
+    """Start the machines DISTS names, side by side (tests/conftest.py calls this when the run has
+    collected this module, so they build while the other tests run); none where Docker is missing."""
+    if docker_ready():
+        return {}
     started = {"trixie": Machine("trixie")}
     if "noble" in DISTS and archive_answers(UBUNTU):
         started["noble"] = Machine("noble")
-    yield started
+    return started
+
+
+def stop_machines(started: dict[str, Machine]) -> None:
+    """Stop what is still running: the script, then its container (a killed script leaves it)."""
     for m in started.values():
         if m.proc.poll() is None:
             m.proc.kill()
+            m.proc.wait()
+            subprocess.run(["docker", "rm", "-f", f"dagent-fresh-{m.proc.pid}"], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def machines(pytestconfig):
+    from tests.conftest import FRESH_MACHINES
+
+    why = docker_ready()
+    if why:
+        pytest.skip(why)
+    started = pytestconfig.stash.get(FRESH_MACHINES, None)
+    if started is None:  # collected some other way: start them now
+        started = pytestconfig.stash[FRESH_MACHINES] = start_machines()
+    yield started
+    stop_machines(started)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ script's answer: right); task 1 asks for a sum (the same script: wrong).
 from __future__ import annotations
 
 import functools
+import json
 import pickle
 import threading
 import time
@@ -35,6 +36,11 @@ from tests.factories import LiveServer
 
 CONFIG = OpencodeConfig(model="tiny-qwen3-steered", max_output_tokens=256)
 SCRIPTED = OpencodeConfig(model="scripted", max_output_tokens=256)
+
+
+def said(r) -> str:
+    """A rollout's summary as the failure message: a string, which pytest prints whole (a dict it cuts short)."""
+    return json.dumps(r.summary())
 
 
 class RemoteBackend(SandboxBackend):
@@ -266,7 +272,7 @@ def assert_exact_chain(rollout) -> None:
 def test_a_rollout_end_to_end(runtime, tmp_path):
     r = runtime.run_rollout("train", 0)
     assert runtime.reach.how in ("bridge", "loopback")
-    assert r.outcome == "correct" and r.answer == "3\n" and r.cause is None, r.summary()
+    assert r.outcome == "correct" and r.answer == "3\n" and r.cause is None, said(r)
     assert r.agent_turns >= 2 and r.tool_calls == 2 == r.metadata["opencode"]["tool_uses"]  # counted from the trace
     assert r.reward == reward(True, 2)
     assert_exact_chain(r)
@@ -306,7 +312,7 @@ def test_a_rollout_on_a_bundled_task_end_to_end(built, steered, tmp_path_factory
     with BlackBoxRuntime(bundled, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
                          sandbox_dir=tmp_path_factory.mktemp("bb-bundled")) as rt:
         r = rt.run_rollout("test", index)
-    assert r.task_id == tasks[index].task_id and r.cause is None, r.summary()
+    assert r.task_id == tasks[index].task_id and r.cause is None, said(r)
     assert r.outcome in ("correct", "wrong") and r.reward == (reward(True, r.tool_calls) if r.correct else 0.0)
     assert r.agent_turns >= 2 and r.tool_calls == 2
     assert_exact_chain(r)
@@ -325,7 +331,7 @@ def test_a_rollout_on_the_no_user_namespace_path(suite, steered, tmp_path_factor
             pytest.skip(f"the no-user-namespace path needs root here: {rt.backend.describe()}")
         r = rt.run_rollout("train", 0)
         assert rt.reach.how == "bridge"
-    assert r.outcome == "correct" and r.cause is None and r.tool_calls == 2, r.summary()
+    assert r.outcome == "correct" and r.cause is None and r.tool_calls == 2, said(r)
     assert_exact_chain(r)
     assert r.gate.tier == "train"
 
@@ -348,7 +354,7 @@ def test_a_rollout_on_the_landlock_tier(suite, steered, tmp_path_factory):
         r = rt.run_rollout("train", 0)
     finally:
         rt.stop()
-    assert r.outcome == "correct" and r.cause is None and r.tool_calls == 2, r.summary()
+    assert r.outcome == "correct" and r.cause is None and r.tool_calls == 2, said(r)
     assert_exact_chain(r)
     assert r.gate.tier == "train"
 
@@ -357,7 +363,7 @@ def test_a_rollout_on_the_landlock_tier(suite, steered, tmp_path_factory):
 @pytest.mark.slow
 def test_a_wrong_answer_is_graded_zero_not_none(runtime):
     r = runtime.run_rollout("train", 1)  # a sum is asked; the script writes the row count
-    assert (r.outcome, r.reward, r.correct, r.cause) == ("wrong", 0.0, False, None), r.summary()
+    assert (r.outcome, r.reward, r.correct, r.cause) == ("wrong", 0.0, False, None), said(r)
     assert r.answer == "3\n" and r.agent_turns >= 2
 
 
@@ -367,7 +373,7 @@ def test_an_out_of_memory_sandbox_is_ungraded_with_its_cause(runtime):
     if runtime.backend.tier == "cwd" or not runtime.backend.cgroups:
         pytest.skip("needs a memory cgroup (or a private mount namespace) to bound the sandbox")
     r = runtime.run_rollout("train", 0, memory_mb=256)  # opencode alone needs ~300 MB resident
-    assert (r.outcome, r.reward, r.cause, r.exit_code) == ("ungraded", None, "sandbox_oom", 137), r.summary()
+    assert (r.outcome, r.reward, r.cause, r.exit_code) == ("ungraded", None, "sandbox_oom", 137), said(r)
 
 
 @pytest.mark.harness
@@ -375,7 +381,7 @@ def test_an_out_of_memory_sandbox_is_ungraded_with_its_cause(runtime):
 def test_a_table_that_cannot_be_staged_is_ungraded_before_the_agent_starts(runtime, monkeypatch, tmp_path):
     monkeypatch.setattr(runtime.suite, "files_for", lambda task: {"t.csv": tmp_path / "gone.csv"})
     r = runtime.run_rollout("train", 0)
-    assert (r.outcome, r.reward, r.cause, r.exit_code) == ("ungraded", None, "staging_failed", None), r.summary()
+    assert (r.outcome, r.reward, r.cause, r.exit_code) == ("ungraded", None, "staging_failed", None), said(r)
     assert "gone.csv" in r.note and not r.turns and r.model_calls == 0
 
 
@@ -394,7 +400,7 @@ def test_an_engine_stopped_before_the_rollout_gives_zero_model_calls_ungraded(su
         r = rt.run_rollout("train", 0)
     finally:
         rt.stop()
-    assert (r.outcome, r.reward, r.cause) == ("ungraded", None, "zero_model_calls"), r.summary()
+    assert (r.outcome, r.reward, r.cause) == ("ungraded", None, "zero_model_calls"), said(r)
     assert not r.turns and r.metadata["engine_errors"] >= 1 and r.trace_entries() == []
     assert {f.code for f in r.findings} >= {"engine_error", "empty"}
 
@@ -417,7 +423,7 @@ def test_the_real_tiny_qwen3_runs_through_the_same_path(suite, tmp_path_factory)
     finally:
         engine.stop()
     # noise up to the token cap, no tool call, no answer file: graded WRONG, 0.0, not ungraded
-    assert (r.outcome, r.reward, r.cause) == ("wrong", 0.0, None), r.summary()
+    assert (r.outcome, r.reward, r.cause) == ("wrong", 0.0, None), said(r)
     assert r.agent_turns == 1 and [t.role_hint for t in r.turns].count("title") == 1
     assert_exact_chain(r)
     assert r.gate.tier == "train" and r.gate.trainable_tokens == len(r.trajectory.chain_turns()[0].completion_token_ids)

@@ -13,7 +13,6 @@ from tests.factories import write_suite
 
 pytest_plugins = ["pytester"]
 STARTED = pytest.StashKey[float]()
-FRESH_MACHINES = pytest.StashKey[dict]()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,15 +34,15 @@ def pytest_collection_finish(session):
     their ~13 minutes of downloads and builds overlap the rest of the run instead of following it."""
     if not session.config.option.collectonly and any(item.path.name == "test_fresh_machine.py"
                                                        for item in session.items):
-        from tests.test_fresh_machine import start_machines
+        from tests.test_fresh_machine import MACHINES, start_machines
 
-        session.config.stash[FRESH_MACHINES] = start_machines()
+        session.config.stash[MACHINES] = start_machines()
 
 
 def pytest_sessionfinish(session):
-    from tests.test_fresh_machine import stop_machines
+    from tests.test_fresh_machine import MACHINES, stop_machines
 
-    stop_machines(session.config.stash.get(FRESH_MACHINES, {}))
+    stop_machines(session.config.stash.get(MACHINES, {}))
 
 
 @pytest.fixture(scope="session")

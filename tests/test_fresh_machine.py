@@ -31,6 +31,7 @@ UBUNTU = "http://archive.ubuntu.com/ubuntu/dists/noble/InRelease"
 DISTS = os.environ.get("DAGENT_FRESH_DISTS", "trixie").split()
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+MACHINES = pytest.StashKey[dict]()  # the machines this run started (tests/conftest.py starts them)
 
 
 def docker_ready() -> str | None:
@@ -94,14 +95,12 @@ def stop_machines(started: dict[str, Machine]) -> None:
 
 @pytest.fixture(scope="module")
 def machines(pytestconfig):
-    from tests.conftest import FRESH_MACHINES
-
     why = docker_ready()
     if why:
         pytest.skip(why)
-    started = pytestconfig.stash.get(FRESH_MACHINES, None)
+    started = pytestconfig.stash.get(MACHINES, None)
     if started is None:  # collected some other way: start them now
-        started = pytestconfig.stash[FRESH_MACHINES] = start_machines()
+        started = pytestconfig.stash[MACHINES] = start_machines()
     yield started
     stop_machines(started)
 

@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -163,3 +165,15 @@ def test_a_sitting_of_one_arm_takes_the_published_base_and_opens_only_its_own_ev
     (out / ".done" / "control-1").touch()  # (a dry run marks nothing)
     evals = [line for line in learning_run(out, "eval", SEEDS="1", EVAL_ARMS="control") if line.startswith("+ ") and " eval " in line]
     assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-control-1"]  # no warm start, no GRPO
+
+
+def test_the_published_records_are_not_ignored_by_git():
+    """What `publish` writes under docs/runs/ is meant to be committed: no ignore rule may hide it
+    (`runs/` ignores the training runs' output folders everywhere else)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = [f"docs/runs/lr-{loop}/{name}" for loop in ("whitebox", "blackbox")
+             for name in ("base-train.jsonl", "warm.json", "seed-0/grpo.jsonl", "seed-0/control.json")]
+    r = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", *paths], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == "", f"ignored by git: {r.stdout}"
+    assert subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", "runs/x/y.jsonl"]).returncode == 0

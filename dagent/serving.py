@@ -14,10 +14,13 @@ from typing import Any
 from dagent.errors import DagentError
 
 
-def free_port() -> int:
-    """A port nothing listens on now, on 127.0.0.1 (the kernel's pick)."""
+def free_port(prefer: int = 0) -> int:
+    """A port nothing listens on now, on 127.0.0.1: `prefer` where it is free, else the kernel's pick."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", prefer))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 

@@ -55,13 +55,12 @@ def built(tmp_path_factory, pytestconfig) -> tuple[Path, dict]:
     from dagent.suites.sources import default_suite_dir
     from datasets_build.build import build_suite
 
-    bundled = default_suite_dir()
-    report = bundled / "build_report.json"
-    if report.is_file() and (bundled / "data").is_dir() and report.stat().st_mtime >= pytestconfig.stash[STARTED]:
-        return bundled, json.loads(report.read_text())
-    if not (bundled / "data").is_dir():
-        return bundled, build_suite(bundled)
-    out = tmp_path_factory.mktemp("suite") / "build"
+    out = default_suite_dir()
+    if (out / "data").is_dir():
+        report = out / "build_report.json"
+        if report.is_file() and report.stat().st_mtime >= pytestconfig.stash[STARTED]:
+            return out, json.loads(report.read_text())
+        out = tmp_path_factory.mktemp("suite") / "build"
     return out, build_suite(out)
 
 

@@ -66,11 +66,18 @@ class Machine:
         try:
             code = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            stop_machines({"": self})
+            self.stop()
             code = self.proc.wait()
         self.out.seek(0)
         self.err.seek(0)
         return code, self.out.read(), self.err.read()
+
+    def stop(self) -> None:
+        """Stop the script if it still runs, then its container (a killed script leaves it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            subprocess.run(["docker", "rm", "-f", f"dagent-fresh-{self.proc.pid}"], capture_output=True)
 
 
 def start_machines() -> dict[str, Machine]:
@@ -85,12 +92,8 @@ def start_machines() -> dict[str, Machine]:
 
 
 def stop_machines(started: dict[str, Machine]) -> None:
-    """Stop what is still running: the script, then its container (a killed script leaves it)."""
     for m in started.values():
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait()
-            subprocess.run(["docker", "rm", "-f", f"dagent-fresh-{m.proc.pid}"], capture_output=True)
+        m.stop()
 
 
 @pytest.fixture(scope="module")

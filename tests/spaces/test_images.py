@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 from pathlib import Path
 
@@ -213,14 +212,6 @@ TORCH_PAGE = re.search(r"^ARG TORCH_WHEELS=(\S+)", (ROOT / "spaces/demo/Dockerfi
 WHEELS_PORT = int(re.search(r"DAGENT_WHEELS_PORT:-(\d+)", (ROOT / "scripts/docker_images.sh").read_text()).group(1))
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
 
 def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mounted_suite, tmp_path, built):
     # where the CPU torch comes from: DAGENT_TORCH_WHEELS (a find-links page, or a folder served here
@@ -230,7 +221,7 @@ def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mount
     if Path(wheels).is_dir():
         if not any(Path(wheels).glob("torch-2.13.0+cpu-*.whl")):
             pytest.fail(f"DAGENT_TORCH_WHEELS={wheels} has no torch-2.13.0+cpu wheel")
-        wheels_port = WHEELS_PORT if port_is_free(WHEELS_PORT) else free_port()  # the background build's URL: its cache
+        wheels_port = free_port(prefer=WHEELS_PORT)  # the background build's URL where free: its cache
         server = subprocess.Popen(["python", "-m", "http.server", str(wheels_port), "--bind", "127.0.0.1"],
                                   cwd=wheels, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wheels = f"http://127.0.0.1:{wheels_port}/"

@@ -208,11 +208,15 @@ publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and
   [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
     TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
     EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
-    $PY - "$OUT" "$arm" "$dest.json" "$(git rev-parse --short HEAD)" "$WARM_SHA" <<'EOF'
+    $PY - "$OUT" "$arm" "$dest.json" "$(arm "$OUT/$name")" "$WARM_SHA" <<'EOF'
 import json, os, platform, sys
 from pathlib import Path
 from dagent.recipes.hardware import cpu_has_bf16
-out, arm, dest, commit, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4], sys.argv[5]
+out, arm, dest, made, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
+# the commit the evaluation RAN at (its own provenance), not this sitting's: a record published again later keeps it
+summary = made / "summary.json"
+project = json.loads(summary.read_text()).get("provenance", {}).get("project") or {} if summary.is_file() else {}
+commit = (project.get("revision") or "unknown")[:7] + (" (uncommitted changes)" if project.get("dirty") else "")
 record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": warm_sha,
           "base_evaluation": os.environ["BASE_RECORDS"], "cpus": os.cpu_count(), "machine": platform.machine(),
           "bf16_native": cpu_has_bf16()}

@@ -105,8 +105,9 @@ def test_eval_stays_closed_until_every_arm_reached_its_steps(tmp_path):
 
 def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     """Sittings on machines that do not outlive their session (docs/learning.md): the records of the
-    sitting's evaluations go into the repository byte for byte, each with the warm start's digest and
-    its arm's steps beside it; an evaluation the sitting names but did not finish publishes nothing."""
+    sitting's evaluations go into the repository byte for byte, each with the warm start's digest, its
+    arm's steps and the commit the evaluation itself ran at (a record published again by a later
+    sitting keeps its own) beside it; an evaluation the sitting names but did not finish publishes nothing."""
     import hashlib
 
     out, dest = tmp_path / "lr", tmp_path / "published"
@@ -119,6 +120,8 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
         arm = out / name / "tools-smollm2"
         arm.mkdir(parents=True)
         (arm / "records.jsonl").write_text(f'{{"from": "{name}"}}\n')
+        made_at = hashlib.sha1(name.encode()).hexdigest()  # each evaluation's own commit, not the publishing one's
+        (arm / "summary.json").write_text(json.dumps({"provenance": {"project": {"revision": made_at, "dirty": False}}}))
         (out / name / "trackio").mkdir()  # not an arm
     (out / "base-train" / "scores.json").write_text(json.dumps({"tools": {"pass_at": {"1": 0.375}}}))
 
@@ -143,6 +146,7 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
         assert (dest / f"{file}.jsonl").read_text() == f'{{"from": "{name}"}}\n'
         made = json.loads((dest / f"{file}.json").read_text())
         assert made["warm_start_sha256"] == hashlib.sha256(b"weights").hexdigest()
+        assert made["commit"] == hashlib.sha1(name.encode()).hexdigest()[:7]
         assert made["sizes"]["EVAL_SPLIT"] == "eval:easy" and made["base_evaluation"] == str(out / "base-train")
     assert json.loads((dest / "seed-0" / "grpo.json").read_text())["steps"] == 8
     assert "steps" not in json.loads((dest / "warm.json").read_text())

@@ -201,11 +201,11 @@ if [ -n "${DAGENT_FORWARD_SOCKET:-}" ]; then
   python3 "$ctl/forward.py" "$DAGENT_FORWARD_SOCKET" "$DAGENT_FORWARD_PORT" "$ctl/forward.ready" \
     2>"$ctl/forward.log" &
   fwd=$!
-  i=0
+  i=0  # at least 2 minutes (2,400 x 50 ms): a loaded machine can take seconds to start a Python; a dead one ends at once
   while [ ! -e "$ctl/forward.ready" ]; do
     i=$((i + 1))
-    if [ "$i" -gt 400 ] || ! kill -0 "$fwd" 2>/dev/null; then
-      echo "dagent: the capture forwarder did not start:" >&2; cat "$ctl/forward.log" >&2; exit 97
+    if [ "$i" -gt 2400 ] || ! kill -0 "$fwd" 2>/dev/null; then
+      echo "dagent: the capture forwarder did not start (after $i waits of 50 ms):" >&2; cat "$ctl/forward.log" >&2; exit 97
     fi
     sleep 0.05
   done

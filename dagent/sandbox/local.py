@@ -212,16 +212,18 @@ class LocalBackend(SandboxBackend):
                     self.landlock_why = landlock
         self.bwrap_base = self._bwrap_base() if self.tier == "bwrap" else []
         self.landlock_paths = self._landlock_paths() if self.tier == "landlock" else {}
-        # mountns: interpreter trees under a directory its uids cannot pass (not /root: the home
-        # mapping covers it), by the closed directory: there a tmpfs, the trees bound back in place
+        # mountns: interpreter trees and bound tools under a directory its uids cannot pass (not
+        # /root: the home mapping covers it, and they are mounted into the home instead), by the
+        # closed directory: there a tmpfs, the trees bound back in place
         self.covers: dict[str, list[str]] = {}
         if self.tier == "mountns":
             for _, dst in self.ro_binds:  # mount points (on the host; they stay empty there)
-                os.makedirs(dst, exist_ok=True)
-            for prefix in self.prefixes:
-                closed = None if _under(prefix, _HOME) else _closed_ancestor(prefix)
+                if not _under(dst, _HOME):
+                    os.makedirs(dst, exist_ok=True)
+            for tree in [*self.prefixes, *(dst for _, dst in self.ro_binds)]:
+                closed = None if _under(tree, _HOME) else _closed_ancestor(tree)
                 if closed:
-                    self.covers.setdefault(closed, []).append(prefix)
+                    self.covers.setdefault(closed, []).append(tree)
             if self.covers:
                 os.makedirs(_MOUNTNS_STAGE, exist_ok=True)
         if self.tier not in ("bwrap", "landlock"):
@@ -376,8 +378,10 @@ class LocalSandbox(Sandbox):
         try:
             if backend.cgroups:
                 self._cg = _Cgroups(backend.cgroups, f"dagent-{self.root.name}", resources)
-            for p in backend.prefixes:  # mount points for the interpreter under the new /root
-                if backend.tier == "mountns" and _under(p, _HOME):
+            # mount points for the interpreter and the bound tools under the new /root (a checkout
+            # in root's home: its node_modules would be hidden by the home otherwise)
+            for p in [*backend.prefixes, *(dst for _, dst in backend.ro_binds)]:
+                if backend.tier == "mountns" and _under(p, _HOME) and p != _HOME:
                     (self.host_home / p[len(_HOME) + 1:]).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             self.close()
@@ -441,8 +445,9 @@ class LocalSandbox(Sandbox):
         if has_input:
             mounts += [f"mount --bind {q(wd + '/input')} {INPUT_DIR}",
                        f"mount -o remount,bind,ro {INPUT_DIR}"]
-        for src, dst in self.backend.ro_binds:
-            mounts += [f"mount --bind {q(src)} {q(dst)}", f"mount -o remount,bind,ro {q(dst)}"]
+        for src, dst in self.backend.ro_binds:  # under /root: into the home, which is mounted there below
+            at = home + dst[len(_HOME):] if _under(dst, _HOME) else dst
+            mounts += [f"mount --bind {q(src)} {q(at)}", f"mount -o remount,bind,ro {q(at)}"]
         mounts += [f"mount --bind {q(p)} {q(home + p[len(_HOME):])}"
                    for p in self.backend.prefixes if _under(p, _HOME)]
         mounts.append(f"mount --rbind {q(home)} {_HOME}")

@@ -382,6 +382,40 @@ def test_rlimits_fallback_warns_and_still_runs(tmp_path, caplog, monkeypatch, mo
         assert s.exec("sleep 5", timeout_s=0.5).timed_out
 
 
+def test_mountns_sandboxes_see_tools_bound_from_roots_home_and_from_closed_directories(tmp_path):
+    """Root without bubblewrap (`mountns`): a tool bound read-only at its own path must be visible to
+    the sandbox's unprivileged uid where it lives under /root, which the sandbox's home covers (a
+    checkout in root's home: opencode's binary under /root/.../node_modules was "No such file"
+    there, a CI clone's only failure), and under a directory other users cannot pass (a 0700
+    `mktemp -d`)."""
+    import tempfile
+
+    b = LocalBackend(base_dir=tmp_path / "probe", isolation="rlimits")
+    if b.tier != "mountns":
+        pytest.skip(f"no private mount namespace here (not root?): {b.describe()}")
+    in_home = Path(tempfile.mkdtemp(prefix="dagent-tool-", dir=Path("/root")))
+    closed = Path(tempfile.mkdtemp(prefix="dagent-closed-"))  # mode 0700
+    try:
+        tools = {}
+        for name, parent in (("home", in_home), ("closed", closed)):
+            tool = parent / "node_modules" / "bin"
+            tool.mkdir(parents=True)
+            (tool / "agent").write_text(f"#!/bin/sh\necho {name}\n")
+            (tool / "agent").chmod(0o755)
+            tools[name] = tool
+        backend = LocalBackend(base_dir=tmp_path / "sb", isolation="rlimits",
+                               ro_binds=[(str(t), str(t)) for t in tools.values()])
+        with backend.create(SMALL) as s:
+            for name, tool in tools.items():
+                r = s.exec(f"{tool}/agent")
+                assert (r.exit_code, r.stdout) == (0, f"{name}\n"), r.stderr
+            r = s.exec(f"echo x > {tools['home']}/agent; id -u")
+            assert r.stdout.strip() != "0" and (tools["home"] / "agent").read_text().endswith("echo home\n")
+    finally:
+        shutil.rmtree(in_home, ignore_errors=True)
+        shutil.rmtree(closed, ignore_errors=True)
+
+
 def test_forced_bwrap_without_bwrap_raises(tmp_path, monkeypatch) -> None:
     real_which = shutil.which
     monkeypatch.setattr(local.shutil, "which", lambda n: None if n == "bwrap" else real_which(n))

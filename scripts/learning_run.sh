@@ -215,7 +215,9 @@ from dagent.recipes.hardware import cpu_has_bf16
 out, arm, dest, made, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
 # the commit the evaluation RAN at (its own provenance), not this sitting's: a record published again later keeps it
 summary = made / "summary.json"
-project = json.loads(summary.read_text()).get("provenance", {}).get("project") or {} if summary.is_file() else {}
+project = {}
+if summary.is_file():
+    project = json.loads(summary.read_text()).get("provenance", {}).get("project") or {}
 commit = (project.get("revision") or "unknown")[:7] + (" (uncommitted changes)" if project.get("dirty") else "")
 record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": warm_sha,
           "base_evaluation": os.environ["BASE_RECORDS"], "cpus": os.cpu_count(), "machine": platform.machine(),

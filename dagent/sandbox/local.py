@@ -130,6 +130,12 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
+def _home_side(path: str, home: str) -> str:
+    """Where a `mountns` sandbox mounts what it must see at `path`: under /root, at the same place in
+    the sandbox's home directory `home` (which is mounted over /root after it), elsewhere at `path`."""
+    return home + path[len(_HOME):] if _under(path, _HOME) else path
+
+
 def _prefixes(python: str | Path | None = None) -> list[str]:
     """An interpreter's trees (venv, then base) that the sandbox sees read-only: this one's, or
     those of `python` (another venv's interpreter, such as the one a Harbor image stands for)."""
@@ -216,11 +222,12 @@ class LocalBackend(SandboxBackend):
         # /root: the home mapping covers it, and they are mounted into the home instead), by the
         # closed directory: there a tmpfs, the trees bound back in place
         self.covers: dict[str, list[str]] = {}
+        self.trees = (*self.prefixes, *(dst for _, dst in self.ro_binds))  # what every sandbox sees in place
         if self.tier == "mountns":
             for _, dst in self.ro_binds:  # mount points (on the host; they stay empty there)
                 if not _under(dst, _HOME):
                     os.makedirs(dst, exist_ok=True)
-            for tree in [*self.prefixes, *(dst for _, dst in self.ro_binds)]:
+            for tree in self.trees:
                 closed = None if _under(tree, _HOME) else _closed_ancestor(tree)
                 if closed:
                     self.covers.setdefault(closed, []).append(tree)
@@ -380,7 +387,7 @@ class LocalSandbox(Sandbox):
                 self._cg = _Cgroups(backend.cgroups, f"dagent-{self.root.name}", resources)
             # mount points for the interpreter and the bound tools under the new /root (a checkout
             # in root's home: its node_modules would be hidden by the home otherwise)
-            for p in [*backend.prefixes, *(dst for _, dst in backend.ro_binds)]:
+            for p in backend.trees:
                 if backend.tier == "mountns" and _under(p, _HOME) and p != _HOME:
                     (self.host_home / p[len(_HOME) + 1:]).mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -446,10 +453,9 @@ class LocalSandbox(Sandbox):
             mounts += [f"mount --bind {q(wd + '/input')} {INPUT_DIR}",
                        f"mount -o remount,bind,ro {INPUT_DIR}"]
         for src, dst in self.backend.ro_binds:  # under /root: into the home, which is mounted there below
-            at = home + dst[len(_HOME):] if _under(dst, _HOME) else dst
-            mounts += [f"mount --bind {q(src)} {q(at)}", f"mount -o remount,bind,ro {q(at)}"]
-        mounts += [f"mount --bind {q(p)} {q(home + p[len(_HOME):])}"
-                   for p in self.backend.prefixes if _under(p, _HOME)]
+            at = q(_home_side(dst, home))
+            mounts += [f"mount --bind {q(src)} {at}", f"mount -o remount,bind,ro {at}"]
+        mounts += [f"mount --bind {q(p)} {q(_home_side(p, home))}" for p in self.backend.prefixes if _under(p, _HOME)]
         mounts.append(f"mount --rbind {q(home)} {_HOME}")
         # the new network's lo starts down: iproute2 where present (3 ms), else Python's ioctl (30 ms)
         mounts.append(f"{{ ip link set lo up 2>/dev/null || {q(sys.executable)} -c {q(_LOOPBACK_UP)}; }}")

@@ -83,6 +83,11 @@ def main() -> None:
     p.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
     p.add_argument("--generation-dtype", default="auto", choices=["auto", "float32"],
                    help="auto: bfloat16 generation on a CPU with native bfloat16; float32: as TRL does")
+    p.add_argument("--generator", default=None, choices=["transformers", "engine"],
+                   help="transformers: TRL's generate; engine: dagent's continuous batching over the same module "
+                        "(default: the preset's)")
+    p.add_argument("--gradient-checkpointing", default=None, choices=["on", "off"],
+                   help="recompute activations in the backward pass (default: the preset's)")
     p.add_argument("--from", dest="from_run", default=None, help="Print the split a finished run logged.")
     args = p.parse_args()
     if args.from_run:
@@ -96,7 +101,10 @@ def main() -> None:
     from dagent.train.grpo import build_trainer
 
     given = {k: v for k, v in dict(num_generations=args.num_generations, per_device_train_batch_size=args.batch,
-                                   max_completion_length=args.max_completion_length).items() if v is not None}
+                                   max_completion_length=args.max_completion_length,
+                                   generator=args.generator,
+                                   gradient_checkpointing=None if args.gradient_checkpointing is None
+                                   else args.gradient_checkpointing == "on").items() if v is not None}
     recipe = WhiteboxRecipe.cpu(split=args.split, max_steps=args.steps, save_steps=10_000, seed=args.seed,
                         generation_dtype=args.generation_dtype, **given)
     peft_config = None
@@ -114,12 +122,16 @@ def main() -> None:
         finally:
             close_all()
     print(f"{args.model}: {args.steps} steps, G={recipe.num_generations}, "
-          f"{recipe.max_completion_length} completion tokens, split {args.split}, generation {args.generation_dtype}, "
+          f"{recipe.max_completion_length} completion tokens, split {args.split}, generation {args.generation_dtype} by {recipe.generator}, "
+          f"gradient checkpointing {'on' if recipe.gradient_checkpointing else 'off'}, "
           f"{f'LoRA rank {args.lora}' if args.lora else 'full fine-tuning'}")
     print(table(run.timer.steps))
     rollouts = args.steps * recipe.per_device_train_batch_size
     print(f"rollouts trained per hour: {3600 * rollouts / sum(s['step'] for s in run.timer.steps):.0f} "
           f"({rollouts} rollouts, {recipe.per_device_train_batch_size} a step)")
+    import resource
+
+    print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")
     logged = [h for h in run.trainer.state.log_history if "completions/mean_length" in h]
     for key in ("completions/mean_length", "completions/max_length", "completions/clipped_ratio", "num_turns"):
         values = [h[k] for h in logged for k in h if k.startswith(key)]

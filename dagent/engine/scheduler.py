@@ -52,6 +52,7 @@ class Scheduler:
         self._waiting: deque[Row] = deque()
         self._thread: threading.Thread | None = None
         self._resident = False
+        self.resident = threading.Event()  # set while a thread serves here (`serve_here`)
         self.steps = 0
 
     def submit(self, seq: Row) -> None:
@@ -78,6 +79,7 @@ class Scheduler:
         A scheduler thread already running keeps its burst; this thread takes over after it."""
         with self._cond:
             self._resident = True
+            self.resident.set()
         try:
             while not until.is_set() and not _SHUTDOWN.is_set():
                 with self._cond:
@@ -92,6 +94,7 @@ class Scheduler:
         finally:
             with self._cond:
                 self._resident = False
+                self.resident.clear()
                 if self._waiting and self._thread is None:  # nobody serves these now: a thread does
                     self._start_thread()
 

@@ -20,6 +20,8 @@ from dagent.recipes.hardware import cpu_has_bf16
 from dagent.tools import select
 from dagent.tools.episode import EpisodeConfig
 
+GENERATORS = ("transformers", "engine")
+
 
 @dataclass(frozen=True)
 class WhiteboxRecipe:
@@ -45,6 +47,8 @@ class WhiteboxRecipe:
     use_cpu: bool = False
     bf16: bool = True
     generation_dtype: str = "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.cpu_generation); "float32"
+    gradient_checkpointing: bool = True  # TRL's default: recompute activations in the backward pass (memory for time)
+    generator: str = "transformers"  # without vLLM: "transformers" (TRL's generate) or "engine" (dagent.train.engine_generation)
     seed: int = 0
     logging_steps: int = 1
 
@@ -52,6 +56,9 @@ class WhiteboxRecipe:
         if self.generation_dtype not in ("auto", "float32"):
             raise ConfigError(f"generation_dtype {self.generation_dtype!r}: use auto (bfloat16 on a CPU that computes it "
                               "natively, when bf16 is on) or float32")
+        if self.generator not in GENERATORS:
+            raise ConfigError(f"generator {self.generator!r}: use {' or '.join(GENERATORS)} (where vLLM is off; "
+                              "vLLM generates where use_vllm is on)")
 
     @classmethod
     def gpu(cls, **overrides: Any) -> WhiteboxRecipe:
@@ -59,13 +66,17 @@ class WhiteboxRecipe:
 
     @classmethod
     def cpu(cls, **overrides: Any) -> WhiteboxRecipe:
-        """transformers generation on CPU, short completions, small groups, bf16 only with AMX, and
-        the bash toolset only (its prompt is a third of bash + SETA's file tools: 436 tokens against
-        1,285 with SmolLM2's template, and every forward pass of a step reads the prompt)."""
+        """CPU generation, short completions, small groups, bf16 only with AMX, and the bash toolset
+        only (its prompt is a third of bash + SETA's file tools: 436 tokens against 1,285 with
+        SmolLM2's template, and every forward pass of a step reads the prompt). Each CPU kind
+        generates the way measured fastest on it (benchmarks/train.py): with native bfloat16, TRL's
+        generation in a bfloat16 autocast (dagent.train.cpu_generation); without it, float32 through
+        dagent's engine (dagent.train.engine_generation: continuous batching, prefix reuse)."""
+        native = cpu_has_bf16()
         base = cls(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1,
                    max_completion_length=640, output_chars=600, max_tool_calling_iterations=4, tools="bash",
                    learning_rate=5e-6, warmup_steps=2, max_steps=40, save_steps=10, use_vllm=False,
-                   use_cpu=True, bf16=cpu_has_bf16())
+                   use_cpu=True, bf16=native, generator="transformers" if native else "engine")
         return replace(base, **overrides)
 
     @property

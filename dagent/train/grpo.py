@@ -26,6 +26,7 @@ from dagent.suites.sources import load_tasks
 from dagent.tools.episode import close_all
 from dagent.train.args import TrainArgs
 from dagent.train.cpu_generation import generate_in_bf16
+from dagent.train.engine_generation import generate_through_engine
 from dagent.train.preflight import (
     Check,
     TaskRates,
@@ -55,7 +56,8 @@ def grpo_config(recipe: WhiteboxRecipe, output_dir: str | Path, *, report_to: st
         max_tool_calling_iterations=recipe.max_tool_calling_iterations, logging_steps=recipe.logging_steps,
         save_strategy="steps", save_steps=recipe.save_steps, save_only_model=False,  # optimizer + scheduler too
         report_to=report_to, run_name=run_name, project=project, seed=recipe.seed, use_cpu=recipe.use_cpu,
-        bf16=recipe.bf16, use_vllm=recipe.use_vllm, log_completions=False, **RECIPE_SAMPLING.as_trl())
+        bf16=recipe.bf16, use_vllm=recipe.use_vllm, gradient_checkpointing=recipe.gradient_checkpointing,
+        log_completions=False, **RECIPE_SAMPLING.as_trl())
     if recipe.use_vllm and recipe.vllm_server_url:
         kwargs.update(vllm_mode="server", vllm_server_base_url=recipe.vllm_server_url,
                       vllm_group_port=recipe.vllm_group_port)
@@ -159,7 +161,9 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecip
                           train_dataset=Dataset.from_list(rows), environment_factory=env,
                           callbacks=callbacks, **peft)
     health.trainer = trainer
-    if recipe.use_cpu and recipe.bf16 and recipe.generation_dtype == "auto":
+    if not recipe.use_vllm and recipe.generator == "engine":
+        generate_through_engine(trainer)  # in the module's own dtype (float32 on a CPU)
+    elif recipe.use_cpu and recipe.bf16 and recipe.generation_dtype == "auto":
         generate_in_bf16(trainer)  # before the timer wraps it: the timer times what runs
     timer.attach(trainer)
     return TrainRun(trainer, health, checks, len(rows), timer, budget)

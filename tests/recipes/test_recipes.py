@@ -82,3 +82,17 @@ def test_dagent_eval_resolves_its_preset_once(tmp_path, monkeypatch, suite_dir):
     assert r.exit_code in (0, 2), (r.output, r.exception)  # 2: the oracle missed a task (this fixture plants one)
     assert (tmp_path / "out" / "oracle" / "records.jsonl").is_file()
     assert calls == ["cpu"]
+
+
+def test_the_cpu_preset_generates_the_way_measured_fastest_on_its_cpu(monkeypatch):
+    """Native bfloat16: TRL's generation in a bf16 autocast; emulated: float32 through the engine.
+    The GPU recipe generates with vLLM, whatever the field says."""
+    import dagent.recipes.whitebox as whitebox
+
+    for native, expected in ((True, (True, "transformers")), (False, (False, "engine"))):
+        monkeypatch.setattr(whitebox, "cpu_has_bf16", lambda native=native: native)
+        cpu = WhiteboxRecipe.cpu()
+        assert (cpu.bf16, cpu.generator) == expected
+    assert WhiteboxRecipe.gpu().use_vllm
+    with pytest.raises(ConfigError, match="generator 'vllm'"):
+        WhiteboxRecipe.cpu(generator="vllm")

@@ -24,7 +24,6 @@ finished rows leave the engine's batch early and a row's second turn reuses its 
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 
 
@@ -61,23 +60,9 @@ def by_engine(model, tokenizer, rows, new_tokens, config) -> int:
     from dagent.engine.generation import GenerationRequest, LocalEngine
 
     engine = LocalEngine(model, tokenizer, eos_token_ids=(), max_model_len=8192, max_num_seqs=16)
-    gens = [engine.generate(GenerationRequest(prompt_ids=tuple(r), max_tokens=new_tokens, ignore_eos=True, seed=i,
-                                              sampling=Sampling(temperature=config.temperature)))
-            for i, r in enumerate(rows)]
-    done, left, lock = threading.Event(), [len(gens)], threading.Lock()
-
-    def consume(g) -> None:
-        engine.scheduler.resident.wait(timeout=30)
-        g.run()
-        with lock:
-            left[0] -= 1
-            if not left[0]:
-                done.set()
-
-    threads = [threading.Thread(target=consume, args=(g,), daemon=True) for g in gens]
-    for t in threads:
-        t.start()
-    engine.scheduler.serve_here(done)  # the model on this (main) thread, as the trainer runs it
+    gens = engine.run_here([GenerationRequest(prompt_ids=tuple(r), max_tokens=new_tokens, ignore_eos=True, seed=i,
+                                              sampling=Sampling(temperature=config.temperature))
+                            for i, r in enumerate(rows)])  # the model on this (main) thread, as the trainer runs it
     return sum(len(g.token_ids) for g in gens)
 
 

@@ -22,6 +22,7 @@ is computed, never which.
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,6 +227,37 @@ class LocalEngine:
         gen = Generation()
         gen._iterator = self._steps(request, gen)
         return gen
+
+    def run_here(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """Run these generations to their end together, the model on the calling thread
+        (`Scheduler.serve_here`: faster than a scheduler thread), each consumed on a thread of its
+        own once this thread serves; the first error any of them raised is raised here."""
+        generations = [self.generate(r) for r in requests]
+        errors: list[BaseException] = []
+        done, left, lock = threading.Event(), [len(generations)], threading.Lock()
+
+        def consume(gen: Generation) -> None:
+            try:
+                self.scheduler.resident.wait(timeout=30)  # submitted to this thread, not a scheduler thread
+                gen.run()
+            except BaseException as e:  # noqa: BLE001 - raised on the calling thread below
+                errors.append(e)
+            finally:
+                with lock:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        done.set()
+
+        if generations:
+            threads = [threading.Thread(target=consume, args=(g,), daemon=True) for g in generations]
+            for t in threads:
+                t.start()
+            self.scheduler.serve_here(done)
+            for t in threads:
+                t.join()
+        if errors:
+            raise errors[0]
+        return generations
 
     def _steps(self, req: GenerationRequest, gen: Generation) -> Iterator[TokenStep]:
         seq = Sequence(self, req)

@@ -34,7 +34,6 @@ INVARIANTS
 from __future__ import annotations
 
 import functools
-import threading
 import warnings
 from typing import Any
 
@@ -141,38 +140,11 @@ class _Engine:
         model = engine.model
         was_training = model.training
         model.eval()
-        outputs: list[list[int]] = [[] for _ in prompts]
-        errors: list[BaseException] = []
         try:
-            generations = [engine.generate(r) for r in requests]
-            done = threading.Event()
-            remaining = [len(generations)]
-            lock = threading.Lock()
-
-            def consume(i: int) -> None:
-                try:
-                    engine.scheduler.resident.wait(timeout=30)  # submitted to the trainer's thread, not a scheduler thread
-                    outputs[i] = generations[i].run().token_ids
-                except BaseException as e:  # noqa: BLE001 - raised on the trainer's thread below
-                    errors.append(e)
-                finally:
-                    with lock:
-                        remaining[0] -= 1
-                        if remaining[0] == 0:
-                            done.set()
-
-            threads = [threading.Thread(target=consume, args=(i,), daemon=True, name=f"turn-row-{i}")
-                       for i in range(len(generations))]
-            for t in threads:
-                t.start()
-            engine.scheduler.serve_here(done)  # the model runs on the trainer's thread (faster: see serve_here)
-            for t in threads:
-                t.join()
+            generations = engine.run_here(requests)
         finally:
             model.train(was_training)
-        if errors:
-            raise errors[0]
-        return [_through_first_eos(ids, engine.eos_token_ids, max_new_tokens) for ids in outputs]
+        return [_through_first_eos(g.token_ids, engine.eos_token_ids, max_new_tokens) for g in generations]
 
 
 def _through_first_eos(ids: list[int], eos: tuple[int, ...], limit: int) -> list[int]:

@@ -24,11 +24,18 @@ PLOTS = ("pass_at_1.png", "pass_at_1_by_tier.png", "rewards.png", "turns.png")
 
 
 def recorded_conditions(run_dir: str | Path) -> dict[str, Any] | None:
-    """The episode conditions an arm's summary.json records (None: an older run, or the oracle)."""
-    path = Path(run_dir) / "summary.json"
-    if not path.is_file():
+    """The episode conditions an arm recorded: the `summary.json` beside its records.jsonl (an
+    evaluation folder, a run's `--out` holding one arm, or the file itself), or, for records published
+    as `X.jsonl`, the `conditions` of the `X.json` beside them (None: an older run, or the oracle)."""
+    path = Path(run_dir)
+    try:
+        file = records_file(path)
+    except ConfigError:  # no records there (yet): only a summary of its own can say
+        file = path / "records.jsonl"
+    about = file.parent / "summary.json" if file.name == "records.jsonl" else file.with_suffix(".json")
+    if not about.is_file():
         return None
-    return json.loads(path.read_text()).get("conditions")
+    return json.loads(about.read_text()).get("conditions")
 
 
 def require_same_conditions(a: str | Path, b: str | Path, *, allow_other: bool = False) -> None:

@@ -1,10 +1,11 @@
+import json
 import random
 
 import pytest
 
 from dagent.core.outcome import EvalRecord, summarize
-from dagent.errors import ConfigError
-from dagent.eval.report import PLOTS, load_records, write_results
+from dagent.errors import ConfigError, DagentError
+from dagent.eval.report import PLOTS, load_records, recorded_conditions, require_same_conditions, write_results
 from dagent.harness.play import write_records
 
 
@@ -114,3 +115,16 @@ def test_each_arm_is_measured_against_its_own_agents_step_cap(tmp_path):
     write_results(tmp_path, arms, step_cap=caps)
     line = next(x for x in (tmp_path / "results.md").read_text().splitlines() if "reached the step cap" in x)
     assert "oc 50.0% (cap 17)" in line and "tl 50.0% (cap 30)" in line and "or " not in line
+
+
+def test_a_runs_out_folder_holding_one_arm_is_checked_by_its_arms_summary(tmp_path):
+    """`dagent eval pool OUT_A OUT_B` passes the folders `dagent eval --out` wrote (OUT/<arm>/
+    records.jsonl + summary.json): the conditions are read from the arm inside, not skipped (F47)."""
+    for name, temperature in (("a", 0.8), ("b", 1.0)):
+        arm = tmp_path / name / "final"
+        arm.mkdir(parents=True)
+        (arm / "records.jsonl").write_text("")
+        (arm / "summary.json").write_text(json.dumps({"conditions": {"loop": "white-box", "temperature": temperature}}))
+    assert recorded_conditions(tmp_path / "a")["temperature"] == 0.8
+    with pytest.raises(DagentError, match="temperature"):
+        require_same_conditions(tmp_path / "a", tmp_path / "b")

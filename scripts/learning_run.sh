@@ -11,12 +11,15 @@
 #            seeded tasks and samples for every arm: the warm start's evaluation is each seed's baseline)
 #   pool     GRPO - warm start, GRPO - control, control - warm start: per seed and pooled over seeds
 #            (dagent eval pool: a bootstrap that resamples seeds, then tasks)
-#   report   one results.md: the sizes, each arm's pass@1, the pooled tables and forest plots, the
-#            held-out pass@1 per checkpoint per seed (dagent.eval.watch_curves), the training curves
+#   report   one results.md (dagent.eval.learning_report): the sizes, each arm's pass@1, the pooled tables and
+#            forest plots (a seed pools only with both arms), the held-out pass@1 per checkpoint per seed
+#            (dagent.eval.watch_curves), the training curves; REPORT_FROM=docs/runs/lr-$LOOP reports the
+#            records sittings on other machines published instead, into $OUT/report
 #   publish  (named only) the records of this sitting's evaluations into PUBLISH (default docs/runs/lr-$LOOP):
 #            base-train.jsonl, warm.jsonl, seed-S/grpo.jsonl, seed-S/control.jsonl, each with a .json beside it
-#            (the warm start's sha256, the arm's steps, the commit, the CPU), so a run made in sittings on
-#            machines that do not outlive their session is pooled from the repository (docs/learning.md)
+#            (the warm start's sha256, the arm's steps, the commit, the CPU, the episode conditions) and each
+#            arm's trainer_state.json (its curves' data), so a run made in sittings on machines that do not
+#            outlive their session is pooled and reported from the repository (docs/learning.md)
 #
 # Sittings of one arm (docs/learning.md): EVAL_ARMS="warm grpo control" (default) names the evaluations the
 # eval stage opens, each once its own arm reached GRPO_STEPS; BASE_EVAL=docs/runs/lr-whitebox/base-train.jsonl
@@ -205,6 +208,9 @@ publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and
   [ -n "${DRY_RUN:-}" ] || [ -f "$OUT/.done/$name" ] || { echo "$name is not finished: not published" >&2; exit 3; }
   run mkdir -p "$(dirname "$dest")"
   run cp "$(arm "$OUT/$name")/records.jsonl" "$dest.jsonl"
+  if [ "$arm" != warm ] && [ "$arm" != base ]; then  # the arm's logged steps: its training curves' data
+    run cp "$(last_checkpoint "$OUT/$arm")/trainer_state.json" "$dest.trainer_state.json"
+  fi
   [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
     TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
     EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
@@ -215,13 +221,14 @@ from dagent.recipes.hardware import cpu_has_bf16
 out, arm, dest, made, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
 # the commit the evaluation RAN at (its own provenance), not this sitting's: a record published again later keeps it
 summary = made / "summary.json"
-project = {}
-if summary.is_file():
-    project = json.loads(summary.read_text()).get("provenance", {}).get("project") or {}
+project, conditions = {}, None
+if summary.is_file():  # the episode conditions travel with the records: a pool of published arms checks them (F47)
+    made_by = json.loads(summary.read_text())
+    project, conditions = made_by.get("provenance", {}).get("project") or {}, made_by.get("conditions")
 commit = (project.get("revision") or "unknown")[:7] + (" (uncommitted changes)" if project.get("dirty") else "")
 record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": warm_sha,
           "base_evaluation": os.environ["BASE_RECORDS"], "cpus": os.cpu_count(), "machine": platform.machine(),
-          "bf16_native": cpu_has_bf16()}
+          "bf16_native": cpu_has_bf16(), "conditions": conditions}
 if arm not in ("warm", "base"):
     last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     record["steps"] = json.loads((last / "trainer_state.json").read_text())["global_step"]
@@ -244,62 +251,37 @@ if has publish; then
     done
   done
 fi
-if has report && [ -z "${DRY_RUN:-}" ]; then
-  stage "report: $OUT/results.md"
-  for S in $SEEDS; do
-    for RUN in grpo control; do
-      LAST=$(last_checkpoint "$OUT/$RUN-$S")
-      $PY -m dagent.train.curves "$LAST" --out "$OUT/$RUN-${S}_curves.png"
+if has report; then  # dagent.eval.learning_report: this sitting's evaluations, or (REPORT_FROM) the published ones
+  if [ -n "${REPORT_FROM:-}" ]; then
+    stage "report: the records published in $REPORT_FROM -> $OUT/report/results.md"
+    run mkdir -p "$OUT/report"
+    for STATE in "$REPORT_FROM"/seed-*/*.trainer_state.json; do  # seed-S/RUN.trainer_state.json -> RUN-S_curves.png
+      [ -f "$STATE" ] || continue
+      S=$(basename "$(dirname "$STATE")"); RUN=$(basename "$STATE" .trainer_state.json)
+      run $PY -m dagent.train.curves "$STATE" --out "$OUT/report/$RUN-${S#seed-}_curves.png"
     done
-  done
-  WATCH=(); for S in $SEEDS; do [ -d "$OUT/watch-$S" ] && WATCH+=("$OUT/watch-$S" --label "seed $S"); done
-  [ ${#WATCH[@]} -gt 0 ] && $PY -m dagent.eval.watch_curves "${WATCH[@]}" --title "$WATCH_SPLIT pass@1 at each checkpoint" \
-    --out "$OUT/watch_curves.png"
-  LOOP=$LOOP AGENT=$AGENT SEEDS="$SEEDS" EVAL_SPLIT=$EVAL_SPLIT EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES \
-    SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS GRPO_MINUTES=$GRPO_MINUTES TRAIN_SPLIT=$TRAIN_SPLIT WATCH_SPLIT=$WATCH_SPLIT \
-    WATCH_LIMIT=$WATCH_LIMIT WATCH_SAMPLES=$WATCH_SAMPLES MODEL=$MODEL $PY - "$OUT" <<'EOF'
-import json, os, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-env = os.environ
-seeds = env["SEEDS"].split()
-steps = {s: json.loads(max((out / f"grpo-{s}").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-                       .joinpath("trainer_state.json").read_text())["global_step"] for s in seeds}
-lines = [f"# Learning, measured: the {env['LOOP']} loop ({env['AGENT']} agent), {env['MODEL']} on CPU", "",
-         f"Protocol: docs/learning.md. Sizes: warm start from {env['SFT_N']} demonstrations (SFT_STEPS={env['SFT_STEPS']}, "
-         f"-1: one epoch); per seed ({', '.join(seeds)}) GRPO on {env['TRAIN_SPLIT']} for at most {env['GRPO_MINUTES']} "
-         f"minutes ({', '.join(f'seed {s}: {n} steps' for s, n in steps.items())}) and "
-         f"its permuted-reward control for the same steps; the final claim on {env['EVAL_SPLIT']} "
-         f"({env['EVAL_LIMIT']} seeded tasks x {env['EVAL_SAMPLES']} samples), never looked at before; "
-         f"checkpoint curves on {env['WATCH_SPLIT']} ({env['WATCH_LIMIT']} tasks x {env['WATCH_SAMPLES']}).", ""]
-def pass1(d):  # an evaluation directory's one arm: pass@1 [95% CI] over its graded tasks, exclusions named
-    s = next(iter(json.loads((d / "scores.json").read_text()).values()))
-    ci = s["pass1_ci"]
-    excl = s["tasks"] - s["graded_tasks"]
-    text = "n/a" if s["pass_at"]["1"] is None else f"{s['pass_at']['1']:.1%}"
-    text += f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
-    return text + (f", {excl} excluded" if excl else "")
-lines += [f"## pass@1 on {env['EVAL_SPLIT']}, each arm", "",
-          "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|",
-          "| warm start (one evaluation, every seed's baseline) | " + " | ".join([pass1(out / "eval-warm")] * len(seeds)) + " |"]
-for run, name in (("grpo", "GRPO"), ("control", "permuted-reward control")):
-    lines.append(f"| {name} | " + " | ".join(pass1(out / f"eval-{run}-{s}") for s in seeds) + " |")
-lines.append("")
-for name in ("pool-grpo-vs-control", "pool-grpo-vs-warm", "pool-control-vs-warm"):
-    md = out / name / "pooled.md"
-    if md.is_file():
-        body = md.read_text().splitlines()
-        lines += ["## " + body[0].lstrip("# "), *body[1:-1], f"![{name}]({name}/pooled.png)", ""]
-if (out / "watch_curves.png").is_file():
-    lines += [f"## {env['WATCH_SPLIT']} pass@1 at each checkpoint, per seed", "", "![held-out curves](watch_curves.png)", ""]
-for s in seeds:
-    lines += [f"## Seed {s}", "", f"![training curves, GRPO](grpo-{s}_curves.png)",
-              f"![training curves, control](control-{s}_curves.png)"]
-    if (out / f"watch-{s}" / "results.md").is_file():
-        lines += [f"Held-out pass@1 at each checkpoint: [watch-{s}/results.md](watch-{s}/results.md)"]
-    lines.append("")
-(out / "results.md").write_text("\n".join(lines) + "\n")
-print(out / "results.md")
-EOF
+    run $PY -m dagent.eval.learning_report "$REPORT_FROM" --out "$OUT/report"
+  else
+    stage "report: $OUT/results.md"
+    STEPS=()
+    for S in $SEEDS; do
+      for RUN in grpo control; do
+        LAST=$(last_checkpoint "$OUT/$RUN-$S")
+        [ -n "$LAST" ] || continue
+        [ "$RUN" = control ] || STEPS+=("seed $S: $(step_of "$LAST") steps")
+        run $PY -m dagent.train.curves "$LAST" --out "$OUT/$RUN-${S}_curves.png"
+      done
+    done
+    WATCH=(); for S in $SEEDS; do [ -d "$OUT/watch-$S" ] && WATCH+=("$OUT/watch-$S" --label "seed $S"); done
+    [ ${#WATCH[@]} -gt 0 ] && run $PY -m dagent.eval.watch_curves "${WATCH[@]}" \
+      --title "$WATCH_SPLIT pass@1 at each checkpoint" --out "$OUT/watch_curves.png"
+    ABOUT="Protocol: docs/learning.md. Sizes: warm start from $SFT_N demonstrations (SFT_STEPS=$SFT_STEPS, -1: one \
+epoch); per seed ($SEEDS) GRPO on $TRAIN_SPLIT for at most $GRPO_MINUTES minutes a sitting ($(IFS=,; echo "${STEPS[*]}")) \
+and its permuted-reward control for the same steps; the final claim on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x \
+$EVAL_SAMPLES samples), never looked at before; checkpoint curves on $WATCH_SPLIT ($WATCH_LIMIT tasks x $WATCH_SAMPLES)."
+    # shellcheck disable=SC2086
+    run $PY -m dagent.eval.learning_report "$OUT" --seeds $SEEDS --out "$OUT" \
+      --title "Learning, measured: the $LOOP loop ($AGENT agent), $MODEL on CPU" --about "$ABOUT"
+  fi
 fi
 stage done

@@ -121,7 +121,8 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
         arm.mkdir(parents=True)
         (arm / "records.jsonl").write_text(f'{{"from": "{name}"}}\n')
         made_at = hashlib.sha1(name.encode()).hexdigest()  # each evaluation's own commit, not the publishing one's
-        (arm / "summary.json").write_text(json.dumps({"provenance": {"project": {"revision": made_at, "dirty": False}}}))
+        (arm / "summary.json").write_text(json.dumps({"provenance": {"project": {"revision": made_at, "dirty": False}},
+                                                      "conditions": {"loop": "white-box", "from": name}}))
         (out / name / "trackio").mkdir()  # not an arm
     (out / "base-train" / "scores.json").write_text(json.dumps({"tools": {"pass_at": {"1": 0.375}}}))
 
@@ -140,7 +141,9 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     assert done.returncode == 0, done.stderr
     published = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
     assert published == {f"{n}.{ext}" for n in ("base-train", "warm", "seed-0/grpo", "seed-0/control")
-                         for ext in ("jsonl", "json")}
+                         for ext in ("jsonl", "json")} | {"seed-0/grpo.trainer_state.json", "seed-0/control.trainer_state.json"}
+    # the arms' logged steps (their training curves' data), from their last checkpoints
+    assert json.loads((dest / "seed-0" / "grpo.trainer_state.json").read_text()) == {"global_step": 8}
     for file, name in (("base-train", "base-train"), ("warm", "eval-warm"), ("seed-0/grpo", "eval-grpo-0"),
                        ("seed-0/control", "eval-control-0")):
         assert (dest / f"{file}.jsonl").read_text() == f'{{"from": "{name}"}}\n'
@@ -148,8 +151,24 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
         assert made["warm_start_sha256"] == hashlib.sha256(b"weights").hexdigest()
         assert made["commit"] == hashlib.sha1(name.encode()).hexdigest()[:7]
         assert made["sizes"]["EVAL_SPLIT"] == "eval:easy" and made["base_evaluation"] == str(out / "base-train")
+        assert made["conditions"] == {"loop": "white-box", "from": name}  # a pool of published arms checks them (F47)
     assert json.loads((dest / "seed-0" / "grpo.json").read_text())["steps"] == 8
     assert "steps" not in json.loads((dest / "warm.json").read_text())
+
+
+def test_the_report_reads_the_published_records_and_draws_each_published_arms_curves(tmp_path):
+    """The last sitting reports from the repository alone (REPORT_FROM): each seed's published
+    trainer state drawn as its curves, then dagent.eval.learning_report over the published records."""
+    pub = tmp_path / "published"
+    for seed, run in ((0, "grpo"), (0, "control"), (2, "grpo")):
+        (pub / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
+        (pub / f"seed-{seed}" / f"{run}.trainer_state.json").write_text("{}")
+    out = tmp_path / "lr"
+    lines = learning_run(out, "report", REPORT_FROM=str(pub))
+    commands = [line for line in lines if line.startswith("+ ") and " -m dagent." in line]
+    curves = sorted(c.split("--out ")[1] for c in commands if "dagent.train.curves" in c)
+    assert curves == [f"{out}/report/{n}_curves.png" for n in ("control-0", "grpo-0", "grpo-2")]
+    assert commands[-1].endswith(f"-m dagent.eval.learning_report {pub} --out {out}/report")
 
 
 def test_a_sitting_of_one_arm_takes_the_published_base_and_opens_only_its_own_evaluation(tmp_path):

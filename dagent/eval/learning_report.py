@@ -1,0 +1,212 @@
+"""The learning protocol's report (docs/learning.md): every arm's pass@1 and the three pooled
+comparisons (GRPO - control, GRPO - warm start, control - warm start), from the evaluations' records
+wherever they were made:
+
+- one machine's sitting output (`scripts/learning_run.sh`'s `$OUT`): `eval-warm/`, `eval-grpo-S/`,
+  `eval-control-S/`;
+- the records that sittings on machines which did not outlive their session published into the
+  repository (`docs/runs/lr-LOOP/`): `warm.jsonl`, `seed-S/grpo.jsonl`, `seed-S/control.jsonl`, each
+  with the `.json` that says what made it (commit, warm start digest, steps, sizes, CPU kind) and the
+  arm's `.trainer_state.json` (its logged steps: the training curves' data).
+
+Training curves drawn into the report's folder beforehand (`python -m dagent.train.curves STATE --out
+OUT/grpo-S_curves.png`, which the `report` stage does) are shown under their seed.
+
+A seed enters a comparison only with both of its arms evaluated; a seed with one is listed as
+pending, never half-pooled. Each pooled difference is stated with the effect its own variance
+components could detect, or with no verdict at all (F56: `Pooled.lines`). Where the published
+records disagree on what made them (sizes, step counts, the warm start's digest: amendment 2 of
+docs/learning.md), the report says so above the figures instead of pooling silently.
+
+    python -m dagent.eval.learning_report docs/runs/lr-whitebox --out runs/lr-whitebox-report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dagent.errors import ConfigError
+from dagent.eval.pooled import Pooled, pooled
+from dagent.eval.report import load_records, require_same_conditions, write_pooled
+from dagent.eval.scoring import task_scores
+
+__all__ = ["ARMS", "COMPARISONS", "Evaluation", "LearningRun", "published", "sitting", "write_report"]
+
+ARMS = ("grpo", "control")  # the trained arms of a seed, beside the one warm start
+NAMES = {"warm": "warm start", "grpo": "GRPO", "control": "permuted-reward control"}
+# (folder, baseline, candidate): what the report pools, GRPO - control first (the claim)
+COMPARISONS = (("pool-grpo-vs-control", "control", "grpo"), ("pool-grpo-vs-warm", "warm", "grpo"),
+               ("pool-control-vs-warm", "warm", "control"))
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Evaluation(BaseModel):
+    """One arm's `eval` records, and what made them where that was published."""
+
+    model_config = _FROZEN
+    arm: str = Field(description="warm, grpo or control.")
+    seed: int | None = Field(description="The training seed; None for the warm start.")
+    records: Path = Field(description="A records.jsonl, or an evaluation folder holding one arm's.")
+    made: dict[str, Any] = Field(default_factory=dict, description="The published .json beside the records.")
+
+
+class LearningRun(BaseModel):
+    """The warm start's evaluation and every trained arm's, by seed."""
+
+    model_config = _FROZEN
+    warm: Evaluation
+    arms: tuple[Evaluation, ...]
+
+    def of(self, seed: int, arm: str) -> Evaluation | None:
+        return next((e for e in self.arms if e.seed == seed and e.arm == arm), None)
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted({e.seed for e in self.arms if e.seed is not None})
+
+    def complete(self, arms: Sequence[str]) -> list[int]:
+        """The seeds every one of `arms` was evaluated for ("warm" always is)."""
+        return [s for s in self.seeds if all(a == "warm" or self.of(s, a) for a in arms)]
+
+    def disagreements(self) -> list[str]:
+        """What the published records say made them differently (empty where nothing was published)."""
+        made = [(self._label(e), e.made) for e in (self.warm, *self.arms) if e.made]
+        out = []
+        for key in ("sizes", "warm_start_sha256", "bf16_native"):
+            seen: dict[str, list[str]] = {}
+            for label, m in made:
+                if key in m:
+                    seen.setdefault(json.dumps(m[key], sort_keys=True), []).append(label)
+            if len(seen) > 1:
+                out.append(f"{key} differs: " + "; ".join(f"{', '.join(v)}: {k}" for k, v in seen.items()))
+        steps = {self._label(e): e.made["steps"] for e in self.arms if "steps" in e.made}
+        if len(set(steps.values())) > 1:
+            out.append("steps differ: " + ", ".join(f"{k} {v}" for k, v in steps.items()))
+        return out
+
+    @staticmethod
+    def _label(e: Evaluation) -> str:
+        return NAMES[e.arm] if e.seed is None else f"{e.arm} seed {e.seed}"
+
+
+def _made(records: Path) -> dict[str, Any]:
+    about = records.with_suffix(".json")
+    return json.loads(about.read_text()) if about.is_file() else {}
+
+
+def published(root: Path | str) -> LearningRun:
+    """The run as published into the repository: ROOT/warm.jsonl and ROOT/seed-S/{grpo,control}.jsonl."""
+    root = Path(root)
+    warm = root / "warm.jsonl"
+    if not warm.is_file():
+        raise ConfigError(f"no warm start evaluation at {warm}: publish it first (learning_run.sh, STAGES=\"... "
+                          "eval publish\" EVAL_ARMS=warm)")
+    arms = []
+    for folder in sorted(root.glob("seed-*"), key=lambda p: p.name):
+        if not (m := re.fullmatch(r"seed-(\d+)", folder.name)):
+            continue
+        for arm in ARMS:
+            records = folder / f"{arm}.jsonl"
+            if records.is_file():
+                arms.append(Evaluation(arm=arm, seed=int(m.group(1)), records=records, made=_made(records)))
+    return LearningRun(warm=Evaluation(arm="warm", seed=None, records=warm, made=_made(warm)), arms=tuple(arms))
+
+
+def sitting(out: Path | str, seeds: Sequence[int]) -> LearningRun:
+    """The run as one machine's `scripts/learning_run.sh` left it in OUT (the arms it evaluated)."""
+    out = Path(out)
+    arms = []
+    for seed in seeds:
+        for arm in ARMS:
+            folder = out / f"eval-{arm}-{seed}"
+            if (out / ".done" / folder.name).is_file():
+                arms.append(Evaluation(arm=arm, seed=seed, records=folder))
+    if not (out / ".done" / "eval-warm").is_file():
+        raise ConfigError(f"the warm start was not evaluated in {out}: run the eval stage with EVAL_ARMS=warm first")
+    return LearningRun(warm=Evaluation(arm="warm", seed=None, records=out / "eval-warm"), arms=tuple(arms))
+
+
+def comparisons(run: LearningRun) -> dict[str, Pooled]:
+    """Each comparison of COMPARISONS over the seeds with both of its arms (none where no seed has)."""
+    found = {}
+    for name, a, b in COMPARISONS:
+        seeds = run.complete((a, b))
+        if not seeds:
+            continue
+        pairs = [(run.warm if a == "warm" else run.of(s, a), run.of(s, b)) for s in seeds]
+        for x, y in pairs:
+            require_same_conditions(x.records, y.records)  # F47: a difference must be the policy's
+        found[name] = pooled([(load_records(x.records), load_records(y.records)) for x, y in pairs],
+                             a_arm=NAMES[a], b_arm=NAMES[b])
+    return found
+
+
+def _pass1(e: Evaluation | None) -> str:
+    if e is None:
+        return "pending"
+    s = task_scores(load_records(e.records))
+    text = "n/a" if s.pass_at[1] is None else f"{s.pass_at[1]:.1%}"
+    text += f" [{s.pass1_ci[0]:.1%}, {s.pass1_ci[1]:.1%}]" if s.pass1_ci else ""
+    return text + (f", {s.excluded_tasks} excluded" if s.excluded_tasks else "")
+
+
+def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequence[str] = ()) -> Path:
+    """OUT/results.md (and each comparison's pooled.md / pooled.png beside it); `about` is the
+    paragraph that states the sizes (the sitting's own, or read from the published records)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = run.seeds
+    lines = [f"# {title}", "", *about]
+    if not about and run.warm.made.get("sizes"):
+        lines.append("Sizes, as published: " + ", ".join(f"{k}={v}" for k, v in run.warm.made["sizes"].items()))
+    lines.append("")
+    if differ := run.disagreements():
+        lines += ["**What made the records differs** (docs/learning.md, amendment 2: said beside the result):", "",
+                  *[f"- {d}" for d in differ], ""]
+    pending = [f"seed {s} ({', '.join(NAMES[a] for a in ARMS if not run.of(s, a))})"
+               for s in seeds if s not in run.complete(ARMS)]
+    if pending:
+        lines += ["Pending, so outside every comparison that needs them: " + "; ".join(pending) + ".", ""]
+    lines += ["## pass@1 on eval, each arm", "", "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+              "|---" * (len(seeds) + 1) + "|",
+              f"| {NAMES['warm']} (one evaluation, every seed's baseline) | "
+              + " | ".join([_pass1(run.warm)] * len(seeds)) + " |"]
+    lines += [f"| {NAMES[a]} | " + " | ".join(_pass1(run.of(s, a)) for s in seeds) + " |" for a in ARMS]
+    lines.append("")
+    for name, result in comparisons(run).items():
+        n = result.seeds
+        md = write_pooled(out / name, result, f"{result.b_arm} - {result.a_arm}, pooled over {n} seed{'s' * (n > 1)}")
+        body = md.read_text().splitlines()
+        lines += ["## " + body[0].lstrip("# "), *body[1:-1], f"![{name}]({name}/pooled.png)", ""]
+    if (out / "watch_curves.png").is_file():  # a sitting's `watch` stage: held-out pass@1 per checkpoint
+        lines += ["## Held-out pass@1 at each checkpoint, per seed", "", "![held-out curves](watch_curves.png)", ""]
+    for s in seeds:
+        drawn = [a for a in ARMS if (out / f"{a}-{s}_curves.png").is_file()]
+        if drawn:
+            lines += [f"## Seed {s}: training curves (the training tasks)", "",
+                      *[f"![training curves, {NAMES[a]}]({a}-{s}_curves.png)" for a in drawn], ""]
+    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out / "results.md"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("where", type=Path, help="docs/runs/lr-LOOP (published), or a sitting's OUT with --seeds")
+    ap.add_argument("--seeds", type=int, nargs="*", help="A sitting's OUT: the seeds it ran (published: found)")
+    ap.add_argument("--out", type=Path, required=True, help="Where results.md and the pooled plots go")
+    ap.add_argument("--title", default="Learning, measured")
+    ap.add_argument("--about", default="", help="The sizes paragraph (default: the published sizes)")
+    args = ap.parse_args(argv)
+    run = sitting(args.where, args.seeds) if args.seeds is not None else published(args.where)
+    print(write_report(run, args.out, title=args.title, about=[args.about] if args.about else []))
+
+
+if __name__ == "__main__":
+    main()

@@ -207,6 +207,8 @@ def test_arms_record_their_conditions_and_compare_refuses_different_ones(suite, 
     outs = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu"),
                                     "--allow-other-conditions"])
     assert outs.exit_code == 0 and "paired 1" in outs.output, outs.output
+    pooled = CliRunner().invoke(app, ["eval", "pool", str(tmp_path / "cpu"), str(tmp_path / "gpu")])  # pool too
+    assert pooled.exit_code != 0 and "F47" in str(pooled.exception), pooled.output
     (tmp_path / "cpu" / "second").mkdir()
     (tmp_path / "cpu" / "second" / "records.jsonl").write_text((runs["cpu"] / "records.jsonl").read_text())
     two = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu")])

@@ -208,14 +208,11 @@ publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and
   [ -n "${DRY_RUN:-}" ] || [ -f "$OUT/.done/$name" ] || { echo "$name is not finished: not published" >&2; exit 3; }
   run mkdir -p "$(dirname "$dest")"
   run cp "$(arm "$OUT/$name")/records.jsonl" "$dest.jsonl"
-  if [ "$arm" != warm ] && [ "$arm" != base ]; then  # the arm's logged steps: its training curves' data
-    run cp "$(last_checkpoint "$OUT/$arm")/trainer_state.json" "$dest.trainer_state.json"
-  fi
   [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
     TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
     EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
     $PY - "$OUT" "$arm" "$dest.json" "$(arm "$OUT/$name")" "$WARM_SHA" <<'EOF'
-import json, os, platform, sys
+import json, os, platform, shutil, sys
 from pathlib import Path
 from dagent.recipes.hardware import cpu_has_bf16
 out, arm, dest, made, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
@@ -232,6 +229,7 @@ record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha
 if arm not in ("warm", "base"):
     last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     record["steps"] = json.loads((last / "trainer_state.json").read_text())["global_step"]
+    shutil.copy(last / "trainer_state.json", dest.with_suffix(".trainer_state.json"))  # the curves' data
 record["sizes"] = {k: os.environ[k] for k in ("SFT_N", "SFT_STEPS", "TRAIN_SPLIT", "TRAIN_LIMIT", "TRAIN_SAMPLES",
                                               "GROUPS_PER_STEP", "GRPO_STEPS", "EVAL_SPLIT", "EVAL_LIMIT",
                                               "EVAL_SAMPLES", "MODEL")}

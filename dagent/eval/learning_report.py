@@ -192,6 +192,8 @@ def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequen
         if drawn:
             lines += [f"## Seed {s}: training curves (the training tasks)", "",
                       *[f"![training curves, {NAMES[a]}]({a}-{s}_curves.png)" for a in drawn], ""]
+        if (out / f"watch-{s}" / "results.md").is_file():  # a sitting's `watch` stage, per seed
+            lines += [f"Held-out pass@1 at each checkpoint, seed {s}: [watch-{s}/results.md](watch-{s}/results.md)", ""]
     (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out / "results.md"
 

@@ -17,9 +17,10 @@
 #            records sittings on other machines published instead, into $OUT/report
 #   publish  (named only) the records of this sitting's evaluations into PUBLISH (default docs/runs/lr-$LOOP):
 #            base-train.jsonl, warm.jsonl, seed-S/grpo.jsonl, seed-S/control.jsonl, each with a .json beside it
-#            (the warm start's sha256, the arm's steps, the commit, the CPU, the episode conditions) and each
-#            arm's trainer_state.json (its curves' data), so a run made in sittings on machines that do not
-#            outlive their session is pooled and reported from the repository (docs/learning.md)
+#            (the warm start's sha256, the arm's steps, the commit, the CPU, the episode conditions), each
+#            arm's trainer_state.json (its curves' data) and a finished watch's records (seed-S/watch/POINT.jsonl,
+#            the held-out curve's data), so a run made in sittings on machines that do not outlive their
+#            session is pooled and reported from the repository (docs/learning.md)
 #
 # Sittings of one arm (docs/learning.md): EVAL_ARMS="warm grpo control" (default) names the evaluations the
 # eval stage opens, each once its own arm reached GRPO_STEPS; BASE_EVAL=docs/runs/lr-whitebox/base-train.jsonl
@@ -247,6 +248,13 @@ if has publish; then
     for RUN in grpo control; do
       if wants "$RUN"; then publish "eval-$RUN-$S" "$DEST/seed-$S/$RUN" "$RUN-$S"; fi
     done
+    if [ -f "$OUT/.done/watch-$S" ]; then  # the held-out curve's data: each point's records, seed-S/watch/POINT.jsonl
+      run mkdir -p "$DEST/seed-$S/watch"
+      for POINT in "$OUT/watch-$S"/*/; do
+        P=$(basename "$POINT")
+        if [ -f "$POINT/$P/records.jsonl" ]; then run cp "$POINT/$P/records.jsonl" "$DEST/seed-$S/watch/$P.jsonl"; fi
+      done
+    fi
   done
 fi
 if has report; then  # dagent.eval.learning_report: this sitting's evaluations, or (REPORT_FROM) the published ones
@@ -258,6 +266,12 @@ if has report; then  # dagent.eval.learning_report: this sitting's evaluations, 
       S=$(basename "$(dirname "$STATE")"); RUN=$(basename "$STATE" .trainer_state.json)
       run $PY -m dagent.train.curves "$STATE" --out "$OUT/report/$RUN-${S#seed-}_curves.png"
     done
+    WATCH=()  # each seed's published watch records (seed-S/watch/POINT.jsonl): the held-out curves
+    for W in "$REPORT_FROM"/seed-*/watch; do
+      if [ -d "$W" ]; then S=$(basename "$(dirname "$W")"); WATCH+=("$W" --label "seed ${S#seed-}"); fi
+    done
+    [ ${#WATCH[@]} -gt 0 ] && run $PY -m dagent.eval.watch_curves "${WATCH[@]}" \
+      --title "$WATCH_SPLIT pass@1 at each checkpoint" --out "$OUT/report/watch_curves.png"
     run $PY -m dagent.eval.learning_report "$REPORT_FROM" --out "$OUT/report"
   else
     stage "report: $OUT/results.md"

@@ -1,7 +1,9 @@
 """Held-out pass@1 at each saved checkpoint, one line per training seed, with 95% CIs: what
 `dagent eval watch` measured, read back from its directories (the warm start, `baseline`, at step
-0; `checkpoint-N` at step N). A task-level bootstrap CI per point; a point with no graded task is
-left out of its line, never drawn at 0.
+0; `checkpoint-N` at step N), or from the records a sitting published of them (`scripts/learning_run.sh`
+publish: `docs/runs/lr-LOOP/seed-S/watch/baseline.jsonl`, `checkpoint-N.jsonl`, scored here the way the
+watch scored them). A task-level bootstrap CI per point; a point with no graded task is left out of
+its line, never drawn at 0.
 
     python -m dagent.eval.watch_curves runs/lr-whitebox/watch-0 runs/lr-whitebox/watch-1 \\
         --label "seed 0" --label "seed 1" --out runs/lr-whitebox/watch_curves.png
@@ -16,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from dagent.errors import ConfigError
-from dagent.eval.scoring import Scores
+from dagent.eval.report import load_records
+from dagent.eval.scoring import Scores, task_scores
 
 __all__ = ["WatchPoint", "figure", "plot", "points"]
 
@@ -37,17 +40,20 @@ def _step(name: str) -> int | None:
 
 
 def points(watch_dir: Path | str) -> list[WatchPoint]:
-    """The arms of one `dagent eval watch --out` directory, by step."""
+    """The arms of one `dagent eval watch --out` directory (or of its published records), by step."""
     watch_dir = Path(watch_dir)
     found = []
-    for arm in sorted(p for p in watch_dir.iterdir() if p.is_dir()) if watch_dir.is_dir() else []:
-        step, scores = _step(arm.name), arm / "scores.json"
-        if step is None or not scores.is_file():
+    for entry in sorted(watch_dir.iterdir()) if watch_dir.is_dir() else []:
+        if entry.is_dir() and (step := _step(entry.name)) is not None and (entry / "scores.json").is_file():
+            s = Scores.model_validate(next(iter(json.loads((entry / "scores.json").read_text()).values())))
+        elif entry.suffix == ".jsonl" and entry.is_file() and (step := _step(entry.stem)) is not None:
+            s = task_scores(load_records(entry), arm=entry.stem)  # published: the records, scored as the watch did
+        else:
             continue
-        s = Scores.model_validate(next(iter(json.loads(scores.read_text()).values())))
         found.append(WatchPoint(step, s.pass_at.get(1), s.pass1_ci, s.graded_tasks))
     if not found:
-        raise ConfigError(f"no evaluated checkpoint in {watch_dir}: pass the --out directory of `dagent eval watch`")
+        raise ConfigError(f"no evaluated checkpoint in {watch_dir}: pass the --out directory of `dagent eval watch`, "
+                          "or a published seed-S/watch folder of checkpoint-N.jsonl records")
     return sorted(found, key=lambda p: p.step)
 
 
@@ -88,7 +94,7 @@ def figure(series: dict[str, list[WatchPoint]], *, title: str = "held-out pass@1
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("watch_dirs", nargs="+", type=Path, help="`dagent eval watch --out` directories, one per seed.")
+    ap.add_argument("watch_dirs", nargs="+", type=Path, help="`dagent eval watch --out` directories (or published seed-S/watch folders), one per seed.")
     ap.add_argument("--label", action="append", default=None, help="A line's label, in order (default: the directory's name).")
     ap.add_argument("--title", default="held-out pass@1 at each checkpoint")
     ap.add_argument("--out", type=Path, required=True)

@@ -1,6 +1,7 @@
 """Held-out pass@1 per checkpoint read back from `dagent eval watch` directories (dagent.eval.watch_curves):
 the warm start at step 0, checkpoints by number (not by name order), an arm with no graded task kept
-out of the line, and a directory with nothing evaluated refused."""
+out of the line, a directory with nothing evaluated refused, and the records a sitting published of
+a watch (seed-S/watch/POINT.jsonl) read to the same points as the watch's own directory."""
 
 from __future__ import annotations
 
@@ -58,3 +59,19 @@ def test_nothing_evaluated_and_mismatched_labels_are_refused(tmp_path):
     _arm(tmp_path / "w", "baseline", ["correct"])
     with pytest.raises(ConfigError, match="one per directory"):
         main([str(tmp_path / "w"), "--label", "a", "--label", "b", "--out", str(tmp_path / "x.png")])
+
+
+def test_published_watch_records_read_to_the_points_the_watch_scored(tmp_path):
+    """A published seed-S/watch folder holds each point's records only (scripts/learning_run.sh publish):
+    scored here, they give the pass@1 and interval the watch's own scores.json held."""
+    watch, published = tmp_path / "watch-0", tmp_path / "seed-0" / "watch"
+    published.mkdir(parents=True)
+    for name, outcomes in (("baseline", ["correct", "wrong", "wrong", "wrong"]),
+                           ("checkpoint-16", ["correct", "correct", "correct", "wrong"]),
+                           ("checkpoint-8", ["correct", "correct", "wrong", "ungraded"])):
+        _arm(watch, name, outcomes)
+        records = [rec(f"t{i}", o) for i, o in enumerate(outcomes)]
+        (published / f"{name}.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    (published / "notes.jsonl").write_text("")  # not a point
+    assert points(published) == points(watch)
+    assert [(p.step, p.pass1) for p in points(published)] == [(0, 0.25), (8, 2 / 3), (16, 0.75)]

@@ -155,6 +155,18 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     assert json.loads((dest / "seed-0" / "grpo.json").read_text())["steps"] == 8
     assert "steps" not in json.loads((dest / "warm.json").read_text())
 
+    # a finished watch: each point's own records become seed-S/watch/POINT.jsonl (the held-out curve's data)
+    for point in ("baseline", "checkpoint-8"):
+        (out / "watch-0" / point / point).mkdir(parents=True)
+        (out / "watch-0" / point / point / "records.jsonl").write_text(f'{{"point": "{point}"}}\n')
+        (out / "watch-0" / point / "records.jsonl").write_text("{}\n")  # the side-by-side copy, not published
+    (out / "watch-0" / ".checkpoints").mkdir()  # fetched weights: not a point
+    assert run().returncode == 0 and not (dest / "seed-0" / "watch").exists()  # not finished: nothing
+    (out / ".done" / "watch-0").touch()
+    assert run().returncode == 0
+    assert {p.name: p.read_text() for p in (dest / "seed-0" / "watch").iterdir()} == {
+        f"{p}.jsonl": f'{{"point": "{p}"}}\n' for p in ("baseline", "checkpoint-8")}
+
 
 def test_the_report_reads_the_published_records_and_draws_each_published_arms_curves(tmp_path):
     """The last sitting reports from the repository alone (REPORT_FROM): each seed's published
@@ -163,11 +175,15 @@ def test_the_report_reads_the_published_records_and_draws_each_published_arms_cu
     for seed, run in ((0, "grpo"), (0, "control"), (2, "grpo")):
         (pub / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
         (pub / f"seed-{seed}" / f"{run}.trainer_state.json").write_text("{}")
+    (pub / "seed-2" / "watch").mkdir()  # seed 2's published watch records: its held-out curve
     out = tmp_path / "lr"
     lines = learning_run(out, "report", REPORT_FROM=str(pub))
     commands = [line for line in lines if line.startswith("+ ") and " -m dagent." in line]
     curves = sorted(c.split("--out ")[1] for c in commands if "dagent.train.curves" in c)
     assert curves == [f"{out}/report/{n}_curves.png" for n in ("control-0", "grpo-0", "grpo-2")]
+    (watch,) = [c for c in commands if "dagent.eval.watch_curves" in c]
+    assert f"watch_curves {pub}/seed-2/watch --label seed 2 --title" in watch
+    assert watch.endswith(f"--out {out}/report/watch_curves.png")
     assert commands[-1].endswith(f"-m dagent.eval.learning_report {pub} --out {out}/report")
 
 

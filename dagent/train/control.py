@@ -6,8 +6,10 @@ sampling and trainer; only the reward no longer tracks the answer. (A learning r
 weights bit-identical to the start, so "no difference" is certain and measures nothing.) TRL
 gathers every process's rewards into one tensor before normalising them per group; the control
 permutes that tensor's rows with a generator seeded alike on every process, so all ranks agree.
-Ungraded rollouts (NaN rewards) move with the permutation and stay out of their new group's
-baseline, as TRL treats them.
+Each permutation is a function of the seed, the optimizer step and the batch's place within that
+step (`permutation`), not of a generator's history: a control resumed from checkpoint-N draws at
+step N+1 the permutation an unbroken one draws there. Ungraded rollouts (NaN rewards) move with the
+permutation and stay out of their new group's baseline, as TRL treats them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ import torch
 from dagent.errors import ConfigError
 
 CONTROLS = ("none", "permuted")
+
+
+def permutation(n: int, seed: int, step: int = 0, call: int = 0) -> list[int]:
+    """The control's order of `n` rewards for the `call`-th batch scored at optimizer step `step`."""
+    stream = int.from_bytes(hashlib.sha256(f"{seed}:{step}:{call}".encode()).digest()[:8], "big") >> 1
+    return torch.randperm(n, generator=torch.Generator().manual_seed(stream)).tolist()
 
 
 def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
@@ -35,12 +43,13 @@ def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
 
         def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
             rewards = super()._calculate_rewards(*args, **kwargs)
-            if not hasattr(self, "_control_generator"):
-                self._control_generator = torch.Generator().manual_seed(seed)
-                self.control_permutations = []
-            order = torch.randperm(rewards.shape[0], generator=self._control_generator)
-            self.control_permutations.append(order.tolist())
-            return rewards[order.to(rewards.device)]
+            if not hasattr(self, "control_permutations"):
+                self.control_permutations, self._control_calls = [], {}
+            step = int(getattr(getattr(self, "state", None), "global_step", 0) or 0)
+            call = self._control_calls[step] = self._control_calls.get(step, -1) + 1
+            order = permutation(rewards.shape[0], seed, step, call)
+            self.control_permutations.append(order)
+            return rewards[torch.tensor(order, device=rewards.device)]
 
     PermutedRewards.__name__ = f"PermutedRewards{trainer_cls.__name__}"
     return PermutedRewards

@@ -23,6 +23,36 @@ class Base:
         return self.rewards.clone()
 
 
+class Stepped(Base):
+    """A trainer at an optimizer step (transformers' `state.global_step`)."""
+
+    def __init__(self, rewards, step):
+        super().__init__(rewards)
+        self.state = type("State", (), {"global_step": step})()
+
+
+def test_a_resumed_control_draws_the_permutations_an_unbroken_one_draws():
+    """The permutation is a function of (seed, step, batch within the step), not of a generator's
+    history: a control resumed at step 3 (a fresh process) permutes step 3 as the unbroken run did,
+    and a second batch scored within one step gets its own permutation."""
+    rewards = torch.arange(8.0).unsqueeze(1)
+    unbroken = controlled(Stepped, "permuted", seed=1)(rewards, 0)
+    for step in range(5):
+        unbroken.state.global_step = step
+        unbroken._calculate_rewards()
+    unbroken._calculate_rewards()  # a second batch at step 4
+    resumed = controlled(Stepped, "permuted", seed=1)(rewards, 3)
+    resumed._calculate_rewards()
+    resumed.state.global_step = 4
+    resumed._calculate_rewards()
+    resumed._calculate_rewards()
+    assert resumed.control_permutations == unbroken.control_permutations[3:]
+    assert len({tuple(o) for o in unbroken.control_permutations}) == 6  # each batch its own order
+    other_seed = controlled(Stepped, "permuted", seed=2)(rewards, 3)
+    other_seed._calculate_rewards()
+    assert other_seed.control_permutations[0] != unbroken.control_permutations[3]
+
+
 def test_rewards_are_permuted_within_the_batch_alike_on_every_process():
     rewards = torch.tensor([[1.0], [0.0], [0.0], [float("nan")], [1.0], [0.0], [0.0], [0.0]])
     a, b = controlled(Base, "permuted", seed=3)(rewards), controlled(Base, "permuted", seed=3)(rewards)

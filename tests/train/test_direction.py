@@ -76,12 +76,15 @@ class Fixed:
         self.snapshot = Snapshot(trainer)
 
     def control_seed(self) -> int:
-        """The first control seed whose permutation (the control draws torch.randperm from it) leaves
+        """The first control seed whose permutation (dagent.train.control.permutation at this step) leaves
         every group that had a gradient with one, and changes the advantages: a permutation that
         gathers a group's alike rewards has nothing to measure."""
         expected = group_advantages(self.rewards, self.group)
+        from dagent.train.control import permutation
+
+        step = int(getattr(self.trainer.state, "global_step", 0) or 0)  # the step the control permutes at
         for seed in range(100):
-            order = torch.randperm(len(self.rewards), generator=torch.Generator().manual_seed(seed)).tolist()
+            order = permutation(len(self.rewards), seed, step)
             moved = group_advantages([self.rewards[i] for i in order], self.group)
             groups = range(0, len(moved), self.group)
             if moved != expected and sum(any(moved[g:g + self.group]) for g in groups) >= sum(

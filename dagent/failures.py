@@ -106,6 +106,13 @@ _MODES = (
      "dagent.train.preflight.check_group_size"),
     ("F56", "a learning claim from a run without the power to see the effect it claims or denies",
      "dagent.eval.power.verdict"),
+    ("F57", "a check whose expected value comes from the code under test (its truth read from the trainer's batch)", "dagent.train.direction.check_arm"),
+    ("F58", "a pooled interval that resamples seeds' shared tasks as if independent: too narrow",
+     "dagent.eval.pooled.crossed_ci"),
+    ("F59", "an option one launch path drops silently (an async launcher that never reads --control)",
+     "dagent.train.options.unread"),
+    ("F60", "held-out tasks reused without saying: a result 'opened once' on tasks earlier runs looked at",
+     "dagent.eval.opened.Ledger.require_fresh"),
 )
 
 FAILURE_MODES: dict[str, FailureMode] = {code: FailureMode(code, title, det) for code, title, det in _MODES}

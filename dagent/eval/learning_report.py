@@ -18,6 +18,16 @@ components could detect, or with no verdict at all (F56: `Pooled.lines`). Where 
 records disagree on what made them (sizes, step counts, the warm start's digest: amendment 2 of
 docs/learning.md), the report says so above the figures instead of pooling silently.
 
+Two more sections, both decided before any run they describe:
+
+- **Which tasks the result opened** (F60): with the ledger of opened tasks (`dagent.eval.opened`,
+  `docs/runs/opened.json` beside the published runs), how many of the evaluated tasks earlier
+  results had opened, by which, and every comparison again on the tasks opened here first. Without
+  a ledger the report says that reuse is not ruled out.
+- **By template**: each task template's pass@1 per arm (seeds pooled) and GRPO's difference from
+  the warm start, the templates grouped as the protocol named them in advance (`AGGREGATES`: the
+  templates that compute one aggregate of a column, against every other).
+
     python -m dagent.eval.learning_report docs/runs/lr-whitebox --out runs/lr-whitebox-report
 """
 
@@ -33,6 +43,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dagent.errors import ConfigError
+from dagent.eval.opened import Ledger
 from dagent.eval.pooled import Pooled, pooled
 from dagent.eval.report import load_records, require_same_conditions, write_pooled
 from dagent.eval.scoring import task_scores
@@ -45,6 +56,9 @@ NAMES = {"warm": "warm start", "grpo": "GRPO", "control": "permuted-reward contr
 COMPARISONS = (("pool-grpo-vs-control", "control", "grpo"), ("pool-grpo-vs-warm", "warm", "grpo"),
                ("pool-control-vs-warm", "warm", "control"))
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+# The per-template breakdown's groups, named before the powered black-box run (docs/learning.md): the
+# templates whose answer is one aggregate of one column, and every other template.
+AGGREGATES = ("min", "max", "total", "median", "mean")
 
 
 class Evaluation(BaseModel):
@@ -133,8 +147,19 @@ def sitting(out: Path | str, seeds: Sequence[int]) -> LearningRun:
     return LearningRun(warm=Evaluation(arm="warm", seed=None, records=out / "eval-warm"), arms=tuple(arms))
 
 
-def comparisons(run: LearningRun) -> dict[str, Pooled]:
-    """Each comparison of COMPARISONS over the seeds with both of its arms (none where no seed has)."""
+def template(task_id: str) -> str:
+    """A task's template: the middle part of `TABLE.TEMPLATE.HASH` (the whole id where it has no parts)."""
+    parts = task_id.split(".")
+    return parts[1] if len(parts) >= 3 else task_id
+
+
+def _only(records: list[Any], tasks: set[str] | None) -> list[Any]:
+    return records if tasks is None else [r for r in records if r.task_id in tasks]
+
+
+def comparisons(run: LearningRun, tasks: set[str] | None = None) -> dict[str, Pooled]:
+    """Each comparison of COMPARISONS over the seeds with both of its arms (none where no seed has);
+    `tasks`: on those tasks only."""
     found = {}
     for name, a, b in COMPARISONS:
         seeds = run.complete((a, b))
@@ -143,8 +168,8 @@ def comparisons(run: LearningRun) -> dict[str, Pooled]:
         pairs = [(run.warm if a == "warm" else run.of(s, a), run.of(s, b)) for s in seeds]
         for x, y in pairs:
             require_same_conditions(x.records, y.records)  # F47: a difference must be the policy's
-        found[name] = pooled([(load_records(x.records), load_records(y.records)) for x, y in pairs],
-                             a_arm=NAMES[a], b_arm=NAMES[b])
+        found[name] = pooled([(_only(load_records(x.records), tasks), _only(load_records(y.records), tasks))
+                              for x, y in pairs], a_arm=NAMES[a], b_arm=NAMES[b])
     return found
 
 
@@ -157,9 +182,71 @@ def _pass1(e: Evaluation | None) -> str:
     return text + (f", {s.excluded_tasks} excluded" if s.excluded_tasks else "")
 
 
-def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequence[str] = ()) -> Path:
+def opened_section(run: LearningRun, ledger: Ledger | None, result: str) -> list[str]:
+    """F60: which of the evaluated tasks earlier results opened, and the comparisons on the rest."""
+    records = load_records(run.warm.records)
+    ids = list(dict.fromkeys(r.task_id for r in records))
+    split = records[0].split if records else "eval"
+    head = ["## Which tasks this result opened (F60)", ""]
+    if ledger is None:
+        return [*head, f"No ledger of opened tasks beside these records: whether earlier results opened some of "
+                f"these {len(ids)} {split} tasks is not ruled out (dagent.eval.opened).", ""]
+    lines = [*head, ledger.disclosure(result, split, ids), ""]
+    fresh = set(ledger.fresh(ids, result=result))
+    if len(fresh) == len(ids) or not fresh:
+        return lines
+    lines += [f"On the {len(fresh)} tasks opened here first (every arm, every seed, the same tasks):", "",
+              "| comparison | pooled | 95% CI | detectable (80% power) |", "|---|---|---|---|"]
+    for p in comparisons(run, fresh).values():
+        ci = f"[{p.ci[0]:+.1%}, {p.ci[1]:+.1%}]" if p.ci else "n/a"
+        det = f"{p.detectable:.1%}" if p.detectable is not None else "n/a"
+        diff = f"{p.diff:+.1%}" if p.diff is not None else "n/a"
+        lines.append(f"| {p.b_arm} - {p.a_arm} | {diff} | {ci} | {det} |")
+    return [*lines, ""]
+
+
+def template_section(run: LearningRun) -> list[str]:
+    """pass@1 by task template and arm (seeds pooled), grouped as AGGREGATES names them in advance."""
+    def by_template(e: Evaluation | None) -> dict[str, tuple[int, int]]:
+        out: dict[str, list[int]] = {}
+        for r in load_records(e.records) if e else []:
+            if r.correct is not None:
+                c = out.setdefault(template(r.task_id), [0, 0])
+                c[0], c[1] = c[0] + int(bool(r.correct)), c[1] + 1
+        return {k: (v[0], v[1]) for k, v in out.items()}
+
+    arms = {"warm": [by_template(run.warm)]}
+    for a in ARMS:
+        arms[a] = [by_template(run.of(s, a)) for s in run.seeds if run.of(s, a)]
+    names = sorted(set(arms["warm"][0]), key=lambda t: (t not in AGGREGATES, t))
+
+    def rate(arm: str, names_: Sequence[str]) -> float | None:
+        c = sum(d.get(t, (0, 0))[0] for d in arms[arm] for t in names_)
+        n = sum(d.get(t, (0, 0))[1] for d in arms[arm] for t in names_)
+        return c / n if n else None
+
+    def cell(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1%}"
+
+    def row(label: str, names_: Sequence[str]) -> str:
+        tasks = len({r.task_id for r in load_records(run.warm.records) if template(r.task_id) in names_})
+        w, g, c = rate("warm", names_), rate("grpo", names_), rate("control", names_)
+        d = f"{g - w:+.1%}" if g is not None and w is not None else "n/a"
+        return f"| {label} | {tasks} | {cell(w)} | {cell(g)} | {cell(c)} | {d} |"
+
+    groups = [("aggregates (" + ", ".join(t for t in AGGREGATES if t in names) + ")",
+               [t for t in names if t in AGGREGATES]), ("every other template", [t for t in names if t not in AGGREGATES])]
+    return ["## By template (groups named before the run)", "",
+            "pass@1 over every sample of every seed; GRPO - warm start is the difference of those rates.", "",
+            "| template | tasks | warm start | GRPO | control | GRPO - warm start |", "|---|---|---|---|---|---|",
+            *[row(f"**{label}**", ts) for label, ts in groups if ts], *[row(t, [t]) for t in names], ""]
+
+
+def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequence[str] = (),
+                 ledger: Ledger | None = None, result_name: str = "this result") -> Path:
     """OUT/results.md (and each comparison's pooled.md / pooled.png beside it); `about` is the
-    paragraph that states the sizes (the sitting's own, or read from the published records)."""
+    paragraph that states the sizes (the sitting's own, or read from the published records);
+    `ledger`, the opened tasks (F60), and `result_name`, this run's name in it."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = run.seeds
@@ -185,6 +272,8 @@ def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequen
         md = write_pooled(out / name, result, f"{result.b_arm} - {result.a_arm}, pooled over {n} seed{'s' * (n > 1)}")
         body = md.read_text().splitlines()
         lines += ["## " + body[0].lstrip("# "), *body[1:-1], f"![{name}]({name}/pooled.png)", ""]
+    lines += opened_section(run, ledger, result_name)
+    lines += template_section(run)
     if (out / "watch_curves.png").is_file():  # a sitting's `watch` stage: held-out pass@1 per checkpoint
         lines += ["## Held-out pass@1 at each checkpoint, per seed", "", "![held-out curves](watch_curves.png)", ""]
     for s in seeds:
@@ -205,9 +294,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, required=True, help="Where results.md and the pooled plots go")
     ap.add_argument("--title", default="Learning, measured")
     ap.add_argument("--about", default="", help="The sizes paragraph (default: the published sizes)")
+    ap.add_argument("--ledger", type=Path, help="The ledger of opened tasks (F60; default for published runs: "
+                    "opened.json beside their folder)")
     args = ap.parse_args(argv)
     run = sitting(args.where, args.seeds) if args.seeds is not None else published(args.where)
-    print(write_report(run, args.out, title=args.title, about=[args.about] if args.about else []))
+    ledger_path = args.ledger or (args.where.parent / "opened.json" if args.seeds is None else None)
+    ledger = Ledger.read(ledger_path) if ledger_path and ledger_path.is_file() else None
+    print(write_report(run, args.out, title=args.title, about=[args.about] if args.about else [], ledger=ledger,
+                       result_name=args.where.resolve().name))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,18 @@
 Each seed s is one pair of evaluations of the SAME tasks (baseline A_s, candidate B_s: GRPO and its
 warm start, or GRPO and its permuted-reward control). Per seed, the per-task differences d_{s,t}
 of pass@k over the tasks graded in both (`scoring.paired_values`; exclusions counted first, F24).
-Pooled: the mean of d over every (seed, task) pair, with a two-level bootstrap 95% CI that
-resamples SEEDS, then tasks within each drawn seed, so the interval carries the run-to-run spread
-as well as the task sampling (a CI over tasks alone would read three seeds as three times the
-evidence). Seeded: the same records and seed give the same numbers.
+Pooled: the mean of d over every (seed, task) pair, with a bootstrap 95% CI that carries the
+run-to-run spread as well as the task sampling (a CI over tasks alone would read three seeds as
+three times the evidence).
+
+Seeds evaluated on the SAME tasks (and, against the warm start, paired with ONE shared evaluation
+of it) are crossed with the tasks, not nested in them: a task's effect is shared by every seed,
+and resampling tasks separately within each seed counts that noise S times over, as if it were
+independent (F58: the interval and the detectable effect come out too narrow). So the bootstrap
+draws seeds and TASKS jointly (the pigeonhole bootstrap: one draw of seed rows, one draw of task
+columns, the mean of the cells drawn; Owen 2007, slightly conservative), and the detectable
+effect comes from the crossed variance components (`power.Components.crossed`). Seeds that share
+no task fall back to the nested model. Seeded: the same records and seed give the same numbers.
 
     pooled([(warm_start_0, grpo_0), (warm_start_1, grpo_1), (warm_start_2, grpo_2)],
            a_arm="warm start", b_arm="GRPO")
@@ -36,10 +44,13 @@ class Pooled(BaseModel):
     per_seed: list[Paired] = Field(description="Each seed's own paired comparison, exclusions counted.")
     pairs: int = Field(description="(seed, task) pairs graded in both arms.")
     diff: float | None = Field(description="Mean of B - A over every (seed, task) pair.")
-    ci: tuple[float, float] | None = Field(description="95% two-level bootstrap CI: seeds, then tasks within seeds.")
+    ci: tuple[float, float] | None = Field(description="95% bootstrap CI: seeds and tasks drawn jointly (crossed), or "
+                                           "seeds then tasks within seeds (nested: seeds share no task).")
+    design: str = Field(default="crossed", description="crossed: seeds evaluated on shared tasks (F58); nested: not.")
     signs_agree: bool | None = Field(description="Every seed's own difference has the pooled one's sign.")
     task_sd: float | None = Field(default=None, description="Spread of per-task differences within a seed.")
     seed_sd: float | None = Field(default=None, description="Spread of the seeds' means beyond the within-seed spread.")
+    shared_sd: float | None = Field(default=None, description="Crossed: the spread of the task effect every seed shares.")
     detectable: float | None = Field(default=None, description="The pooled difference this design (its seeds x tasks, "
                                      "its own variance components) detects with 80% power (F56).")
 
@@ -66,14 +77,42 @@ class Pooled(BaseModel):
                        f"[95% CI {self.ci[0]:+.1%}, {self.ci[1]:+.1%}], per-seed signs "
                        f"{'agree' if self.signs_agree else 'DISAGREE'}")
         try:
-            out.append(f"  verdict: {self.verdict()} (within-seed task sd {self.task_sd:.3f}, between-seed sd "
-                       f"{self.seed_sd:.3f})")
+            shared = f", shared task sd {self.shared_sd:.3f}" if self.design == "crossed" else ""
+            out.append(f"  verdict: {self.verdict()} ({self.design} seeds x tasks: seed-by-task sd {self.task_sd:.3f}"
+                       f"{shared}, between-seed sd {self.seed_sd:.3f})")
         except PowerError as e:
             out.append(f"  verdict: none stated: {e}")
         return out
 
 
-def _two_level_ci(diffs: Sequence[np.ndarray], n_boot: int, seed: int) -> tuple[float, float] | None:
+def _matrix(diffs: Sequence[tuple[list[str], np.ndarray]]) -> tuple[np.ndarray, list[str]]:
+    """Seeds x tasks (the union of the seeds' paired tasks, first seen first), NaN where a seed has none."""
+    tasks = list(dict.fromkeys(t for ids, _ in diffs for t in ids))
+    where = {t: j for j, t in enumerate(tasks)}
+    m = np.full((len(diffs), len(tasks)), np.nan)
+    for i, (ids, d) in enumerate(diffs):
+        m[i, [where[t] for t in ids]] = d
+    return m, tasks
+
+
+def crossed_ci(m: np.ndarray, n_boot: int, seed: int) -> tuple[float, float] | None:
+    """95% CI of the mean of the non-NaN cells of seeds x tasks `m`, seed rows and task columns drawn
+    jointly with replacement (every drawn seed is read on the same drawn tasks)."""
+    rows = [i for i in range(m.shape[0]) if not np.isnan(m[i]).all()]
+    if not rows:
+        return None
+    m = m[rows]
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot)
+    for b in range(n_boot):
+        cells = m[np.ix_(rng.integers(0, m.shape[0], m.shape[0]), rng.integers(0, m.shape[1], m.shape[1]))]
+        means[b] = np.nanmean(cells) if not np.isnan(cells).all() else np.nan
+    lo, hi = np.nanquantile(means, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def nested_ci(diffs: Sequence[np.ndarray], n_boot: int, seed: int) -> tuple[float, float] | None:
+    """95% CI for seeds that share no task: seeds drawn, then tasks within each drawn seed."""
     kept = [d for d in diffs if len(d)]
     if not kept:
         return None
@@ -94,20 +133,27 @@ def pooled(seeds: Iterable[tuple[Iterable[EvalRecord], Iterable[EvalRecord]]], *
     for a_records, b_records in seeds:
         a_records, b_records = list(a_records), list(b_records)
         per_seed.append(paired(a_records, b_records, k=k, n_boot=n_boot, seed=seed, a_arm=a_arm, b_arm=b_arm))
-        _, va, vb = paired_values(tally(a_records), tally(b_records), k)
-        diffs.append(vb - va)
+        ids, va, vb = paired_values(tally(a_records), tally(b_records), k)
+        diffs.append((ids, vb - va))
     if not per_seed:
         raise ConfigError("pooled() needs at least one seed's (baseline, candidate) records")
-    everything = np.concatenate(diffs) if diffs else np.array([])
-    diff = float(everything.mean()) if len(everything) else None
+    m, _ = _matrix(diffs)
+    values = m[~np.isnan(m)]
+    diff = float(values.mean()) if len(values) else None
     signs = [np.sign(p.diff) for p in per_seed if p.diff is not None]
+    kept = [i for i, (ids, _) in enumerate(diffs) if len(ids)]
+    shared = m[kept][:, ~np.isnan(m[kept]).any(axis=0)] if kept else m[:0]
+    crossed = len(kept) > 1 and shared.shape[1] > 0
     comps = detectable = None
-    kept = [d for d in diffs if len(d)]
-    if len(kept) > 1 and all(len(d) > 1 for d in kept):
-        comps = Components.of(kept)
+    if crossed and shared.shape[1] > 1:
+        comps = Components.crossed(shared)
+    elif not crossed and len(kept) > 1 and all(len(diffs[i][0]) > 1 for i in kept):
+        comps = Components.of([diffs[i][1] for i in kept])
+    if comps is not None:
         detectable = mde(comps, seeds=len(kept), tasks=comps.tasks)
-    return Pooled(a_arm=a_arm, b_arm=b_arm, k=k, seeds=len(per_seed), per_seed=per_seed, pairs=len(everything),
-                  diff=diff, ci=_two_level_ci(diffs, n_boot, seed),
+    ci = crossed_ci(m, n_boot, seed) if crossed else nested_ci([d for _, d in diffs], n_boot, seed)
+    return Pooled(a_arm=a_arm, b_arm=b_arm, k=k, seeds=len(per_seed), per_seed=per_seed, pairs=len(values),
+                  diff=diff, ci=ci, design="crossed" if crossed else "nested",
                   signs_agree=None if diff is None else all(s == np.sign(diff) for s in signs),
                   task_sd=comps.task_sd if comps else None, seed_sd=comps.seed_sd if comps else None,
-                  detectable=detectable)
+                  shared_sd=comps.shared_sd if comps and crossed else None, detectable=detectable)

@@ -35,6 +35,7 @@ from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_args import BlackboxArgs, preflight
 from dagent.train.blackbox_async import train_async
 from dagent.train.grpo import resolve_resume, save_final
+from dagent.train.options import Refusal, refuse
 from dagent.train.preflight import Check, mixed_rows
 from dagent.train.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.routing import pad_coprime
@@ -164,6 +165,20 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     return BlackboxRun(trainer, rollouts, engine, runtimes, health, checks, len(rows), budget)
 
 
+# Options the sync path does not honour (F59: refused, never dropped; dagent.train.options).
+SYNC_REFUSED = (
+    Refusal("dry_run", "it checks the async launch's config and engine command", "drop it, or use --mode async"),
+    Refusal("env_url", "the sync trainer serves the policy itself and starts its own black-box runtime",
+            "drop it, or use --mode async against a running server"),
+    Refusal("engine_url", "the sync trainer's engine is the trainer's own model, served in-process",
+            "drop it, or use --mode async"),
+    Refusal("engine_devices", "the sync trainer's engine is the trainer's own model, served in-process",
+            "drop it, or use --mode async on GPUs"),
+    Refusal("accelerate_config", "black-box training runs one trainer process",
+            "drop it, or train white-box on several processes"),
+)
+
+
 def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
     args.apply_project_url()
@@ -176,6 +191,12 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
         return train_async(args, recipe, echo=echo)
     if args.mode != "sync":
         raise ConfigError(f"unknown mode {args.mode!r}: use sync or async")
+    return train_sync(args, recipe, echo=echo)
+
+
+def train_sync(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -> Any:
+    """The sync path: GRPOTrainer(rollout_func) with the trainer's model served in-process."""
+    refuse(args, "black-box sync", SYNC_REFUSED)
     suite = load_tasks(args.suite)
     path = model_dir(args.model)
     out = Path(args.out)

@@ -58,6 +58,7 @@ from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
 from dagent.train.blackbox_args import BlackboxArgs, preflight
 from dagent.train.grpo import resolve_resume
+from dagent.train.options import Refusal, refuse
 from dagent.train.preflight import Check, PreflightError, mixed_rows
 from dagent.train.rollouts import env_reward
 from dagent.train.routing import pad_coprime, route
@@ -313,10 +314,21 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) ->
     raise DagentError(f"the engine did not answer {url}/health within {timeout_s:.0f} s")
 
 
+# Options the async path does not honour (F59: refused, never dropped; dagent.train.options).
+ASYNC_REFUSED = (
+    Refusal("control", "AsyncGRPOTrainer scores rewards inside its rollout worker, where the permuted control's "
+            "wrapper of GRPOTrainer._calculate_rewards never runs: the run would train as ordinary GRPO under a "
+            "control's name", "run the control with --mode sync (the same code path as its GRPO arm)"),
+    Refusal("accelerate_config", "black-box training runs one trainer process",
+            "drop it, or train white-box on several processes"),
+)
+
+
 def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -> Any:
     """The GPU launcher (module docstring). `--dry-run` prints the engine command and the checked
     config and starts nothing. Every option `BlackboxArgs` accepts reaches the config, the worker or
-    the callbacks (`async_callbacks`), or is refused here."""
+    the callbacks (`async_callbacks`), or is refused here (`ASYNC_REFUSED`, F59)."""
+    refuse(args, "black-box async", ASYNC_REFUSED)
     if args.env_url and len(args.harnesses()) > 1:
         raise ConfigError("--env-url names one running server, which runs one harness: route several harnesses "
                           "(--harness opencode,pi) with the servers this job starts (leave --env-url out)")

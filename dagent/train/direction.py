@@ -38,7 +38,7 @@ import torch
 
 from dagent.errors import DagentError
 
-__all__ = ["Direction", "DirectionError", "Record", "Shift", "Snapshot", "audit", "direction",
+__all__ = ["Direction", "DirectionError", "Record", "Shift", "Snapshot", "audit", "check_arm", "direction",
            "group_advantages", "replaying", "rewards_of", "rows", "token_logps", "untrained_gradient", "verify"]
 
 
@@ -60,6 +60,18 @@ def group_advantages(rewards: Sequence[float | None], group: int, *, scale: bool
         for r in rewards[g:g + group]:
             out.append(0.0 if r is None else (float(r) - mean) / ((std + 1e-4) if scale else 1.0))
     return out
+
+
+def check_arm(trainer: Any, control: str) -> None:
+    """F57, the arm's wiring, judged from what the run was ASKED for (`control`, from its arguments),
+    not from the trainer's batch: a GRPO arm (`none`) must not score through the permuted control's
+    code path, and a control must. A GRPO arm silently permuted passes every check that takes its
+    expected advantages from the rewards the trainer recorded, since those are the permuted ones."""
+    wired = getattr(type(trainer), "dagent_control", "none")
+    if wired != control:
+        raise DirectionError(f"F57: the arm was asked for control {control!r} but its trainer "
+                             f"({type(trainer).__name__}) scores as {wired!r}: build it with "
+                             f"dagent.train.control.controlled(..., {control!r})")
 
 
 def replaying(trainer: Any) -> Any:

@@ -68,3 +68,54 @@ def test_eval_pool_reads_evaluation_dirs_in_pairs_and_writes_the_forest_plot(tmp
     assert {p.name for p in (tmp_path / "pooled").iterdir()} == {"pooled.json", "pooled.md", "pooled.png"}
     odd = CliRunner().invoke(app, ["eval", "pool", *dirs[:3]])
     assert odd.exit_code != 0 and "in pairs" in str(odd.exception)
+
+
+def crossed_run(rng, *, seeds=3, tasks=60, effect=0.1, samples=4):
+    """One experiment as the learning run makes it: ONE warm-start evaluation of each task (1 sample),
+    shared by every seed, whose GRPO arm is evaluated on the same tasks (`samples` each), GRPO's
+    rate the warm start's + `effect`. The true pooled difference is `effect`, known here and not
+    from the code under test; the warm start's one draw per task is the shared task noise."""
+    p_warm = rng.uniform(0.1, 0.7, size=tasks)
+    warm = [rec(f"t{t}", "correct" if rng.random() < p else "wrong") for t, p in enumerate(p_warm)]
+    return [(warm, [rec(f"t{t}", "correct" if rng.random() < p + effect else "wrong", sample=k)
+                    for t, p in enumerate(p_warm) for k in range(samples)]) for _ in range(seeds)]
+
+
+@pytest.mark.failure_mode("F58")
+def test_the_crossed_interval_covers_a_shared_baseline_and_the_nested_one_does_not():
+    """F58 planted: seeds that share their tasks and one baseline evaluation, pooled as if each seed's
+    tasks were its own (the nested bootstrap, the old pooling), cover the true difference well under
+    95% of the time; the crossed bootstrap holds it. Truth: the simulation's effect."""
+    import numpy as np
+
+    from dagent.eval.pooled import _matrix, nested_ci
+    from dagent.eval.scoring import paired_values, tally
+
+    rng = np.random.default_rng(7)
+    crossed_hits = nested_hits = 0
+    runs = 150
+    for r in range(runs):
+        seeds = crossed_run(rng)
+        p = pooled(seeds, n_boot=600, seed=r)
+        assert p.design == "crossed" and p.shared_sd is not None
+        crossed_hits += p.ci[0] <= 0.1 <= p.ci[1]
+        diffs = []
+        for a, b in seeds:
+            ids, va, vb = paired_values(tally(a), tally(b), 1)
+            diffs.append(vb - va)
+        lo, hi = nested_ci(diffs, 600, r)  # the fault: tasks resampled independently per seed
+        nested_hits += lo <= 0.1 <= hi
+    assert crossed_hits / runs >= 0.9, crossed_hits / runs
+    assert nested_hits / runs <= 0.86, nested_hits / runs
+    assert nested_hits < crossed_hits
+    m, tasks = _matrix([(["t1", "t0"], np.array([1.0, 0.0])), (["t0"], np.array([-1.0]))])
+    assert tasks == ["t1", "t0"] and np.isnan(m[1, 0]) and m[1, 1] == -1.0
+
+
+def test_seeds_on_disjoint_tasks_pool_nested():
+    seeds = [planted(n_tasks=40, flip=0.2, seed=s) for s in (1, 2)]
+    seeds = [([r.model_copy(update={"task_id": f"s{i}-{r.task_id}"}) for r in a],
+              [r.model_copy(update={"task_id": f"s{i}-{r.task_id}"}) for r in b]) for i, (a, b) in enumerate(seeds)]
+    p = pooled(seeds)
+    assert p.design == "nested" and p.shared_sd is None and p.detectable is not None
+    assert "nested seeds x tasks" in "\n".join(p.lines())

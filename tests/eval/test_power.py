@@ -66,3 +66,24 @@ def test_no_result_is_stated_without_the_effect_the_design_could_detect():
         one.verdict()
     single_task = pooled([([rec("t0", "correct")], [rec("t0", "wrong")])] * 2)
     assert single_task.detectable is None
+
+
+@pytest.mark.failure_mode("F58")
+def test_crossed_components_recover_a_shared_task_effect_and_widen_the_detectable_effect():
+    rng = np.random.default_rng(3)
+    est = []
+    for _ in range(20):
+        shared = rng.normal(0, 0.3, size=200)
+        d = 0.1 + rng.normal(0, 0.05, size=(30, 1)) + shared[None, :] + rng.normal(0, 0.2, size=(30, 200))
+        est.append(Components.crossed(d))
+    assert np.mean([c.shared_sd for c in est]) == pytest.approx(0.3, rel=0.05)
+    assert np.mean([c.task_sd for c in est]) == pytest.approx(0.2, rel=0.02)
+    assert np.mean([c.seed_sd for c in est]) == pytest.approx(0.05, rel=0.25)
+    # the same data read as nested (each seed's tasks its own) hides the shared part in the within-seed
+    # spread, which then shrinks with S: its detectable effect is too small
+    d = 0.1 + rng.normal(0, 0.3, size=128)[None, :] + rng.normal(0, 0.2, size=(3, 128))
+    crossed, nested = Components.crossed(d), Components.of(list(d))
+    assert mde(crossed, seeds=3, tasks=128) > 1.3 * mde(nested, seeds=3, tasks=128)
+    assert Components.crossed(d[:1]).shared_sd == pytest.approx(float(d[0].std(ddof=1)))
+    with pytest.raises(PowerError, match="complete"):
+        Components.crossed(np.array([[0.1, np.nan], [0.2, 0.3]]))

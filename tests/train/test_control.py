@@ -120,3 +120,25 @@ def test_a_control_whose_weights_never_move_is_refused_naming_f52(suite, backend
             run.trainer.train()
     finally:
         close_all()
+
+
+@pytest.mark.failure_mode("F57")
+def test_a_grpo_arm_wired_through_the_control_is_named_from_its_arguments():
+    """F57 planted: the GRPO arm built through the permuted control's code path. The rewards the
+    trainer records are then the permuted ones, so a check judging the step by them passes; the arm's
+    wiring, judged by what the run was asked for, does not."""
+    pytest.importorskip("torch")
+    from dagent.train.direction import DirectionError, check_arm
+
+    class Trainer:
+        def _calculate_rewards(self, *args, **kwargs):
+            return None
+
+    check_arm(Trainer(), "none")
+    check_arm(controlled(Trainer, "none")(), "none")
+    planted = controlled(Trainer, "permuted")()
+    check_arm(planted, "permuted")
+    with pytest.raises(DirectionError, match="F57: the arm was asked for control 'none' .* scores as 'permuted'"):
+        check_arm(planted, "none")
+    with pytest.raises(DirectionError, match="F57"):
+        check_arm(Trainer(), "permuted")  # a control that is really a training run

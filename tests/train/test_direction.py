@@ -29,6 +29,7 @@ from dagent.train.direction import (  # noqa: E402
     DirectionError,
     Record,
     Snapshot,
+    check_arm,
     group_advantages,
     replaying,
     rewards_of,
@@ -66,7 +67,8 @@ class Fixed:
     """One generation batch of real rollouts, its record, the environment's rewards, and the trainer
     (replaying that batch on every later build)."""
 
-    def __init__(self, trainer, group: int) -> None:
+    def __init__(self, trainer, group: int, control: str = "none") -> None:
+        check_arm(trainer, control)  # F57: the arm is wired as its arguments asked, judged apart from its batch
         self.trainer, self.group = replaying(trainer), group
         self.inputs = next(iter(trainer.get_train_dataloader()))
         trainer.model.train()

@@ -51,6 +51,10 @@ class GenerationRequest:
     """Alternatives to compute per position (the sampled token is always reported too)."""
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    logits_processor: Any = None
+    """Optional `(ids, logits) -> logits` applied before sampling, `ids` the prompt and the tokens
+    sampled so far (a transformers `LogitsProcessor` over one row; `dagent.train.engine_generation`
+    passes `sequence_bias` this way). The reported logprobs are those of the processed logits."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ class Sequence:
         self.wait: Any = None
         self.cancelled = self.finished = self.done = False
         self.n = 0
+        self.sampled: list[int] = []  # what `req.logits_processor` reads after the prompt
         self.stops = set(req.stop_token_ids) | (set() if req.ignore_eos else set(engine.eos_token_ids))
         self.generator = torch.Generator()
         if req.seed is not None:
@@ -309,7 +314,10 @@ class Sequence:
     def advance(self, logits: Any) -> None:
         """Sample the next token from this sequence's logits (1-D float32) and publish the step."""
         req, engine = self.req, self.engine
+        if req.logits_processor is not None:
+            logits = req.logits_processor(self.prompt + self.sampled, logits)
         token, logprobs = choose_token(logits, req.sampling, self.generator, engine.logprobs_mode)
+        self.sampled.append(token)
         top = top_logprobs(logprobs, token, req.num_top_logprobs)
         self.n += 1
         finish, stop_reason = None, None

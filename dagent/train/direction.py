@@ -24,6 +24,11 @@ runs), three checks, each failing on its own kind of fault:
 
 The weights and a fresh optimizer are restored around every step (`Snapshot`), so every variant
 (real rewards, permuted rewards, a planted fault) steps from the same start on the same batch.
+
+This module's `audit` compares the batch with a `Record` of the batch as built, and `verify` judges
+by the rewards it is given: a check whose truth comes from the trainer is blind upstream of it (F57).
+`dagent.train.truth.verify_signal` gives it truth from outside the trainer (the sampler's own output,
+the grader's verdicts); `check_arm` checks an arm's wiring against what the run asked for.
 """
 
 from __future__ import annotations

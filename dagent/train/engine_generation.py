@@ -19,10 +19,11 @@ INVARIANTS
   or value computed under weights since replaced is reused, while the turns of one step share it
   (a row's second turn prefills only the tool result and what follows). F06: the same module, the
   same dtype, nothing copied or synced.
-- The same distribution TRL samples from: the turn's temperature, top-k and top-p (applied in that
-  order, as transformers does); a setting the engine does not implement (a logits processor such
-  as `sequence_bias`, min_p, a repetition penalty) sends the turn to TRL's own generation, with a
-  warning naming it, never silently dropped.
+- The same distribution TRL samples from: the turn's `sequence_bias` (transformers' own
+  `SequenceBiasLogitsProcessor`, over each row's ids so far), then its temperature, top-k and top-p
+  (applied in that order, as transformers does); a setting the engine does not implement (min_p, a
+  repetition penalty, beams) sends the turn to TRL's own generation, with a warning naming it,
+  never silently dropped.
 - The same output: each row's sampled ids up to and including its first end-of-sequence id (the
   ids TRL keeps after its mask), at most `max_new_tokens` of them; logprobs None, as TRL's
   transformers path returns (the loss computes its own).
@@ -47,7 +48,8 @@ METHOD = "_generate_single_turn"
 # change what is sampled (ids, bookkeeping). Anything else (a logits processor such as
 # sequence_bias, min_p, a repetition penalty, beams) sends the turn to TRL's own generation.
 _HONOURED = frozenset({"max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "pad_token_id", "bos_token_id",
-                       "eos_token_id", "disable_compile", "transformers_version", "cache_implementation", "use_cache"})
+                       "eos_token_id", "disable_compile", "transformers_version", "cache_implementation", "use_cache",
+                       "sequence_bias"})
 _NEUTRAL = {"repetition_penalty": (1.0,), "min_p": (None, 0.0)}
 
 
@@ -69,6 +71,23 @@ def engine_sampling(config: Any) -> Any:
     return Sampling(temperature=float(config.temperature if config.temperature is not None else 1.0),
                     top_p=float(config.top_p if config.top_p is not None else 1.0),
                     top_k=int(config.top_k or 0))
+
+
+def logits_processor(config: Any) -> Any:
+    """`(ids, logits) -> logits` for the config's `sequence_bias` (transformers' own processor over
+    one row), or None where it sets none."""
+    bias = getattr(config, "sequence_bias", None)
+    if not bias:
+        return None
+    import torch
+    from transformers.generation.logits_process import SequenceBiasLogitsProcessor
+
+    processor = SequenceBiasLogitsProcessor(sequence_bias=bias)
+
+    def apply(ids: list[int], logits: Any) -> Any:
+        return processor(torch.tensor([ids], device=logits.device), logits[None].clone())[0]
+
+    return apply
 
 
 def generate_through_engine(trainer: Any, *, max_num_seqs: int = 16) -> bool:
@@ -94,7 +113,8 @@ def generate_through_engine(trainer: Any, *, max_num_seqs: int = 16) -> bool:
                               stacklevel=2)
             return method(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images)
         return engine.generate([list(p) for p in prompt_ids], sampling,
-                               int(trainer.generation_config.max_new_tokens)), None
+                               int(trainer.generation_config.max_new_tokens),
+                               logits_processor(trainer.generation_config)), None
 
     turn.warned = False  # type: ignore[attr-defined]
     turn._dagent_engine = True  # type: ignore[attr-defined]
@@ -121,7 +141,8 @@ class _Engine:
                                        name="trainer", max_num_seqs=self.max_num_seqs)
         return self._engine
 
-    def generate(self, prompts: list[list[int]], sampling: Any, max_new_tokens: int) -> list[list[int]]:
+    def generate(self, prompts: list[list[int]], sampling: Any, max_new_tokens: int,
+                 processor: Any = None) -> list[list[int]]:
         import torch
 
         if not prompts:
@@ -135,7 +156,7 @@ class _Engine:
             self._step = step
         seeds = torch.randint(0, 2**31 - 1, (len(prompts),)).tolist()  # torch's global generator: the trainer's seed
         requests = [GenerationRequest(prompt_ids=tuple(p), max_tokens=max_new_tokens, sampling=sampling,
-                                      seed=int(s), skip_special_tokens=False)
+                                      seed=int(s), skip_special_tokens=False, logits_processor=processor)
                     for p, s in zip(prompts, seeds, strict=True)]
         model = engine.model
         was_training = model.training

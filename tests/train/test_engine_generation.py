@@ -6,6 +6,8 @@ the engine does not implement."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -73,6 +75,29 @@ def test_greedy_turns_match_trls_generation_id_for_id(trainers, monkeypatch):
     assert got[0] == got[2]
 
 
+def test_a_sequence_bias_steers_the_engine_as_it_steers_trls_generation(trainers, monkeypatch):
+    """`sequence_bias` (the steering the direction tests use) is applied by transformers' own processor
+    over each row's ids so far: greedy, both paths decode the same steered ids, which are the script's
+    and not what the unsteered model decodes."""
+    from scripts.gpu_check import CALL, steer
+
+    trl, ours = trainers["transformers"], trainers["engine"]
+    ours.model.load_state_dict(trl.model.state_dict())
+    bias = steer(trl.processing_class)
+    for t in (trl, ours):
+        monkeypatch.setattr(t.generation_config, "do_sample", False)
+        monkeypatch.setattr(t.generation_config, "sequence_bias", bias)
+        monkeypatch.setattr(t.generation_config, "max_new_tokens", 40)
+    batch = prompts(trl)[:2]
+    expected, _ = trl._generate_single_turn(batch, None, {}, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # honoured: no turn goes to TRL's generation
+        got, _ = ours._generate_single_turn(batch, None, {}, 1)
+    assert got == expected
+    script = trl.processing_class(CALL.format(3), add_special_tokens=False)["input_ids"]
+    assert got[0][:len(script)] in (script, trl.processing_class(CALL.format(4), add_special_tokens=False)["input_ids"])
+
+
 def test_turns_read_the_live_weights_after_an_optimizer_step(trainers, monkeypatch):
     """The prefix cache never outlives an optimizer step: after the weights move and the step count
     with them, the same prompts greedy-decode as the moved model does (TRL's generation over the
@@ -127,11 +152,12 @@ def test_what_the_engine_does_not_implement_goes_to_trls_generation():
     assert (s.temperature, s.top_p, s.top_k) == (0.8, 0.95, 0)
     trainer = Trainer()
     assert generate_through_engine(trainer) and generate_through_engine(trainer)  # idempotent
-    for planted in ({"sequence_bias": {(5,): 3.0}}, {"repetition_penalty": 1.1}, {"min_p": 0.1}, {"num_beams": 2}):
+    for planted in ({"repetition_penalty": 1.1}, {"min_p": 0.1}, {"num_beams": 2}):
         steered = GenerationConfig(**{**config.to_dict(), **planted})
         assert engine_sampling(steered) is None and unhonoured(steered) == list(planted)
-    Trainer.generation_config = GenerationConfig(**{**config.to_dict(), "sequence_bias": {(5,): 3.0}})
-    with pytest.warns(UserWarning, match="does not implement sequence_bias"):
+    assert unhonoured(GenerationConfig(**{**config.to_dict(), "sequence_bias": [[[5], 3.0]]})) == []  # the engine's
+    Trainer.generation_config = GenerationConfig(**{**config.to_dict(), "repetition_penalty": 1.1})
+    with pytest.warns(UserWarning, match="does not implement repetition_penalty"):
         assert trainer._generate_single_turn([[5], [6]], None, {}, 1) == ([[1], [1]], None)
     assert Trainer.calls == 1
     Trainer.generation_config = config

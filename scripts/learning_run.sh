@@ -209,11 +209,13 @@ publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and
   [ -n "${DRY_RUN:-}" ] || [ -f "$OUT/.done/$name" ] || { echo "$name is not finished: not published" >&2; exit 3; }
   run mkdir -p "$(dirname "$dest")"
   run cp "$(arm "$OUT/$name")/records.jsonl" "$dest.jsonl"
+  # every episode's transcript (dagent.harness.play.write_records), compressed, beside its records
+  if [ -f "$(arm "$OUT/$name")/transcripts.jsonl.gz" ]; then run cp "$(arm "$OUT/$name")/transcripts.jsonl.gz" "$dest.transcripts.jsonl.gz"; fi
   [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
     TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
     EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
     $PY - "$OUT" "$arm" "$dest.json" "$(arm "$OUT/$name")" "$WARM_SHA" <<'EOF'
-import json, os, platform, shutil, sys
+import hashlib, json, os, platform, shutil, sys
 from pathlib import Path
 from dagent.recipes.hardware import cpu_has_bf16
 out, arm, dest, made, warm_sha = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
@@ -227,6 +229,12 @@ commit = (project.get("revision") or "unknown")[:7] + (" (uncommitted changes)" 
 record = {"evaluation": dest.stem, "arm": arm, "commit": commit, "warm_start_sha256": warm_sha,
           "base_evaluation": os.environ["BASE_RECORDS"], "cpus": os.cpu_count(), "machine": platform.machine(),
           "bf16_native": cpu_has_bf16(), "conditions": conditions}
+final = out / ("sft" if arm in ("warm", "base") else arm) / "final"
+if sorted(final.glob("*.safetensors")):  # the weights this arm evaluated, digested as WARM_SHA is
+    h = hashlib.sha256()
+    for f in sorted(final.glob("*.safetensors")):
+        h.update(f.read_bytes())
+    record["weights_sha256"] = h.hexdigest()
 if arm not in ("warm", "base"):
     last = max((out / arm).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     record["steps"] = json.loads((last / "trainer_state.json").read_text())["global_step"]

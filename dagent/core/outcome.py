@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -85,6 +85,11 @@ class EvalRecord(BaseModel):
     duration_s: float = 0.0
     cutoff: Cutoff | None = Field(default=None, description="Where the episode was cut off (CUTOFFS); "
                                   "None when it ended on its own or the agent does not say.")
+    transcript: list[dict[str, Any]] | None = Field(
+        default=None, exclude=True,
+        description="The episode's conversation as the agent held it (a model's episodes; None for the oracle). "
+                    "Left out of records.jsonl; `dagent.harness.play.write_records` writes it to "
+                    "transcripts.jsonl.gz beside it.")
 
 
 class TierSummary(BaseModel):

@@ -10,6 +10,7 @@ The demo's Replay tab, `dagent rollout --out DIR` and the demo's own "save recor
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from dagent.core.outcome import EvalRecord
 from dagent.eval.report import load_records
+from dagent.harness.play import TRANSCRIPTS
 from dagent.trajectory import CapturedTurn, Trajectory, turns_from_openenv
 from dagent.trajectory.export import to_capture_log
 
@@ -66,6 +68,22 @@ def load_recording(path: Path) -> list[Recorded]:
         trace = traces / trace_name(record.task_id, record.sample)
         out.append(Recorded(record.model_dump(mode="json"), trace if trace.is_file() else None))
     return out
+
+
+def load_transcripts(path: Path | str) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Each episode's transcript by (task_id, sample): an evaluation folder's `transcripts.jsonl.gz`
+    (`dagent.harness.play.write_records`), or a published `NAME.transcripts.jsonl.gz` given itself or
+    through its `NAME.jsonl`. Empty where none was kept."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / TRANSCRIPTS
+    elif path.name.endswith(".jsonl") and not path.name.endswith(".transcripts.jsonl"):
+        path = path.with_name(path.name[: -len(".jsonl")] + ".transcripts.jsonl.gz")
+    if not path.is_file():
+        return {}
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return {(r["task_id"], int(r["sample"])): r["transcript"] for r in rows}
 
 
 def read_trace(path: Path) -> list[CapturedTurn]:

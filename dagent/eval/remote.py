@@ -103,4 +103,4 @@ def play_remote(http: WhiteBoxHTTP, split: str, index: int, agent: ToolLoopAgent
         fields = dict(outcome="correct" if summary["correct"] else "wrong", reward=summary["reward"],
                       correct=summary["correct"], method=summary["method"], note=summary.get("note") or "",
                       answer=summary.get("answer"), **counts)
-    return _record(public, split, index, agent, sample, started, **fields)
+    return _record(public, split, index, agent, sample, started, transcript=[dict(m) for m in t.messages], **fields)

@@ -15,12 +15,14 @@ black-box environment's rollouts all call it, so these rules exist once:
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dagent.core.outcome import EvalRecord, EvalSummary, cause_head, outcome_of, summarize
 from dagent.core.reward import RewardConfig, reward
@@ -104,8 +106,23 @@ def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: Sandbo
         exit_code=None if run is None or run.exec_result is None else run.exec_result.exit_code,
         model_calls=None if run is None else run.model_calls, tool_calls=tool_calls,
         duration_s=round(time.monotonic() - started, 4), cutoff=None if run is None else run.cutoff,
+        transcript=transcript_of(run),
     )
     return Played(record=record, run=run, task=task)
+
+
+def transcript_of(run: AgentRun | None) -> list[dict[str, Any]] | None:
+    """The conversation an agent's run leaves: the tool loop's messages, or for a captured harness
+    the messages of its last agent call and what that call sampled (ids: the text is the harness's)."""
+    if run is None:
+        return None
+    if run.metadata.get("messages"):
+        return [dict(m) for m in run.metadata["messages"]]
+    if run.captured is not None and (chain := run.captured.trajectory.chain_turns()):
+        last = chain[-1]
+        return [*(dict(m) for m in last.messages),
+                {"role": "assistant", "completion_token_ids": list(last.completion_token_ids)}]
+    return None
 
 
 def run_episode(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend,
@@ -142,10 +159,20 @@ def run_eval(suite: TaskSuite, split: str, agent: Agent, backend: SandboxBackend
     return ordered, summary
 
 
+TRANSCRIPTS = "transcripts.jsonl.gz"
+
+
 def write_records(out_dir: Path, records: Sequence[EvalRecord], summary: EvalSummary, **meta: object) -> None:
-    """`records.jsonl` (one record a line) and `summary.json` (the meta, then the summary)."""
+    """`records.jsonl` (one record a line), `summary.json` (the meta, then the summary) and, where
+    episodes kept one, `transcripts.jsonl.gz`: one {task_id, sample, transcript} a line, gzip'd."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "records.jsonl", "w") as f:
         for rec in records:
             f.write(rec.model_dump_json() + "\n")
+    kept = [r for r in records if r.transcript is not None]
+    if kept:
+        with gzip.open(out_dir / TRANSCRIPTS, "wt", encoding="utf-8") as z:
+            for rec in kept:
+                z.write(json.dumps({"task_id": rec.task_id, "sample": rec.sample, "transcript": rec.transcript},
+                                   default=str) + "\n")
     (out_dir / "summary.json").write_text(json.dumps({**meta, **summary.model_dump()}, indent=2) + "\n")

@@ -113,3 +113,37 @@ def test_samples_get_distinct_stable_seeds_and_records_in_order(suite, backend, 
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(lines) == 6 and json.loads(lines[0])["model"] == "fake-model"
     assert json.loads((tmp_path / "summary.json").read_text())["tasks"] == summary.tasks == 6
+
+
+class Talking(Scripted):
+    """A scripted agent whose run leaves a conversation, as the tool loop's does."""
+
+    def run(self, task, sandbox, *, timeout_s=None, seed=None) -> AgentRun:
+        run = super().run(task, sandbox, timeout_s=timeout_s, seed=seed)
+        messages = [{"role": "user", "content": task.instruction},
+                    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "submit_solution",
+                                                                                       "arguments": {"answer": "3"}}}]}]
+        return AgentRun(exec_result=run.exec_result, model_calls=2, tool_calls=1, metadata={"messages": messages})
+
+
+def test_every_record_keeps_its_transcript_beside_the_records(suite, backend, tmp_path):
+    """The transcript travels with the record (not in records.jsonl): transcripts.jsonl.gz, keyed by
+    (task, sample), read back by dagent.eval.recordings.load_transcripts, also as published (NAME.jsonl)."""
+    import shutil
+
+    from dagent.eval.recordings import load_transcripts
+    from dagent.eval.report import load_records
+
+    records, _ = run_eval(suite, "train", Talking("3"), backend, workers=1, limit=2, samples=2, out_dir=tmp_path)
+    assert all(r.transcript and r.transcript[0]["role"] == "user" for r in records)
+    assert "transcript" not in (tmp_path / "records.jsonl").read_text()  # records.jsonl stays lean
+    kept = load_transcripts(tmp_path)
+    assert sorted(kept) == sorted((r.task_id, r.sample) for r in records)
+    r = records[1]
+    assert kept[(r.task_id, r.sample)][0]["content"] == suite.task_at("train", r.index).instruction
+    assert [x.transcript for x in load_records(tmp_path)] == [None] * 4  # records read back without it
+    shutil.copy(tmp_path / "records.jsonl", tmp_path / "grpo.jsonl")  # published as the learning runs publish
+    shutil.copy(tmp_path / "transcripts.jsonl.gz", tmp_path / "grpo.transcripts.jsonl.gz")
+    assert load_transcripts(tmp_path / "grpo.jsonl") == kept
+    oracle, _ = run_eval(suite, "train", OracleAgent(), backend, workers=1, limit=1, out_dir=tmp_path / "oracle")
+    assert oracle[0].transcript is None and not (tmp_path / "oracle" / "transcripts.jsonl.gz").exists()

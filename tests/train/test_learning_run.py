@@ -116,10 +116,14 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     (out / "sft" / "final" / "model.safetensors").write_bytes(b"weights")
     checkpoint(out / "grpo-0", 8)
     checkpoint(out / "control-0", 8)
+    for run_ in ("grpo-0", "control-0"):  # each trained arm's own final weights
+        (out / run_ / "final").mkdir(parents=True, exist_ok=True)
+        (out / run_ / "final" / "model.safetensors").write_bytes(run_.encode())
     for name in ("base-train", "eval-warm", "eval-grpo-0", "eval-control-0"):
         arm = out / name / "tools-smollm2"
         arm.mkdir(parents=True)
         (arm / "records.jsonl").write_text(f'{{"from": "{name}"}}\n')
+        (arm / "transcripts.jsonl.gz").write_bytes(name.encode())  # every episode's transcript, compressed
         made_at = hashlib.sha1(name.encode()).hexdigest()  # each evaluation's own commit, not the publishing one's
         (arm / "summary.json").write_text(json.dumps({"provenance": {"project": {"revision": made_at, "dirty": False}},
                                                       "conditions": {"loop": "white-box", "from": name}}))
@@ -141,7 +145,14 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     assert done.returncode == 0, done.stderr
     published = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
     assert published == {f"{n}.{ext}" for n in ("base-train", "warm", "seed-0/grpo", "seed-0/control")
-                         for ext in ("jsonl", "json")} | {"seed-0/grpo.trainer_state.json", "seed-0/control.trainer_state.json"}
+                         for ext in ("jsonl", "json", "transcripts.jsonl.gz")} | {
+        "seed-0/grpo.trainer_state.json", "seed-0/control.trainer_state.json"}
+    assert (dest / "seed-0" / "grpo.transcripts.jsonl.gz").read_bytes() == b"eval-grpo-0"
+    # each arm's own weights digest beside the warm start's
+    assert json.loads((dest / "seed-0" / "grpo.json").read_text())["weights_sha256"] == hashlib.sha256(b"grpo-0").hexdigest()
+    assert json.loads((dest / "seed-0" / "control.json").read_text())["weights_sha256"] == hashlib.sha256(
+        b"control-0").hexdigest()
+    assert json.loads((dest / "warm.json").read_text())["weights_sha256"] == hashlib.sha256(b"weights").hexdigest()
     # the arms' logged steps (their training curves' data), from their last checkpoints
     assert json.loads((dest / "seed-0" / "grpo.trainer_state.json").read_text()) == {"global_step": 8}
     for file, name in (("base-train", "base-train"), ("warm", "eval-warm"), ("seed-0/grpo", "eval-grpo-0"),

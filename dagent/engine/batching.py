@@ -14,7 +14,11 @@ Finished sequences' keys and values stay in a byte-bounded LRU (`PrefixCache`); 
 copies the longest cached (or still running) prefix instead of recomputing it, as vLLM's automatic
 prefix caching does, so a GRPO group of identical prompts or an agent's next turn prefills only
 its new tokens. Reused keys and values were computed from the same tokens at the same positions,
-so they equal recomputed ones to float rounding.
+so they equal recomputed ones to float rounding. A prefix taken from a RUNNING sequence (a group's
+rows waiting for the first to compute their shared prompt) is held by reference, not copied
+(`SequenceKV.base`), and stays shared through later turns; decode rows that share one attend to it
+together, one product for all their queries, so the prompt's keys are read once a step instead of
+once a row (`ragged_attention`, `attention_lse`, `merge`; figures: benchmarks/README.md).
 
 Which rows run in each step is `dagent.engine.scheduler`'s choice; what a sequence is (its
 sampling, detokenizing and stop rules) is `dagent.engine.generation`'s.
@@ -22,12 +26,11 @@ sampling, detokenizing and stop rules) is `dagent.engine.generation`'s.
 
 from __future__ import annotations
 
-import functools
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from dagent.engine.attention import attention_lse, decode_kernel, merge
 from dagent.errors import EngineError
 
 
@@ -53,45 +56,67 @@ ATTENTION = "dagent_ragged"
 
 # -- keys and values ------------------------------------------------------------------------
 class SequenceKV:
-    """One sequence's keys and values per layer, `[1, kv_heads, capacity, head_dim]` buffers
-    grown by doubling; positions `[0, length)` hold the keys/values of `tokens`."""
+    """One sequence's keys and values per layer. Positions `[0, base_len)` are a prefix SHARED with
+    the sequence it was copied from (`base`: views of that sequence's buffers, never written again:
+    a GRPO group's rows read their one prompt's keys from one place, and decode attends to it for
+    all of them at once, `ragged_attention`); positions `[base_len, length)` are this sequence's
+    own, in `[1, kv_heads, capacity, head_dim]` buffers grown by doubling. `tokens` are all of them."""
 
     def __init__(self, reserve: int) -> None:
-        self.keys: list[Any] = []
+        self.keys: list[Any] = []  # own buffers: position p at index p - base_len
         self.values: list[Any] = []
+        self.base: list[tuple[Any, Any]] = []  # per layer, the shared prefix's keys and values
+        self.base_len = 0
         self.length = 0
         self.tokens: list[int] = []
         self.reserve = max(16, reserve)
 
     @property
     def nbytes(self) -> int:
+        """The bytes this sequence holds alone (a shared prefix is counted where it is owned)."""
         return sum(t.element_size() * t.nelement() for t in (*self.keys, *self.values))
 
     def slot(self, layer: int, like: Any, end: int) -> tuple[Any, Any]:
-        """The buffers of a layer, holding at least `end` positions (allocated like `like`)."""
+        """The own buffers of a layer, holding at least up to position `end` (allocated like `like`)."""
         import torch
 
+        need = end - self.base_len
         if layer == len(self.keys):
-            shape = (1, like.shape[1], _rounded(max(end, self.reserve)), like.shape[3])
+            shape = (1, like.shape[1], _rounded(max(need, self.reserve)), like.shape[3])
             self.keys.append(torch.empty(shape, dtype=like.dtype))
             self.values.append(torch.empty(shape, dtype=like.dtype))
         elif layer > len(self.keys):
             raise EngineError(f"the model updated cache layer {layer} before layer {len(self.keys)}")
         keys, values = self.keys[layer], self.values[layer]
-        if end > keys.shape[2]:
-            shape = (1, keys.shape[1], _rounded(max(end, 2 * keys.shape[2])), keys.shape[3])
+        if need > keys.shape[2]:
+            shape = (1, keys.shape[1], _rounded(max(need, 2 * keys.shape[2])), keys.shape[3])
             grown_k, grown_v = torch.empty(shape, dtype=keys.dtype), torch.empty(shape, dtype=keys.dtype)
-            grown_k[:, :, : self.length] = keys[:, :, : self.length]
-            grown_v[:, :, : self.length] = values[:, :, : self.length]
+            own = self.length - self.base_len
+            grown_k[:, :, :own] = keys[:, :, :own]
+            grown_v[:, :, :own] = values[:, :, :own]
             self.keys[layer], self.values[layer] = keys, values = grown_k, grown_v
         return keys, values
 
-    def copy_prefix(self, source: SequenceKV, n: int) -> None:
-        """Start as the first n positions of another sequence (whose first n tokens are ours)."""
-        for layer, (k, v) in enumerate(zip(source.keys, source.values, strict=True)):
+    def copy_prefix(self, source: SequenceKV, n: int, *, share: bool = False) -> None:
+        """Start as the first n positions of another sequence (whose first n tokens are ours). A
+        prefix the source itself shares stays shared (a group keeps reading its one prompt, turn
+        after turn); the source's own positions are shared by reference when `share` (a running
+        sequence whose siblings decode beside it), else copied (a finished one in the prefix cache:
+        one reader gains nothing from a second piece)."""
+        b = min(source.base_len, n)
+        if not b and share:
+            self.keys, self.values = [], []
+            self.base = [(k[:, :, :n], v[:, :, :n]) for k, v in zip(source.keys, source.values, strict=True)]
+            self.base_len, self.length, self.tokens = n, n, source.tokens[:n]
+            return
+        self.keys, self.values = [], []
+        self.base = [(k[:, :, :b], v[:, :, :b]) for k, v in source.base] if b else []
+        self.base_len = self.length = b
+        for layer in range(len(source.keys) if n > b else 0):
+            k, v = source.keys[layer], source.values[layer]
             keys, values = self.slot(layer, k, n)
-            keys[:, :, :n] = k[:, :, :n]
-            values[:, :, :n] = v[:, :, :n]
+            keys[:, :, : n - b] = k[:, :, : n - b]
+            values[:, :, : n - b] = v[:, :, : n - b]
         self.length, self.tokens = n, source.tokens[:n]
 
 
@@ -102,8 +127,8 @@ def _rounded(n: int) -> int:
 class _Ragged:
     """What `PackedStep.update` hands to the attention: each row's keys/values so far."""
 
-    def __init__(self, rows: list[tuple[Any, Any, int, int, int]]) -> None:
-        self.rows = rows  # (keys, values, past, start, n)
+    def __init__(self, rows: list[tuple[Any, Any, Any, int, int, int]]) -> None:
+        self.rows = rows  # (shared prefix (keys, values) or None, own keys, own values, past, start, n)
 
 
 class PackedStep:
@@ -115,11 +140,12 @@ class PackedStep:
     def update(self, key_states: Any, value_states: Any, layer_idx: int, kwargs: Any = None) -> tuple[Any, Any]:
         out = []
         for kv, start, n in self.rows:
-            past = kv.length
+            past, b = kv.length, kv.base_len
             keys, values = kv.slot(layer_idx, key_states, past + n)
-            keys[:, :, past: past + n] = key_states[:, :, start: start + n]
-            values[:, :, past: past + n] = value_states[:, :, start: start + n]
-            out.append((keys[:, :, : past + n], values[:, :, : past + n], past, start, n))
+            keys[:, :, past - b: past - b + n] = key_states[:, :, start: start + n]
+            values[:, :, past - b: past - b + n] = value_states[:, :, start: start + n]
+            out.append((kv.base[layer_idx] if b else None, keys[:, :, : past + n - b], values[:, :, : past + n - b],
+                        past, start, n))
         ragged = _Ragged(out)
         return ragged, ragged
 
@@ -134,7 +160,9 @@ class PackedStep:
 
 def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
                      dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
-    """Attention per packed row against its own keys/values; anything else goes to sdpa."""
+    """Attention per packed row against its own keys/values; anything else goes to sdpa. Decode rows
+    that share a prefix attend to it together (one product for the group's queries, the prefix read
+    once), then each to its own positions, the two parts merged by their log-sum-exp."""
     import torch
     import torch.nn.functional as F
 
@@ -143,71 +171,45 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
-    gqa = query.shape[1] != key.rows[0][0].shape[1]
-    outs = []
-    kernel = decode_kernel(query.dtype, key.rows[0][0].shape[1], query.shape[1], query.shape[3])
-    for keys, values, past, start, n in key.rows:
+    first_k = key.rows[0][1]
+    gqa = query.shape[1] != first_k.shape[1]
+    scale = query.shape[3] ** -0.5 if scaling is None else scaling
+    outs: list[Any] = [None] * len(key.rows)
+    kernel = decode_kernel(query.dtype, first_k.shape[1], query.shape[1], query.shape[3])
+    groups: dict[tuple[int, int], list[int]] = {}  # by the prefix's storage and length: views of one buffer
+    for i, (base, keys, values, past, start, n) in enumerate(key.rows):
+        if n == 1 and base is not None:
+            groups.setdefault((base[0].data_ptr(), base[0].shape[2]), []).append(i)
+            continue
+        if base is not None:  # a prefill chunk after a shared prefix: attend to both, contiguous
+            keys, values = torch.cat([base[0], keys], dim=2), torch.cat([base[1], values], dim=2)
         if n == 1:
-            outs.append(kernel(query[:, :, start: start + 1], keys, values, scaling))
+            outs[i] = kernel(query[:, :, start: start + 1], keys, values, scaling)
             continue
         mask = None
         if n > 1 and past > 0:  # a prefill chunk after earlier positions: causal, offset by past
             mask = torch.ones(n, past + n, dtype=torch.bool).tril(diagonal=past)
-        outs.append(F.scaled_dot_product_attention(
+        outs[i] = F.scaled_dot_product_attention(
             query[:, :, start: start + n], keys, values, attn_mask=mask, is_causal=n > 1 and past == 0,
-            scale=scaling, enable_gqa=gqa))
+            scale=scaling, enable_gqa=gqa)
+    for members in groups.values():
+        base_k, base_v = key.rows[members[0]][0]
+        queries = torch.cat([query[:, :, key.rows[i][4]: key.rows[i][4] + 1] for i in members], dim=2)
+        shared_out, shared_lse = attention_lse(queries, base_k, base_v, scale)
+        shared = (shared_out.transpose(0, 2), shared_lse.transpose(0, 2))  # [R, heads, 1, .]: one row each
+        if len({key.rows[i][1].shape[2] for i in members}) == 1:  # rows decoded alike: their own positions at once
+            own = attention_lse(queries.transpose(0, 2), torch.cat([key.rows[i][1] for i in members]),
+                                torch.cat([key.rows[i][2] for i in members]), scale)
+            merged = merge(shared, own).to(query.dtype)
+            for j, i in enumerate(members):
+                outs[i] = merged[j: j + 1]
+            continue
+        for j, i in enumerate(members):
+            _, keys, values, _, start, _ = key.rows[i]
+            own = attention_lse(query[:, :, start: start + 1], keys, values, scale)
+            outs[i] = merge((shared[0][j: j + 1], shared[1][j: j + 1]), own).to(query.dtype)
     out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
     return out.transpose(1, 2).contiguous(), None
-
-
-def decode_attention(query: Any, keys: Any, values: Any, scaling: float | None) -> Any:
-    """One new token against a sequence's keys/values, query heads grouped onto their key/value
-    head (transformers' `repeat_kv` order: query head h reads kv head h // group), computed in
-    float32 whatever the model's dtype. On some CPUs `scaled_dot_product_attention` is slow for
-    one query in bfloat16, on others it is the faster (figures: benchmarks/README.md), so
-    `decode_kernel` times both on the machine it runs on."""
-    import torch
-
-    _, heads, _, dim = query.shape
-    kv_heads = keys.shape[1]
-    grouped = query.float().reshape(1, kv_heads, heads // kv_heads, dim)
-    scores = torch.matmul(grouped, keys.float().transpose(-1, -2)) * (dim ** -0.5 if scaling is None else scaling)
-    out = torch.matmul(torch.softmax(scores, dim=-1), values.float())
-    return out.to(query.dtype).reshape(1, heads, 1, dim)
-
-
-def sdpa_decode(query: Any, keys: Any, values: Any, scaling: float | None) -> Any:
-    """One new token against a sequence's keys/values with `scaled_dot_product_attention`."""
-    import torch.nn.functional as F
-
-    return F.scaled_dot_product_attention(query, keys, values, scale=scaling,
-                                          enable_gqa=query.shape[1] != keys.shape[1])
-
-
-DECODE_KERNELS = {"float32": decode_attention, "sdpa": sdpa_decode}
-
-
-@functools.cache
-def decode_kernel(dtype: Any, kv_heads: int, heads: int, head_dim: int) -> Any:
-    """The faster decode-attention kernel for this shape on this CPU, timed once per process on a
-    1,024-token context (the best of 3 runs of 8 calls each; either kernel gives the same
-    attention to the dtype's rounding, so a noisy timing costs speed, never correctness)."""
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    query = torch.randn(1, heads, 1, head_dim, generator=gen).to(dtype)
-    keys, values = (torch.randn(1, kv_heads, 1024, head_dim, generator=gen).to(dtype) for _ in range(2))
-    timings = {}
-    with torch.inference_mode():
-        for name, kernel in DECODE_KERNELS.items():
-            runs = []
-            for _ in range(3):
-                start = time.perf_counter()
-                for _ in range(8):
-                    kernel(query, keys, values, None)
-                runs.append(time.perf_counter() - start)
-            timings[name] = min(runs)
-    return DECODE_KERNELS[min(timings, key=timings.__getitem__)]
 
 
 def _register_attention() -> None:
@@ -378,6 +380,7 @@ class RaggedBackend:
         vocab = min(int(self.model.config.vocab_size), 5000)
         gen = torch.Generator().manual_seed(0)
         a, b = (torch.randint(0, vocab, (n,), generator=gen).tolist() for n in (11, 6))
+        c, d = a[:9] + [5, 6, 7], a[:9] + [8, 9]  # two sequences sharing a's first 9 positions
         try:
             with torch.inference_mode():
                 ref_a = torch.log_softmax(self.model(input_ids=torch.tensor([a])).logits[0].float(), -1)
@@ -390,6 +393,16 @@ class RaggedBackend:
                                    ([(ka, a[10:11])], [ref_a[10]])):
                     got.append(torch.log_softmax(self.run(rows), -1))
                     want.append(torch.stack(refs))
+                # a shared prefix (c and d read a's first 9 positions from a's buffers, decoding together)
+                # gives what the same rows give with the prefix computed for each (checked just above)
+                shared = [SequenceKV(8), SequenceKV(8)]
+                own = [SequenceKV(8), SequenceKV(8)]
+                for kv in shared:
+                    kv.copy_prefix(ka, 9, share=True)
+                self.run([(own[0], c[:9]), (own[1], d[:9])])
+                for kc, kd in (shared, own):
+                    steps = [self.run([(kc, c[9:11]), (kd, d[9:10])]), self.run([(kd, d[10:11]), (kc, c[11:12])])]
+                    (got if kc is shared[0] else want).extend(torch.log_softmax(x, -1) for x in steps)
         except Exception:
             return False
         return all(within_rounding(g, w, self.model.dtype) for g, w in zip(got, want, strict=True))
@@ -414,7 +427,7 @@ class RaggedBackend:
         if n <= 0:
             return
         if source is None:
-            self._copy(seq, cached, n)
+            self._copy(seq, cached, n, share=False)
         else:
             seq.wait = (source, cached, n)
 
@@ -426,12 +439,12 @@ class RaggedBackend:
         if kv.length < n and not source.done:
             return False
         seq.wait = None
-        self._copy(seq, kv, min(n, kv.length))
+        self._copy(seq, kv, min(n, kv.length), share=not source.done)
         return True
 
-    def _copy(self, seq: Row, source: SequenceKV, n: int) -> None:
+    def _copy(self, seq: Row, source: SequenceKV, n: int, *, share: bool) -> None:
         if n > 0:
-            seq.state.copy_prefix(source, n)
+            seq.state.copy_prefix(source, n, share=share)
             seq.pos = n
             self.reused_tokens += n
 

@@ -172,6 +172,40 @@ def test_a_group_of_identical_prompts_is_prefilled_once(loaded: Any) -> None:
     assert len({tuple(g.token_ids) for g in together}) > 1  # seeds differ, so rollouts do
 
 
+def test_a_group_reads_its_shared_prompt_once_and_decodes_what_each_row_decodes_alone(loaded: Any,
+                                                                                     monkeypatch: Any) -> None:
+    """A GRPO group's rows hold their prompt's keys by reference (no copy each) and attend to them
+    together: one product for all the group's queries, then each row's own positions, merged by
+    log-sum-exp; the tokens are what each row samples alone."""
+    engine = make_engine(loaded)
+    ids = prompt(engine, "Count the rows of flights.csv, then report the number. " * 8)
+    group = [GenerationRequest(prompt_ids=ids, max_tokens=8, sampling=Sampling(temperature=1.0), seed=s)
+             for s in range(4)]
+    queries: list[int] = []
+    original = batching.attention_lse
+
+    def counting(query, keys, values, scale):
+        if query.shape[0] == 1:
+            queries.append(query.shape[2])
+        return original(query, keys, values, scale)
+
+    monkeypatch.setattr(batching, "attention_lse", counting)
+    together = run_together(engine, group)
+    assert max(queries) == 3  # three rows read the first row's prompt together (the first reads its own)
+    alone = make_engine(loaded, prefix_cache_bytes=0)
+    for req, gen in zip(group, together, strict=True):
+        assert_same(gen, alone.generate(req).run())
+
+
+def test_the_self_check_refuses_a_shared_prefix_merged_wrong(loaded: Any, monkeypatch: Any) -> None:
+    """Planted fault: the shared prefix's part of the attention kept and the row's own positions
+    dropped: the self-check must fall back (the shared rows no longer equal recomputed ones)."""
+    monkeypatch.setattr(batching, "merge", lambda a, b: a[0])
+    assert batching.RaggedBackend.for_model(loaded.model, 0) is None
+    monkeypatch.undo()
+    assert batching.RaggedBackend.for_model(loaded.model, 0) is not None
+
+
 def test_a_consumer_that_stops_early_frees_its_row(engine: LocalEngine) -> None:
     long = GenerationRequest(prompt_ids=prompt(engine, "Hi"), max_tokens=2000, sampling=Sampling(temperature=1.0),
                              seed=3, ignore_eos=True)

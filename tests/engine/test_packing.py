@@ -66,12 +66,18 @@ def test_both_decode_kernels_compute_the_same_grouped_attention() -> None:
     # the reference: every query head h reads kv head h // 4, as transformers' repeat_kv orders them
     k, v = keys.repeat_interleave(4, dim=1), values.repeat_interleave(4, dim=1)
     want = torch.softmax(query @ k.transpose(-1, -2) / 32 ** 0.5, -1) @ v
-    for name, kernel in batching.DECODE_KERNELS.items():
+    from dagent.engine import attention
+
+    for name, kernel in attention.DECODE_KERNELS.items():
         got = kernel(query, keys, values, None)
         assert torch.allclose(got, want, atol=1e-5), name
-    chosen = batching.decode_kernel(torch.float32, 2, 8, 32)
-    assert chosen in batching.DECODE_KERNELS.values()
-    assert batching.decode_kernel(torch.float32, 2, 8, 32) is chosen  # timed once per shape
+    chosen = attention.decode_kernel(torch.float32, 2, 8, 32)
+    assert chosen in attention.DECODE_KERNELS.values()
+    assert attention.decode_kernel(torch.float32, 2, 8, 32) is chosen  # timed once per shape
+    # the two-part attention: a prefix and the rest, each with its log-sum-exp, merged, is the whole
+    head, tail = attention.attention_lse(query, keys[:, :, :120], values[:, :, :120], 32 ** -0.5), \
+        attention.attention_lse(query, keys[:, :, 120:], values[:, :, 120:], 32 ** -0.5)
+    assert torch.allclose(attention.merge(head, tail), want, atol=1e-5)
 
 
 def test_a_resident_scheduler_serves_on_its_own_thread_and_hands_back_when_stopped() -> None:

@@ -51,14 +51,6 @@ from dagent.train.truth import SamplerLog, sampled_texts, sampler_audit, verdict
 LR = 0.1  # plain SGD (dagent.train.direction): the tiny model's log-probs move visibly in one step
 
 
-def shifted(batch: dict) -> dict:
-    """A row conversion off by one: the completion ids one token late against the masks."""
-    out = dict(batch)
-    ids = batch["completion_ids"]
-    out["completion_ids"] = torch.cat([batch["prompt_ids"][:, -1:], ids[:, :-1]], dim=1)
-    return out
-
-
 def mask_over_tools(batch: dict) -> dict:
     out = dict(batch)
     out["tool_mask"] = torch.ones_like(batch["tool_mask"])
@@ -69,9 +61,6 @@ def flipped(batch: dict) -> dict:
     out = dict(batch)
     out["advantages"] = -batch["advantages"]
     return out
-
-
-FAULTS = {"sign": flipped, "mask": mask_over_tools, "shift": shifted}
 
 
 class Fixed:
@@ -117,39 +106,6 @@ class Fixed:
         finally:
             self.trainer.__class__ = real_class
         return batch, [self.rewards[i] for i in order]
-
-
-def check_loop(fixed: Fixed) -> dict:
-    """Every assertion of the module docstring on one loop's fixed batch; returns what it measured."""
-    rewards, group, record = fixed.rewards, fixed.group, fixed.record
-    expected = group_advantages(rewards, group)
-    assert any(expected), f"every group scored alike ({rewards}): the steering gave no mixed group"
-    trainer_adv = fixed.batch["advantages"].tolist()  # TRL's own advantages agree with the rewards' in sign
-    assert all((a > 0) == (e > 0) and (a < 0) == (e < 0) for a, e in zip(trainer_adv, expected)), (trainer_adv, expected)
-    assert record.untrained_tokens() > 0, "no tool output in the completions: the mask check would be empty"
-
-    real = verify(fixed.trainer, fixed.batch, record, rewards, group, snapshot=fixed.snapshot)
-    assert real.agree == len(real.signed) >= 2 and real.tokens_with > 2 * real.tokens_against, real.summary()
-
-    permuted_batch, permuted = fixed.permuted()
-    moved = verify(fixed.trainer, permuted_batch, record, permuted, group, snapshot=fixed.snapshot)
-    assert moved.agree == len(moved.signed), moved.summary()
-    assert group_advantages(permuted, group) != expected, "the permutation left every advantage in place"
-    with pytest.raises(DirectionError, match="advantages' way"):  # judged by the real rewards, the same steps fail
-        verify(fixed.trainer, permuted_batch, record, rewards, group, snapshot=fixed.snapshot, measured=moved)
-
-    caught = {}
-    for name, plant in FAULTS.items():
-        with pytest.raises(DirectionError) as err:
-            verify(fixed.trainer, plant(fixed.batch), record, rewards, group, snapshot=fixed.snapshot)
-        caught[name] = str(err.value)
-    leak, _ = untrained_gradient(fixed.trainer, mask_over_tools(fixed.batch), record, expected)
-    assert leak > 0, "the mask fault put no gradient on tool-result tokens"
-    assert real.leak == 0.0 and real.starved == 0  # the real batch's own gradient check
-    assert "advantages' way" in caught["sign"]
-    assert "did not produce" in caught["mask"] and "did not produce" in caught["shift"]
-    fixed.snapshot.restore()
-    return {"real": real.summary(), "permuted": moved.summary(), **caught}
 
 
 def half_masked(batch: dict) -> dict:

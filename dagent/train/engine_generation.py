@@ -93,9 +93,10 @@ def logits_processor(config: Any) -> Any:
 def generate_through_engine(trainer: Any, *, max_num_seqs: int = 16) -> bool:
     """Replace `trainer._generate_single_turn` with the local engine over the trainer's module (an
     instance attribute; TRL's class untouched). Returns whether it was replaced (False: this TRL
-    has no such method, or the trainer generates with vLLM)."""
+    has no such method, the trainer generates with vLLM, or its module is on an accelerator: the
+    engine serves CPU modules, and TRL's generation runs there)."""
     method = getattr(trainer, METHOD, None)
-    if not callable(method) or getattr(trainer, "use_vllm", False):
+    if not callable(method) or getattr(trainer, "use_vllm", False) or _on_accelerator(trainer):
         return False
     if getattr(method, "_dagent_engine", False):
         return True
@@ -121,6 +122,13 @@ def generate_through_engine(trainer: Any, *, max_num_seqs: int = 16) -> bool:
     turn.engine = engine  # type: ignore[attr-defined]
     setattr(trainer, METHOD, turn)
     return True
+
+
+def _on_accelerator(trainer: Any) -> bool:
+    model = getattr(trainer, "model", None)
+    parameters = getattr(model, "parameters", None)
+    first = next(iter(parameters()), None) if callable(parameters) else None
+    return first is not None and first.device.type != "cpu"
 
 
 class _Engine:

@@ -166,6 +166,9 @@ def test_what_the_engine_does_not_implement_goes_to_trls_generation():
     vllm = Trainer()
     vllm.use_vllm = True
     assert generate_through_engine(vllm) is False
+    on_gpu = Trainer()  # a module on an accelerator (here the meta device stands in): TRL's generation
+    on_gpu.model = torch.nn.Linear(2, 2, device="meta")
+    assert generate_through_engine(on_gpu) is False
 
 
 def test_a_row_is_cut_after_its_first_end_of_sequence_id_and_at_the_budget():

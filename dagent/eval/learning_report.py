@@ -219,6 +219,7 @@ def template_section(run: LearningRun) -> list[str]:
     for a in ARMS:
         arms[a] = [by_template(run.of(s, a)) for s in run.seeds if run.of(s, a)]
     names = sorted(set(arms["warm"][0]), key=lambda t: (t not in AGGREGATES, t))
+    warm_tasks = {r.task_id for r in load_records(run.warm.records)}  # read once: every row counts from it
 
     def rate(arm: str, names_: Sequence[str]) -> float | None:
         c = sum(d.get(t, (0, 0))[0] for d in arms[arm] for t in names_)
@@ -229,7 +230,7 @@ def template_section(run: LearningRun) -> list[str]:
         return "n/a" if v is None else f"{v:.1%}"
 
     def row(label: str, names_: Sequence[str]) -> str:
-        tasks = len({r.task_id for r in load_records(run.warm.records) if template(r.task_id) in names_})
+        tasks = sum(template(t) in names_ for t in warm_tasks)
         w, g, c = rate("warm", names_), rate("grpo", names_), rate("control", names_)
         d = f"{g - w:+.1%}" if g is not None and w is not None else "n/a"
         return f"| {label} | {tasks} | {cell(w)} | {cell(g)} | {cell(c)} | {d} |"

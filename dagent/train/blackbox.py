@@ -32,7 +32,7 @@ from dagent.provenance import provenance
 from dagent.recipes import HARNESSES, BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.suites.sources import load_tasks
-from dagent.train.blackbox_args import BlackboxArgs, preflight
+from dagent.train.blackbox_args import ONE_PROCESS, BlackboxArgs, preflight
 from dagent.train.blackbox_async import train_async
 from dagent.train.grpo import resolve_resume, save_final
 from dagent.train.options import Refusal, refuse
@@ -174,8 +174,7 @@ SYNC_REFUSED = (
             "drop it, or use --mode async"),
     Refusal("engine_devices", "the sync trainer's engine is the trainer's own model, served in-process",
             "drop it, or use --mode async on GPUs"),
-    Refusal("accelerate_config", "black-box training runs one trainer process",
-            "drop it, or train white-box on several processes"),
+    ONE_PROCESS,
 )
 
 

@@ -11,7 +11,12 @@ from dagent.errors import ConfigError
 from dagent.harness.contract import check_step_cap
 from dagent.recipes import HARNESSES, BlackboxRecipe, resolve
 from dagent.train.args import TrainArgs
+from dagent.train.options import Refusal
 from dagent.train.preflight import Check, check_group_size, check_split
+
+# Refused on both black-box launch paths (F59, dagent.train.options).
+ONE_PROCESS = Refusal("accelerate_config", "black-box training runs one trainer process",
+                      "drop it, or train white-box on several processes")
 
 
 def preflight(recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None = None,

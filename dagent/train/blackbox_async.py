@@ -56,7 +56,7 @@ from dagent.recipes import BlackboxRecipe
 from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
-from dagent.train.blackbox_args import BlackboxArgs, preflight
+from dagent.train.blackbox_args import ONE_PROCESS, BlackboxArgs, preflight
 from dagent.train.grpo import resolve_resume
 from dagent.train.options import Refusal, refuse
 from dagent.train.preflight import Check, PreflightError, mixed_rows
@@ -319,8 +319,7 @@ ASYNC_REFUSED = (
     Refusal("control", "AsyncGRPOTrainer scores rewards inside its rollout worker, where the permuted control's "
             "wrapper of GRPOTrainer._calculate_rewards never runs: the run would train as ordinary GRPO under a "
             "control's name", "run the control with --mode sync (the same code path as its GRPO arm)"),
-    Refusal("accelerate_config", "black-box training runs one trainer process",
-            "drop it, or train white-box on several processes"),
+    ONE_PROCESS,
 )
 
 

@@ -61,15 +61,15 @@ class SamplerLog:
     def __exit__(self, *exc: Any) -> None:
         LocalEngine.run_here = self._original  # type: ignore[method-assign]
 
-    def turns(self, full: Sequence[int]) -> list[list[tuple[int, ...]]]:
+    def turns(self, full: Sequence[int]) -> list[tuple[int, list[tuple[int, ...]]]]:
         """The generations that could be the sequence `full`'s (prompt then completion) turns: those whose
-        prompt is a prefix of it, grouped by prompt length, shortest first (a group's rollouts share
-        their first prompt, so each turn lists every candidate)."""
+        prompt is a prefix of it, as (prompt length, candidates), shortest prompt first (a group's
+        rollouts share their first prompt, so each turn lists every candidate)."""
         by_turn: dict[int, list[tuple[int, ...]]] = {}
         for prompt, sampled in self.generations:
             if len(prompt) <= len(full) and tuple(full[:len(prompt)]) == prompt:
                 by_turn.setdefault(len(prompt), []).append(sampled)
-        return [gs for _, gs in sorted(by_turn.items())]
+        return sorted(by_turn.items())
 
 
 def _rows(batch: dict[str, Any]) -> list[tuple[list[int], list[int], list[int]]]:
@@ -98,7 +98,7 @@ def sampler_audit(batch: dict[str, Any], log: SamplerLog, *, max_completion_leng
     """Where the batch's trained tokens are not the engine's sampled ones (module docstring): per
     rollout, its trained runs against the generations whose prompt it continues, turn by turn."""
     rows = _rows(batch)
-    turns = [log.turns(prompt + completion) for prompt, completion, _ in rows]
+    turns = [[gs for _, gs in log.turns(prompt + completion)] for prompt, completion, _ in rows]
     return turns_audit(rows, turns, budget=max_completion_length)
 
 
@@ -160,11 +160,8 @@ def sampled_texts(batch: dict[str, Any], log: SamplerLog, tokenizer: Any) -> lis
     out = []
     for prompt, completion, _ in _rows(batch):
         full = prompt + completion
-        parts = []
-        for gs in log.turns(full):
-            start = next(len(p) for p, g in log.generations if g in gs and tuple(full[:len(p)]) == p)
-            parts.append(tokenizer.decode(list(_closest(gs, full[start:])), skip_special_tokens=False))
-        out.append("".join(parts))
+        out.append("".join(tokenizer.decode(list(_closest(gs, full[start:])), skip_special_tokens=False)
+                           for start, gs in log.turns(full)))
     return out
 
 

@@ -95,17 +95,46 @@ class Fixed:
         raise AssertionError(f"no permutation of {self.rewards} keeps a group mixed")
 
     def permuted(self) -> tuple[dict, list]:
-        """The same rollouts rebuilt by the permuted-reward control's code path, and the rewards it used."""
+        """The same rollouts rebuilt by the permuted-reward control's code path, and the rewards it used.
+        Wired so, the trainer is named by `check_arm` as the GRPO arm it was asked to be (F57 planted)."""
         from dagent.train.control import controlled
 
         real_class = type(self.trainer)
         self.trainer.__class__ = controlled(real_class, "permuted", seed=self.control_seed())
         try:
+            with pytest.raises(DirectionError, match="F57: the arm was asked for control 'none'"):
+                check_arm(self.trainer, "none")
             batch = self.trainer._generate_and_score_completions(self.inputs)
             order = self.trainer.control_permutations[-1]
         finally:
             self.trainer.__class__ = real_class
         return batch, [self.rewards[i] for i in order]
+
+    def rebuilt(self) -> dict:
+        """A NEW batch through the trainer's code (its recorded batch not replayed), the record kept."""
+        saved = self.trainer._recorded_generation, self.trainer.recorded_rewards
+        self.trainer._recorded_generation = self.trainer.recorded_rewards = None
+        try:
+            return self.trainer._generate_and_score_completions(self.inputs)
+        finally:
+            self.trainer._recorded_generation, self.trainer.recorded_rewards = saved
+
+
+def plant_shared_faults(fixed: Fixed, fails, monkeypatch) -> tuple[dict, list]:
+    """The faults both loops share, each through `fails(name, batch, match=...)`: the advantage negated
+    in the batch, tool output trained, half of each completion masked out, the loss's sign flipped
+    inside TRL's loss, the GRPO arm wired through the permuted control. Returns that permuted batch
+    and its rewards."""
+    fails("advantage negated in the batch", flipped(fixed.batch), match="grader's verdicts")
+    fails("tool output trained", mask_over_tools(fixed.batch), match="sampler did not produce")
+    fails("half of each completion masked out", half_masked(fixed.batch), match="sampler did not produce")
+    with monkeypatch.context() as m:
+        original = fixed.trainer._compute_loss
+        m.setattr(fixed.trainer, "_compute_loss", lambda model, inputs: -original(model, inputs))
+        fails("loss sign flipped inside TRL's loss", fixed.batch, match="advantages' way")
+    permuted_batch, permuted = fixed.permuted()
+    fails("GRPO arm running the permuted control", permuted_batch, match="grader's verdicts")
+    return permuted_batch, permuted
 
 
 def half_masked(batch: dict) -> dict:
@@ -140,15 +169,9 @@ class Whitebox:
     def fresh(self, monkeypatch, target: str, planted) -> tuple[dict, list, SamplerLog]:
         """A NEW batch through the trainer's code (not replayed) with `target` replaced by `planted`
         for its generation and scoring: a fault where the trainer builds its batch."""
-        trainer = self.fixed.trainer
-        saved = trainer._recorded_generation, trainer.recorded_rewards
-        trainer._recorded_generation = trainer.recorded_rewards = None
-        try:
-            with monkeypatch.context() as m, SamplerLog() as log:
-                m.setattr(target, planted)
-                batch = trainer._generate_and_score_completions(self.fixed.inputs)
-        finally:
-            trainer._recorded_generation, trainer.recorded_rewards = saved
+        with monkeypatch.context() as m, SamplerLog() as log:
+            m.setattr(target, planted)
+            batch = self.fixed.rebuilt()
         return batch, self.verdicts(batch, log), log
 
 
@@ -162,7 +185,6 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
     from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
     from dagent.train import engine_generation
-    from dagent.train.control import controlled
     from dagent.train.grpo import build_trainer
     from tests.train.test_engine_generation import through_engine
     from tests.train.test_grpo_smoke import steer
@@ -194,24 +216,8 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
                 wb.judge(batch, truth, log)
             caught[name] = str(err.value)
 
-        # 1-3, 8: faults in the batch the loss reads
-        fails("advantage negated in the batch", flipped(fixed.batch), match="grader's verdicts")
-        fails("tool output trained", mask_over_tools(fixed.batch), match="sampler did not produce")
-        fails("half of each completion masked out", half_masked(fixed.batch), match="sampler did not produce")
-        with monkeypatch.context() as m:
-            original = run.trainer._compute_loss
-            m.setattr(run.trainer, "_compute_loss", lambda model, inputs: -original(model, inputs))
-            fails("loss sign flipped inside TRL's loss", fixed.batch, match="advantages' way")
-        # 4: the GRPO arm wired through the permuted control
-        real_class = type(fixed.trainer)
-        fixed.trainer.__class__ = controlled(real_class, "permuted", seed=fixed.control_seed())
-        try:
-            with pytest.raises(DirectionError, match="F57: the arm was asked for control 'none'"):
-                check_arm(fixed.trainer, "none")
-            permuted_batch = fixed.trainer._generate_and_score_completions(fixed.inputs)
-        finally:
-            fixed.trainer.__class__ = real_class
-        fails("GRPO arm running the permuted control", permuted_batch, match="grader's verdicts")
+        # 1-4, 8: faults in the batch the loss reads, and the arm's wiring
+        permuted_batch, permuted = plant_shared_faults(fixed, fails, monkeypatch)
         # 5-7: faults where the batch is built: each a new batch through the trainer's code
         batch, truth, plog = wb.fresh(monkeypatch, "dagent.tools.episode.reward",
                                       lambda correct, tool_calls, config=None: None if correct is None
@@ -231,7 +237,6 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
         close_all()
         fixed.snapshot.restore()
     # the permuted control's own step follows its permuted advantages, and fails judged by the real ones
-    permuted_batch, permuted = fixed.permuted()
     moved = verify(fixed.trainer, permuted_batch, fixed.record, permuted, fixed.group, snapshot=fixed.snapshot)
     assert moved.agree == len(moved.signed), moved.summary()
     with pytest.raises(DirectionError, match="advantages' way"):
@@ -315,7 +320,6 @@ def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_pat
     from dagent.engine.models import tiny_qwen3
     from dagent.recipes import BlackboxRecipe
     from dagent.train.blackbox import build_sync_trainer
-    from dagent.train.control import controlled
     from dagent.train.truth import capture_audit
     from tests.envs.test_blackbox import need_opencode
     from tests.harness.test_pi import need_pi
@@ -351,32 +355,13 @@ def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_pat
                 judge(batch, **kw)
             caught[name] = str(err.value)
 
-        fails("advantage negated in the batch", flipped(fixed.batch), "grader's verdicts")
-        fails("tool output trained", mask_over_tools(fixed.batch), "sampler did not produce")
-        fails("half of each completion masked out", half_masked(fixed.batch), "sampler did not produce")
-        with monkeypatch.context() as m:
-            original = fixed.trainer._compute_loss
-            m.setattr(fixed.trainer, "_compute_loss", lambda model, inputs: -original(model, inputs))
-            fails("loss sign flipped inside TRL's loss", fixed.batch, "advantages' way")
-        real_class = type(fixed.trainer)
-        fixed.trainer.__class__ = controlled(real_class, "permuted", seed=fixed.control_seed())
-        try:
-            with pytest.raises(DirectionError, match="F57: the arm was asked for control 'none'"):
-                check_arm(fixed.trainer, "none")
-            permuted_batch = fixed.trainer._generate_and_score_completions(fixed.inputs)
-            permuted = [fixed.rewards[i] for i in fixed.trainer.control_permutations[-1]]
-        finally:
-            fixed.trainer.__class__ = real_class
-        fails("GRPO arm running the permuted control", permuted_batch, "grader's verdicts")
+        permuted_batch, permuted = plant_shared_faults(fixed, fails, monkeypatch)
 
         def rebuilt():  # a new batch from the same settled rollouts, through the trainer's code
-            saved = fixed.trainer._recorded_generation, fixed.trainer.recorded_rewards
-            fixed.trainer._recorded_generation = fixed.trainer.recorded_rewards = None
             captured.replay = True
             try:
-                batch = fixed.trainer._generate_and_score_completions(fixed.inputs)
+                batch = fixed.rebuilt()
             finally:
-                fixed.trainer._recorded_generation, fixed.trainer.recorded_rewards = saved
                 captured.replay, captured.planted_reward = False, None
             return batch, *captured.truth(run.rollouts.rows[-len(rows):], rowcount_suite)
 

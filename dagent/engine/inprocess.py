@@ -14,7 +14,14 @@ INVARIANTS
   must never be reused after an optimizer step (they would make the engine's logprobs, and the
   tokens sampled from them, those of a policy that no longer exists). `generating()` calls it on
   entry, so a rollout phase never starts from stale entries.
-- The served dtype is the module's own: it IS the trainer's module (F06 by construction).
+- The served dtype is the module's own: it IS the trainer's module (F06 by construction). With
+  `autocast="bfloat16"` (a CPU that computes bfloat16 natively, where the trainer's own forward
+  and backward run in a bfloat16 autocast too: `bf16=True`) the engine's steps run in a CPU
+  autocast context, one per burst of the scheduler (`Scheduler.context`): each weight is cast once
+  a burst (autocast caches the casts of leaf parameters for its context's lifetime), never copied
+  or kept, so the sampler computes as the trainer's loss does and reads the weights the optimizer
+  just wrote (a burst never spans an optimizer step: they run between rollout phases).
+  `benchmarks/blackbox_train.py` measures it.
 """
 
 from __future__ import annotations
@@ -37,17 +44,23 @@ class InProcessEngine:
 
     def __init__(self, model: Any, tokenizer: Any, *, served_model_name: str, max_model_len: int = 32_768,
                  sampling: Sampling = DEFAULT_SAMPLING, max_num_seqs: int = 16,
-                 eos_token_ids: tuple[int, ...] | None = None, policy: Any = None) -> None:
+                 eos_token_ids: tuple[int, ...] | None = None, policy: Any = None,
+                 autocast: str | None = None) -> None:
         """`policy`: what generates, when not the module itself: a callable over the SAME module
-        (a test steers the live weights towards a script; `policy(model, tokenizer)` builds it)."""
+        (a test steers the live weights towards a script; `policy(model, tokenizer)` builds it).
+        `autocast`: "bfloat16" runs the engine's steps in a CPU bfloat16 autocast (module docstring)."""
         import torch
 
+        if autocast not in (None, "bfloat16"):
+            raise EngineError(f"autocast={autocast!r}: the in-process engine autocasts to bfloat16 only (or None)")
         eos = eos_token_ids or _eos_ids(model, tokenizer)
-        self.model, self.served = model, served_model_name
+        self.model, self.served, self.autocast = model, served_model_name, autocast
         generator = model if policy is None else policy(model, tokenizer)
+        weights = str(next(model.parameters()).dtype).removeprefix("torch.")
         self.engine = LocalEngine(generator, tokenizer, eos_token_ids=eos, max_model_len=max_model_len,
-                                  dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
-                                  name=served_model_name, max_num_seqs=max_num_seqs)
+                                  dtype=autocast or weights, name=served_model_name, max_num_seqs=max_num_seqs)
+        if autocast:
+            self.engine.scheduler.context = lambda: torch.autocast("cpu", dtype=torch.bfloat16)
         self.dtype: torch.dtype = next(model.parameters()).dtype
         self.sampling = sampling
         self._server: Any = None

@@ -8,7 +8,8 @@ Two modes (`jobs/train_blackbox.py --mode`):
   every rollout of a step is answered by the policy as it is at that step (on-policy, no weight
   transfer; the engine's dtype IS the trainer's, F06). Each rollout runs the harness in a local
   sandbox through the capture proxy, pinned to `RECIPE_SAMPLING` (the trainer's own sampling,
-  F05), and comes back flattened by TRL's own conversion (`dagent.train.rollouts`).
+  F05), and comes back flattened by TRL's own conversion (`dagent.train.rollouts`). The loss's
+  forward and backward compute each group's shared prompt once (`dagent.train.shared_prefix`).
 - `async` (GPUs): TRL's `AsyncGRPOTrainer` with `HarnessRolloutWorker` and our session factory;
   see `dagent.train.blackbox_async` (config, engine, preflight). It cannot run on a CPU (TRL's
   tree attention needs a CUDA FlashAttention-3 kernel).
@@ -40,6 +41,7 @@ from dagent.train.preflight import Check, mixed_rows
 from dagent.train.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.routing import pad_coprime
 from dagent.train.scoring import score_completions_only
+from dagent.train.shared_prefix import share_prompts
 
 
 def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: str = "none",
@@ -114,7 +116,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     check_sampling({"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
                    RECIPE_SAMPLING.as_request())
     engine = InProcessEngine(model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING,
-                             policy=policy).start()
+                             policy=policy, autocast=recipe.engine_autocast).start()
     runtimes: dict[str, Any] = {}
     try:
         opencode = OpencodeConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
@@ -157,6 +159,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
                                                                reward_funcs=[env_reward], args=args,
                               train_dataset=Dataset.from_list(rows), rollout_func=rollouts, callbacks=callbacks)
         health.trainer = trainer
+        share_prompts(trainer)  # a group's prompt computed once in the forward and backward
     except BaseException:
         for runtime in runtimes.values():
             runtime.stop()

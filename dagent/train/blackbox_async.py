@@ -319,6 +319,8 @@ ASYNC_REFUSED = (
     Refusal("control", "AsyncGRPOTrainer scores rewards inside its rollout worker, where the permuted control's "
             "wrapper of GRPOTrainer._calculate_rewards never runs: the run would train as ordinary GRPO under a "
             "control's name", "run the control with --mode sync (the same code path as its GRPO arm)"),
+    Refusal("generation_dtype", "the async engine is vLLM on its own GPU, serving in the dtype its command names",
+            "drop it (it sets the sync trainer's in-process engine on a CPU)"),
     ONE_PROCESS,
 )
 

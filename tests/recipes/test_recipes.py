@@ -96,3 +96,19 @@ def test_the_cpu_preset_generates_the_way_measured_fastest_on_its_cpu(monkeypatc
     assert WhiteboxRecipe.gpu().use_vllm
     with pytest.raises(ConfigError, match="generator 'vllm'"):
         WhiteboxRecipe.cpu(generator="vllm")
+
+
+def test_the_black_box_cpu_preset_serves_rollouts_in_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
+    """The sync trainer's in-process engine autocasts to bfloat16 on a CPU with native bfloat16
+    (the trainer's own forward is bf16 there too), keeps float32 where it is emulated or asked for,
+    and the GPU recipe (vLLM serves async) never asks the in-process engine for it."""
+    import dagent.recipes.blackbox as blackbox
+
+    for native, expected in ((True, "bfloat16"), (False, None)):
+        monkeypatch.setattr(blackbox, "cpu_has_bf16", lambda native=native: native)
+        assert BlackboxRecipe.cpu().engine_autocast == expected
+        assert BlackboxRecipe.cpu(generation_dtype="float32").engine_autocast is None
+    assert BlackboxRecipe.gpu().engine_autocast is None
+    assert resolve("blackbox", "cpu", generation_dtype="float32").engine_autocast is None
+    with pytest.raises(ValueError, match="auto or float32"):
+        _ = BlackboxRecipe.cpu(generation_dtype="bf16").engine_autocast

@@ -53,6 +53,14 @@ def test_async_control_is_refused_before_anything_starts(monkeypatch):
 
 
 @pytest.mark.failure_mode("F59")
+def test_async_refuses_the_in_process_engines_dtype(monkeypatch):
+    args = BlackboxArgs(mode="async", generation_dtype="float32", dry_run=True, harness="pi")
+    monkeypatch.setattr(blackbox_async, "job_ports", lambda: pytest.fail("the launcher started before refusing"))
+    with pytest.raises(OptionRefused, match=r"F59: --generation-dtype 'float32' .* vLLM"):
+        blackbox.train_blackbox(args, echo=lambda _: None)
+
+
+@pytest.mark.failure_mode("F59")
 @pytest.mark.parametrize("option, value", [("dry_run", True), ("env_url", "http://127.0.0.1:1"),
                                            ("engine_url", "http://127.0.0.1:2"), ("engine_devices", "1"),
                                            ("accelerate_config", "zero2")])

@@ -13,12 +13,10 @@ thread made itself the model's home with `serve_here` (the engine process's main
 from __future__ import annotations
 
 import atexit
-import contextlib
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dagent.errors import EngineError
 
@@ -55,9 +53,6 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._resident = False
         self.resident = threading.Event()  # set while a thread serves here (`serve_here`)
-        # what every burst of steps runs inside besides inference mode (None: nothing), e.g. the
-        # in-process engine's bfloat16 autocast (dagent.engine.inprocess)
-        self.context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
         self.steps = 0
 
     def submit(self, seq: Row) -> None:
@@ -108,7 +103,7 @@ class Scheduler:
 
         running: list[Row] = []
         try:
-            with torch.inference_mode(), (self.context or contextlib.nullcontext)():
+            with torch.inference_mode():
                 while True:
                     if _SHUTDOWN.is_set():
                         raise EngineError("the process is exiting")

@@ -48,14 +48,14 @@ class BlackboxRecipe:
     lossless_capture: bool = True
     use_cpu: bool = False
     bf16: bool = True
-    # sync on a CPU: "auto" runs the in-process engine's steps in a bfloat16 autocast where bf16 is on
-    # (a CPU that computes it natively: dagent.engine.inprocess); "float32": the module's own dtype
+    # sync on a CPU: "auto" serves rollouts from a bfloat16 copy of the trainer's weights where bf16 is
+    # on (a CPU that computes it natively: dagent.engine.inprocess); "float32": the module itself
     generation_dtype: str = "auto"
     seed: int = 0
 
     @property
-    def engine_autocast(self) -> str | None:
-        """What the sync trainer's in-process engine autocasts to (None: the module's own dtype)."""
+    def engine_dtype(self) -> str | None:
+        """The dtype of the sync trainer's in-process engine's copy (None: it serves the module itself)."""
         if self.generation_dtype not in ("auto", "float32"):
             raise ValueError(f"generation_dtype={self.generation_dtype!r}: use auto or float32")
         return "bfloat16" if self.use_cpu and self.bf16 and self.generation_dtype == "auto" else None

@@ -116,7 +116,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     check_sampling({"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
                    RECIPE_SAMPLING.as_request())
     engine = InProcessEngine(model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING,
-                             policy=policy, autocast=recipe.engine_autocast).start()
+                             policy=policy, dtype=recipe.engine_dtype).start()
     runtimes: dict[str, Any] = {}
     try:
         opencode = OpencodeConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)

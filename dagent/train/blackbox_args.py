@@ -38,7 +38,7 @@ class BlackboxArgs(TrainArgs):
     engine_url: str | None = field(default=None, metadata={"help": "async: where the job's vLLM answers as the server sees it (a public URL for a Space)."})
     engine_devices: str = field(default="0", metadata={"help": "async: CUDA devices of the vLLM engine, e.g. 0 or 0,1 (the trainer takes the rest)."})
     dry_run: bool = field(default=False, metadata={"help": "async: build and check the config, print the engine command, start nothing."})
-    generation_dtype: str | None = field(default=None, metadata={"help": "sync on a CPU: auto (the preset's) runs the in-process engine in a bfloat16 autocast where the CPU computes bfloat16 natively; float32: the module's own dtype."})
+    generation_dtype: str | None = field(default=None, metadata={"help": "sync on a CPU: auto (the preset's) serves rollouts from a bfloat16 copy of the trainer's weights where the CPU computes bfloat16 natively; float32: from the trainer's module itself."})
 
     def recipe(self) -> BlackboxRecipe:
         given = self.overrides(agent_steps=self.agent_steps, groups_per_step=self.groups_per_step,

@@ -1,4 +1,4 @@
-"""A GRPO group's shared prompt computed once in the trainer's forward and backward (a CPU's tree attention).
+"""Prompts computed once in the trainer's forward and backward: a GRPO batch as one prefix tree (a CPU's tree attention).
 
 The G rollouts of a group start from ONE prompt: black-box, pi's ~1,000-token system prompt and
 the task, against completions of ~160 tokens (a two-turn answer). TRL 1.16 scores each row whole
@@ -7,16 +7,19 @@ each), so the prompt's forward and backward run G times a group: measured here, 
 phase was 45% of a black-box step (`benchmarks/blackbox_train.py`). TRL's answer on GPUs is tree
 attention in its async trainer (FlashAttention-3 only); this is the same idea for the CPU path:
 
-    one sequence a group:  prompt[:-1] | prompt[-1] c_1 | prompt[-1] c_2 | ... | prompt[-1] c_G
+    one sequence a batch, a tree of spans:
+        the prompts' common prefix (pi's system prompt, the same for every task)
+          +- task A's rest of the prompt (but its last token)
+          |    +- A's last token, completion 1   +- A's last token, completion 2  ...
+          +- task B's rest ...
 
-with a 4D mask (each segment sees the prompt and itself, causally; never another segment) and
-each segment's positions continuing the prompt's (p-1, p, ...), so every completion token is
-scored against exactly the context it had as a row of its own: the same attention over the same
-keys at the same positions (rotary embeddings depend on position differences only, so TRL's
-left padding shifts nothing either). The labels are pre-shifted (`shift_labels`, TRL's fused
-head scores them as given): segment i's position k predicts `c_i[k]`. The prompt's activations are
-shared by the G segments, so the backward sums their gradients into one prompt, which is what G
-separate rows sum too.
+with a 4D mask (a span sees its ancestors whole and itself causally, never a sibling) and each
+span's positions continuing its parent's, so every completion token is scored against exactly the
+context it had as a row of its own: the same attention over the same keys at the same positions
+(rotary embeddings depend on position differences only, so TRL's left padding shifts nothing
+either). The labels are pre-shifted (`shift_labels`, TRL's fused head scores them as given): a
+row span's position k predicts `completion[k]`. The shared spans' activations serve every row
+under them, so the backward sums the rows' gradients into them, which is what separate rows sum.
 
 INVARIANTS (tests/train/test_shared_prefix.py, against TRL's own per-row computation):
 - log-probabilities and entropies at every completion position equal TRL's per-row ones to the
@@ -32,51 +35,128 @@ this TRL has no such method.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
-from dagent.engine.batching import ATTENTION
+from dagent.engine.batching import ATTENTION, _register_attention, ragged_attention
 
 METHOD = "_get_per_token_logps_and_entropies"
 # attention implementations that take a custom 4D mask as given; dagent's engine registers its own
 # on a module it serves (dagent.engine.batching: sdpa, masks included, for every call not its own)
-SDPA_LIKE = ("sdpa", ATTENTION)
-MASKED_4D = (*SDPA_LIKE, "eager")
+TREE = "dagent_tree"  # span-by-span attention over a packed tree (tree_attention), sdpa for the rest
+SDPA_LIKE = ("sdpa", ATTENTION, TREE)
 _MULTIMODAL = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
                "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 
 
-def groups_of(prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], list[int]]:
-    """Row indices by prompt, in first-seen order (a row alone is a group of one)."""
-    out: dict[tuple[int, ...], list[int]] = {}
-    for i, p in enumerate(prompts):
-        out.setdefault(p, []).append(i)
-    return out
+def common_prefix(prompts: list[tuple[int, ...]]) -> int:
+    """How many leading tokens every prompt shares, leaving each prompt its last token."""
+    n = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for k in range(n):
+        if any(p[k] != first[k] for p in prompts):
+            return k
+    return max(n, 0)
 
 
-def packed_inputs(prompt: list[int], completions: list[list[int]]) -> dict[str, Any]:
-    """One group as one sequence (module docstring): input ids, positions, a boolean 4D mask (True:
-    attend), pre-shifted labels (-100: not scored) and where each completion's scores start."""
+def packed_inputs(rows: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
+    """A batch as ONE sequence, a prefix tree of spans (module docstring): the prompts' common
+    prefix; under it each distinct prompt's rest but its last token; under that, per row, the
+    prompt's last token and the row's completion. A span attends to its ancestors whole and to
+    itself causally; its positions continue its parent's. Returns input ids, positions, a boolean
+    4D mask (True: attend), pre-shifted labels (-100: not scored) and where each row's scores start."""
     import torch
 
-    p = len(prompt)
-    ids, pos, labels, starts = list(prompt[:-1]), list(range(p - 1)), [-100] * (p - 1), []
-    bounds = []
-    for c in completions:
-        start = len(ids)
-        starts.append(start)
-        seg = [prompt[-1], *c]
-        ids += seg
-        pos += range(p - 1, p - 1 + len(seg))
-        labels += [*c, -100]  # position k predicts c[k]; the last predicts nothing
-        bounds.append((start, len(ids)))
-    n = len(ids)
-    mask = torch.zeros(n, n, dtype=torch.bool)
-    mask[: p - 1, : p - 1] = torch.ones(p - 1, p - 1, dtype=torch.bool).tril()
-    for start, end in bounds:
-        mask[start:end, : p - 1] = True
-        mask[start:end, start:end] = torch.ones(end - start, end - start, dtype=torch.bool).tril()
-    return {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([pos]), "mask": mask[None, None],
-            "shift_labels": torch.tensor([labels]), "starts": starts}
+    prompts = [tuple(p) for p, _ in rows]
+    shared = common_prefix(prompts)
+    spans: list[tuple[list[int], int | None, list[int]]] = []  # (tokens, parent span, labels)
+    if shared:
+        spans.append((list(prompts[0][:shared]), None, [-100] * shared))
+    root = 0 if shared else None
+    rest: dict[tuple[int, ...], int | None] = {}
+    row_span = []
+    for prompt, completion in rows:
+        key = tuple(prompt)
+        if key not in rest:
+            middle = list(prompt[shared:-1])
+            if middle:
+                spans.append((middle, root, [-100] * len(middle)))
+                rest[key] = len(spans) - 1
+            else:
+                rest[key] = root
+        spans.append(([prompt[-1], *completion], rest[key], [*completion, -100]))  # k predicts completion[k]
+        row_span.append(len(spans) - 1)
+    ids, pos, labels, where, ends = [], [], [], [], []
+    for tokens, parent, span_labels in spans:
+        first = ends[parent][1] if parent is not None else 0  # the position after the parent's last
+        where.append(len(ids))
+        ids += tokens
+        pos += range(first, first + len(tokens))
+        labels += span_labels
+        ends.append((len(ids), first + len(tokens)))
+    tree = []
+    for i, (tokens, parent, _) in enumerate(spans):
+        seen = []
+        while parent is not None:
+            seen.append((where[parent], where[parent] + len(spans[parent][0])))
+            parent = spans[parent][1]
+        tree.append((where[i], where[i] + len(tokens), tuple(reversed(seen))))
+    return {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([pos]), "spans": Spans(tuple(tree)),
+            "shift_labels": torch.tensor([labels]), "starts": [where[k] for k in row_span]}
+
+
+@dataclass(frozen=True)
+class Spans:
+    """A packed sequence's spans, in order: (start, end, the ancestors' (start, end) from the root)."""
+
+    spans: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]
+
+    def mask(self) -> Any:
+        """The dense boolean mask it stands for, (1, 1, T, T), True: attend (for tests and eager)."""
+        import torch
+
+        n = self.spans[-1][1] if self.spans else 0
+        mask = torch.zeros(n, n, dtype=torch.bool)
+        for a, b, ancestors in self.spans:
+            mask[a:b, a:b] = torch.ones(b - a, b - a, dtype=torch.bool).tril()
+            for pa, pb in ancestors:
+                mask[a:b, pa:pb] = True
+        return mask[None, None]
+
+
+def tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
+                   scaling: float | None = None, dagent_spans: Spans | None = None, **kwargs: Any) -> tuple[Any, None]:
+    """Attention over a packed tree, span by span: each span's queries against its ancestors' keys
+    (whole) and its own (causally), never the T x T product a dense mask costs (sdpa computes every
+    masked block: measured here, one 3,900-token sequence's forward and backward took 4.6 times a
+    causal one's). Anything without spans goes to the engine's attention (sdpa, or its ragged rows)."""
+    import torch
+
+    if dagent_spans is None:
+        return ragged_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    outs = []
+    for a, b, ancestors in dagent_spans.spans:
+        keys = [(pa, pb) for pa, pb in ancestors] + [(a, b)]
+        k = torch.cat([key[:, :, pa:pb] for pa, pb in keys], dim=2)
+        v = torch.cat([value[:, :, pa:pb] for pa, pb in keys], dim=2)
+        seen = sum(pb - pa for pa, pb in ancestors)
+        own = torch.ones(b - a, b - a, dtype=torch.bool, device=query.device).tril()
+        mask = torch.cat([torch.ones(b - a, seen, dtype=torch.bool, device=query.device), own], dim=1)
+        out, _ = sdpa_attention_forward(module, query[:, :, a:b], k, v, mask[None, None], dropout=dropout,
+                                        scaling=scaling, is_causal=False)
+        outs.append(out)
+    return torch.cat(outs, dim=1), None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    _register_attention()  # the engine's (the fallback of every call without spans)
+    AttentionInterface.register(TREE, tree_attention)
+    AttentionMaskInterface.register(TREE, sdpa_mask)
 
 
 def share_prompts(trainer: Any) -> bool:
@@ -107,8 +187,8 @@ def packable(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: in
     """Each row's (prompt, completion) where the batch packs exactly, else None (TRL's path)."""
     if compute_aux_loss or any(extra.get(k) is not None for k in _MULTIMODAL):
         return None
-    if attention(model) not in MASKED_4D:
-        return None
+    if attention(model) not in SDPA_LIKE:
+        return None  # eager or flash attention: numerics would change under sdpa
     prompt_len = input_ids.size(1) - logits_to_keep
     rows = []
     for ids, mask in zip(input_ids.tolist(), attention_mask.tolist(), strict=True):
@@ -128,34 +208,24 @@ def attention(model: Any) -> str | None:
 
 def packed_scores(trainer: Any, model: Any, rows: list[tuple[list[int], list[int]]], input_ids: Any,
                   logits_to_keep: int, compute_entropy: bool) -> tuple[Any, Any, None]:
+    """The batch's log-probs (and entropies) from one forward over its packed tree, laid out as
+    TRL returns them: (rows, completion positions), 0 past each row's completion."""
     import torch
+    import torch.nn.functional as F
 
     device = input_ids.device
-    logps = torch.zeros(input_ids.size(0), logits_to_keep, device=device)
-    entropies = torch.zeros_like(logps) if compute_entropy else None
-    sdpa = attention(model) in SDPA_LIKE
-    pieces: list[tuple[int, int, int, Any, Any]] = []
-    for prompt, members in groups_of([tuple(p) for p, _ in rows]).items():
-        completions = [rows[i][1] for i in members]
-        packed = packed_inputs(list(prompt), completions)
-        mask = packed["mask"].to(device)
-        if not sdpa:  # eager attention adds the mask: 0 where attended, the dtype's minimum elsewhere
-            mask = torch.zeros(mask.shape, device=device).masked_fill(~mask, torch.finfo(torch.float32).min)
-        with trainer.accelerator.autocast():
-            out = model(input_ids=packed["input_ids"].to(device), attention_mask=mask,
-                        position_ids=packed["position_ids"].to(device), shift_labels=packed["shift_labels"].to(device),
-                        fused_lm_head=True)
-        for i, start, c in zip(members, packed["starts"], completions, strict=True):
-            pieces.append((i, start, len(c), out.log_probs, getattr(out, "entropy", None)))
-    # scatter into the (rows, completion positions) layout TRL returns: out-of-place, so gradients flow
-    rows_lp, rows_ent = [], []
-    for i in range(input_ids.size(0)):
-        _, start, n, lp, ent = next(p for p in pieces if p[0] == i)
-        pad = logits_to_keep - n
-        rows_lp.append(torch.nn.functional.pad(lp[0, start: start + n], (0, pad)))
-        if compute_entropy:
-            rows_ent.append(torch.nn.functional.pad(ent[0, start: start + n], (0, pad)))
-    logps = torch.stack(rows_lp)
-    if compute_entropy:
-        entropies = torch.stack(rows_ent)
-    return logps, entropies, None
+    packed = packed_inputs(rows)
+    inner = getattr(model, "module", model)
+    if attention(inner) != TREE:
+        _register()
+        inner.set_attn_implementation(TREE)
+    with trainer.accelerator.autocast():
+        out = model(input_ids=packed["input_ids"].to(device), position_ids=packed["position_ids"].to(device),
+                    shift_labels=packed["shift_labels"].to(device), fused_lm_head=True,
+                    dagent_spans=packed["spans"])
+
+    def laid_out(values: Any) -> Any:  # out-of-place, so gradients flow back into the packed sequence
+        return torch.stack([F.pad(values[0, start: start + len(c)], (0, logits_to_keep - len(c)))
+                            for start, (_, c) in zip(packed["starts"], rows, strict=True)])
+
+    return laid_out(out.log_probs), laid_out(out.entropy) if compute_entropy else None, None

@@ -45,42 +45,51 @@ def test_rollouts_calls_are_computed_on_the_waiting_thread_and_the_mode_is_resto
         assert rollout(3) and set(threads) == {"dagent-engine"}
 
 
-def test_autocast_runs_every_engine_step_in_bfloat16_on_either_thread_and_leaves_the_weights_float32() -> None:
-    """`autocast="bfloat16"`: the engine's steps compute in a CPU bfloat16 autocast (what a linear
-    layer returns says so, taken from torch, not from the engine), whether the waiting thread or the
-    scheduler's own thread serves them; the module's weights stay float32 (the optimizer's copy)."""
+def test_a_bfloat16_copy_serves_the_weights_the_last_optimizer_step_wrote() -> None:
+    """`dtype="bfloat16"`: rollouts are computed by a bfloat16 module (what its linear layer returns
+    says so, from torch), the trainer's weights stay float32, and each rollout phase serves the
+    module's CURRENT weights: after an "optimizer step" (the weights changed in place) the next
+    phase's answers are those of a bfloat16 copy made fresh from the changed weights (the truth:
+    a second engine built from them), not the stale copy's."""
     loaded = load_model("tiny-qwen3")
     model = loaded.model.float()
-    seen: list[tuple[str, torch.dtype]] = []
-    first_linear = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
-    served = InProcessEngine(model, loaded.tokenizer, served_model_name="policy", autocast="bfloat16")
-    # from here on (the engine's self-check at construction ran the module in float32, outside serving)
-    hook = first_linear.register_forward_hook(
-        lambda _m, _i, out: seen.append((threading.current_thread().name, out.dtype)))
+    served = InProcessEngine(model, loaded.tokenizer, served_model_name="policy", dtype="bfloat16")
+    seen: list[torch.dtype] = []
+    first_linear = next(m for m in served.copy.modules() if isinstance(m, torch.nn.Linear))
+    hook = first_linear.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+
+    def phase(engine: InProcessEngine) -> list[float]:
+        def rollout() -> list[float]:
+            body = {"model": "policy", "prompt": "count: 1 2 3", "max_tokens": 4, "seed": 7,
+                    "ignore_eos": True, "logprobs": 1, "return_token_ids": True}
+            reply = httpx.post(f"{engine.url}/v1/completions", json=body, timeout=120).json()
+            return reply["choices"][0]["logprobs"]["token_logprobs"]
+
+        with engine.generating(), ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(rollout)
+            engine.serve_until([future])
+            return future.result()
+
     try:
         with served:
-            def rollout(seed: int) -> list[int]:
-                body = {"model": "policy", "prompt": "count: 1 2 3", "max_tokens": 4, "seed": seed,
-                        "ignore_eos": True, "return_token_ids": True}
-                reply = httpx.post(f"{served.url}/v1/completions", json=body, timeout=120).json()
-                return reply["choices"][0]["token_ids"]
-
-            with served.generating(), ThreadPoolExecutor(max_workers=2) as pool:
-                futures = [pool.submit(rollout, s) for s in (1, 2)]
-                served.serve_until(futures)
-                assert all(len(f.result()) == 4 for f in futures)
-            assert len(rollout(3)) == 4  # nobody waiting: the scheduler's own thread serves it
+            before = phase(served)
+            with torch.no_grad():  # an optimizer step: the trainer's weights change in place
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p) * 0.05)
+            after = phase(served)
     finally:
         hook.remove()
-    threads = {name for name, _ in seen}
-    assert {threading.current_thread().name, "dagent-engine"} <= threads
-    assert seen and {dtype for _, dtype in seen} == {torch.bfloat16}
+    with InProcessEngine(model, loaded.tokenizer, served_model_name="policy", dtype="bfloat16") as fresh:
+        truth = phase(fresh)
+    assert served.batched  # continuous batching, not the one-sequence fallback a failed self-check leaves
+    assert seen and set(seen) == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert after == truth and after != before
 
 
-def test_autocast_accepts_bfloat16_only() -> None:
+def test_the_copy_is_bfloat16_or_nothing() -> None:
     from dagent.errors import EngineError
 
     loaded = load_model("tiny-qwen3")
-    with pytest.raises(EngineError, match="bfloat16 only"):
-        InProcessEngine(loaded.model, loaded.tokenizer, served_model_name="policy", autocast="float16")
+    with pytest.raises(EngineError, match="bfloat16 copy"):
+        InProcessEngine(loaded.model, loaded.tokenizer, served_model_name="policy", dtype="float16")

@@ -106,9 +106,9 @@ def test_the_black_box_cpu_preset_serves_rollouts_in_bfloat16_only_where_the_cpu
 
     for native, expected in ((True, "bfloat16"), (False, None)):
         monkeypatch.setattr(blackbox, "cpu_has_bf16", lambda native=native: native)
-        assert BlackboxRecipe.cpu().engine_autocast == expected
-        assert BlackboxRecipe.cpu(generation_dtype="float32").engine_autocast is None
-    assert BlackboxRecipe.gpu().engine_autocast is None
-    assert resolve("blackbox", "cpu", generation_dtype="float32").engine_autocast is None
+        assert BlackboxRecipe.cpu().engine_dtype == expected
+        assert BlackboxRecipe.cpu(generation_dtype="float32").engine_dtype is None
+    assert BlackboxRecipe.gpu().engine_dtype is None
+    assert resolve("blackbox", "cpu", generation_dtype="float32").engine_dtype is None
     with pytest.raises(ValueError, match="auto or float32"):
-        _ = BlackboxRecipe.cpu(generation_dtype="bf16").engine_autocast
+        _ = BlackboxRecipe.cpu(generation_dtype="bf16").engine_dtype

@@ -18,10 +18,13 @@ import dagent.train.shared_prefix as shared_prefix  # noqa: E402
 from dagent.engine.models import load_model  # noqa: E402
 from dagent.train.shared_prefix import share_prompts  # noqa: E402
 
-# two groups: prompt A (7 tokens) x 3 completions, prompt B (4 tokens) x 2; one completion empty
-PROMPT_A, PROMPT_B = [11, 12, 13, 14, 15, 16, 17], [21, 22, 23, 24]
+# prompt A (7 tokens) x 3 completions and prompt B (4 tokens) x 2, sharing their first 3 tokens (B has
+# no rest of its own under them); one completion empty. ALONE: prompts sharing nothing.
+PROMPT_A, PROMPT_B, PROMPT_C = [11, 12, 13, 14, 15, 16, 17], [11, 12, 13, 24], [91, 92, 93, 94, 95]
 ROWS = [(PROMPT_A, [31, 32, 33, 34, 35]), (PROMPT_B, [41, 42, 43, 44, 45, 46]), (PROMPT_A, [51, 52, 53]),
         (PROMPT_A, []), (PROMPT_B, [61, 62])]
+ALONE = [(PROMPT_C, [31, 32]), (PROMPT_A, [41, 42, 43]), (PROMPT_C, [51])]
+PACKED_LEN = {"shared": 3 + 3 + (1 + 5) + (1 + 3) + (1 + 0) + (1 + 6) + (1 + 2), "alone": 4 + 6 + (1 + 2) + (1 + 3) + (1 + 1)}
 
 
 def batch(rows=ROWS):
@@ -38,7 +41,7 @@ def model():
     from trl.trainer.utils import add_fused_lm_head
 
     m = load_model("tiny-qwen3").model.float()
-    assert m.config._attn_implementation in shared_prefix.MASKED_4D
+    assert m.config._attn_implementation in shared_prefix.SDPA_LIKE
     add_fused_lm_head(m, outputs=("log_probs", "entropy"))
     return m
 
@@ -68,8 +71,9 @@ def agree(ref, got) -> bool:
             and all(torch.allclose(g_r[k], g_g[k], atol=1e-5, rtol=1e-3) for k in g_r))
 
 
-def test_packed_groups_score_and_train_as_trls_own_rows(model):
-    ids, mask, c, valid = batch()
+@pytest.mark.parametrize("rows", ["shared", "alone"])
+def test_packed_prompts_score_and_train_as_trls_own_rows(model, rows):
+    ids, mask, c, valid = batch(ROWS if rows == "shared" else ALONE)
     ref = scores_and_grads(model, trainer_like(), ids, mask, c, valid)
     packed = trainer_like()
     assert share_prompts(packed) and share_prompts(packed)  # idempotent
@@ -85,24 +89,24 @@ def test_packed_groups_score_and_train_as_trls_own_rows(model):
         got = scores_and_grads(model, packed, ids, mask, c, valid)
     finally:
         model.forward = forward  # the fused head's forward, an instance attribute
-    assert len(calls) == 2  # one forward a prompt, not one a row
-    assert calls[0][1] == len(PROMPT_A) - 1 + 3 + 5 + 3 + 0  # the prompt once, each completion behind its last token
+    assert len(calls) == 1  # one forward for the batch, not one a row
+    assert calls[0][1] == PACKED_LEN[rows]  # each prompt token once, each completion behind its prompt's last token
     assert agree(ref, got)
     assert (got[0][valid] != 0).all()  # real scores, not zeros that agree with zeros
 
 
-@pytest.mark.parametrize("fault", ["segments see each other", "positions restart", "labels shifted"])
+@pytest.mark.parametrize("fault", ["siblings see each other", "positions run on", "labels shifted"])
 def test_a_planted_packing_fault_breaks_the_agreement(model, monkeypatch, fault):
     honest = shared_prefix.packed_inputs
 
-    def faulty(prompt, completions):
-        out = honest(prompt, completions)
-        if fault == "segments see each other":
-            out["mask"] = out["mask"] | torch.ones_like(out["mask"]).tril()
-        elif fault == "positions restart":
-            p = len(prompt)
-            out["position_ids"] = torch.where(torch.arange(out["position_ids"].size(1)) >= p - 1,
-                                              out["position_ids"] - (p - 1), out["position_ids"])
+    def faulty(rows):
+        out = honest(rows)
+        if fault == "siblings see each other":  # every span sees everything before it: one causal sequence
+            spans = out["spans"].spans
+            out["spans"] = shared_prefix.Spans(tuple((a, b, tuple((pa, pb) for pa, pb, _ in spans[:i]))
+                                                     for i, (a, b, _) in enumerate(spans)))
+        elif fault == "positions run on":  # one long sequence's positions, not each span's own
+            out["position_ids"] = torch.arange(out["position_ids"].size(1))[None]
         else:
             out["shift_labels"] = torch.roll(out["shift_labels"], 1, dims=1)
         return out
@@ -126,3 +130,20 @@ def test_a_batch_it_cannot_pack_exactly_goes_to_trls_method(model):
     got = packed._get_per_token_logps_and_entropies(model, ids, mask, c, compute_entropy=True)
     assert torch.equal(ref[0], got[0])
     assert shared_prefix.packable(model, ids, torch.ones_like(mask), c, False, {"pixel_values": torch.ones(1)}) is None
+
+
+def test_span_attention_equals_dense_sdpa_under_the_mask_the_spans_stand_for():
+    """The truth: torch's sdpa over the whole sequence with the dense mask (the T x T product the
+    span-by-span attention avoids), GQA included (9 query heads over 3 key/value heads)."""
+    import torch.nn.functional as F
+
+    packed = shared_prefix.packed_inputs(ROWS)
+    spans, n = packed["spans"], packed["input_ids"].size(1)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, h, n, 16, generator=g) for h in (9, 3, 3))
+    module = types.SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    got, _ = shared_prefix.tree_attention(module, q, k, v, None, dagent_spans=spans)
+    want = F.scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1),
+                                          attn_mask=spans.mask()).transpose(1, 2)
+    assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
+    assert spans.mask().sum() < n * (n + 1) // 2  # the tree hides siblings: fewer pairs than one causal sequence

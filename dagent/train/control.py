@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from dagent.errors import ConfigError
+from dagent.train.trl_seams import REWARDS
 
 CONTROLS = ("none", "permuted")
 
@@ -43,7 +44,7 @@ def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
         dagent_control = "permuted"  # what `dagent.train.direction.check_arm` reads (F57)
 
         def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
-            rewards = super()._calculate_rewards(*args, **kwargs)
+            rewards = getattr(super(), REWARDS)(*args, **kwargs)  # TRL's own (dagent.train.trl_seams)
             if not hasattr(self, "control_permutations"):
                 self.control_permutations, self._control_calls = [], {}
             step = int(getattr(getattr(self, "state", None), "global_step", 0) or 0)

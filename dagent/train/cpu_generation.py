@@ -21,7 +21,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-METHOD = "_generate_single_turn"
+from dagent.train.trl_seams import GENERATE_TURN
+
+METHOD = GENERATE_TURN
 
 
 def generate_in_bf16(trainer: Any) -> bool:

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from dagent.errors import DagentError
+from dagent.train.trl_seams import GENERATE, REWARDS, SCORE
 
 __all__ = ["Direction", "DirectionError", "Record", "Shift", "Snapshot", "audit", "check_arm", "direction",
            "group_advantages", "replaying", "rewards_of", "rows", "token_logps", "untrained_gradient", "verify"]
@@ -90,12 +91,12 @@ def replaying(trainer: Any) -> Any:
     class Replay(base):  # type: ignore[misc, valid-type]
         def _generate(self, prompts: list[Any]) -> Any:
             if getattr(self, "_recorded_generation", None) is None:
-                self._recorded_generation = super()._generate(prompts)
+                self._recorded_generation = getattr(super(), GENERATE)(prompts)
             return copy.deepcopy(self._recorded_generation)
 
         def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
             if getattr(self, "recorded_rewards", None) is None:
-                self.recorded_rewards = super()._calculate_rewards(*args, **kwargs).detach().clone()
+                self.recorded_rewards = getattr(super(), REWARDS)(*args, **kwargs).detach().clone()
             return self.recorded_rewards.clone()
 
     Replay.__name__ = f"Replaying{base.__name__}"
@@ -237,7 +238,7 @@ def rows(batch: dict[str, Any], keep: Sequence[int]) -> dict[str, Any]:
 def _loss_and_logps(trainer: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The recipe's loss on the batch, keeping the per-token log-prob tensor it was computed from."""
     seen: list[torch.Tensor] = []
-    original = trainer._get_per_token_logps_and_entropies
+    original = getattr(trainer, SCORE)
 
     def keep(*args: Any, **kwargs: Any) -> Any:
         logps, *rest = original(*args, **kwargs)
@@ -246,14 +247,14 @@ def _loss_and_logps(trainer: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, 
             seen.append(logps)
         return (logps, *rest)
 
-    trainer._get_per_token_logps_and_entropies = keep
+    setattr(trainer, SCORE, keep)
     if not hasattr(trainer, "current_gradient_accumulation_steps"):  # set by Trainer's loop, which is not running
         trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
     try:
         trainer.model.train()
         loss = trainer.compute_loss(trainer.model, batch)
     finally:
-        del trainer._get_per_token_logps_and_entropies
+        delattr(trainer, SCORE)
     return loss, seen
 
 

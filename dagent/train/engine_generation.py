@@ -40,8 +40,9 @@ from typing import Any
 
 from dagent.core.sampling import Sampling
 from dagent.engine.generation import GenerationRequest, LocalEngine
+from dagent.train.trl_seams import GENERATE_TURN
 
-METHOD = "_generate_single_turn"
+METHOD = GENERATE_TURN
 
 
 # What transformers' generate may be given that the engine honours (sampling) or that does not

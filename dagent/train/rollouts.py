@@ -48,6 +48,7 @@ from typing import Any
 from dagent.errors import ConfigError, TrajectoryError
 from dagent.runtime.blackbox import Rollout
 from dagent.train.routing import route
+from dagent.train.trl_seams import CHAIN_TO_SEQUENCES, METRICS, TURNS_FROM_TRACE, trl_attr
 from dagent.trajectory.analysis import AGENT
 
 REWARD_FIELD = "env_reward"
@@ -91,11 +92,8 @@ def chain_sequences(trace_entries: list[dict[str, Any]], fork_threshold: int,
                     rollout_id: str | None = None) -> tuple[list[Any], dict[str, float]]:
     """TRL's own conversion of an agent chain (its HarnessRolloutWorker's code path)."""
     from openenv.core.harness import TrainingTrace
-    from trl.experimental.async_grpo.async_rollout_worker import _chain_to_sequences
-    from trl.experimental.async_grpo.openenv_harness import _turns_from_training_trace
-
-    turns = _turns_from_training_trace(TrainingTrace.from_entries(trace_entries))
-    return _chain_to_sequences(turns, rollout_id or uuid.uuid4().hex, fork_threshold)
+    turns = trl_attr(TURNS_FROM_TRACE)(TrainingTrace.from_entries(trace_entries))
+    return trl_attr(CHAIN_TO_SEQUENCES)(turns, rollout_id or uuid.uuid4().hex, fork_threshold)
 
 
 def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
@@ -257,7 +255,7 @@ class BlackBoxRollouts:
             with self.receipts.open("a") as f:
                 for r in rows:
                     f.write(json.dumps(r.receipt()) + "\n")
-        metrics = getattr(trainer, "_metrics", None)
+        metrics = getattr(trainer, METRICS, None)
         if metrics is None:
             return
         train = metrics["train"]

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from dagent.train.trl_seams import USE_TRITON
+
 
 def score_completions_only() -> bool:
     """Patch TRL's fused LM head's position choice so a CPU scores only labelled positions; returns
     whether the hook was found (False: this TRL has no `_use_triton` in trl.trainer.utils)."""
     import trl.trainer.utils as utils
 
-    original = getattr(utils, "_use_triton", None)
+    original = getattr(utils, USE_TRITON, None)
     if original is None:
         return False
     if getattr(original, "_dagent_compact_cpu", False):
@@ -34,7 +36,7 @@ def score_completions_only() -> bool:
 
     compact._dagent_compact_cpu = True  # type: ignore[attr-defined]
     compact.original = original  # type: ignore[attr-defined]
-    utils._use_triton = compact
+    setattr(utils, USE_TRITON, compact)
     return True
 
 
@@ -42,6 +44,6 @@ def restore() -> None:
     """Undo `score_completions_only` (for the side-by-side measurement)."""
     import trl.trainer.utils as utils
 
-    current = getattr(utils, "_use_triton", None)
+    current = getattr(utils, USE_TRITON, None)
     if current is not None and getattr(current, "_dagent_compact_cpu", False):
-        utils._use_triton = current.original
+        setattr(utils, USE_TRITON, current.original)

@@ -46,6 +46,7 @@ from dagent.harness.toolloop import tool_schemas
 from dagent.sandbox.base import Resources, Sandbox, SandboxBackend
 from dagent.tools import ALL_TOOLS, TERMINATOR, ToolResult, select
 from dagent.tools.episode import Episode, EpisodeConfig
+from dagent.train.trl_seams import TOOL_SUFFIX
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -140,10 +141,13 @@ def trainer_chat_template(tokenizer: PreTrainedTokenizerBase) -> str | None:
                           "use a prefix-preserving tool-calling template (one of TRL's *_training.jinja)") from e
 
 
+MIRRORS = TOOL_SUFFIX  # tool_suffix_ids mirrors this TRL seam (not called: dagent.train.trl_seams guards the release)
+
+
 def tool_suffix_ids(tokenizer: PreTrainedTokenizerBase, tool_messages: Sequence[Mapping[str, Any]], *,
                     chat_template: str | None = None, chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """The ids GRPOTrainer appends after an assistant turn's eos for its tool results (the same
-    dummy conversation as TRL 1.16's `GRPOTrainer._get_tool_suffix_ids`)."""
+    dummy conversation as TRL 1.16's `GRPOTrainer._get_tool_suffix_ids`, a seam: `TOOL_SUFFIX`)."""
     kwargs = dict(chat_template_kwargs or {})
     dummy = [{"role": "user", "content": "dummy"},
              {"role": "assistant", "content": "",

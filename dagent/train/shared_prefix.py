@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagent.engine.batching import ATTENTION, _register_attention, ragged_attention
+from dagent.train.trl_seams import SCORE
 
-METHOD = "_get_per_token_logps_and_entropies"
+METHOD = SCORE
 # attention implementations that take a custom 4D mask as given; dagent's engine registers its own
 # on a module it serves (dagent.engine.batching: sdpa, masks included, for every call not its own)
 TREE = "dagent_tree"  # span-by-span attention over a packed tree (tree_attention), sdpa for the rest

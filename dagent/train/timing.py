@@ -30,8 +30,9 @@ from typing import Any
 from transformers import TrainerCallback
 
 from dagent.clock import PhaseClock
+from dagent.train.trl_seams import GENERATE_TURN, ROLLOUT
 
-TRL_PHASES = {"rollout": "_generate_and_score_completions", "generation": "_generate_single_turn"}
+TRL_PHASES = {"rollout": ROLLOUT, "generation": GENERATE_TURN}
 EXCLUSIVE = ("generation", "sandbox_tools", "sandbox_setup", "env_overhead", "scoring", "optimizer")
 
 

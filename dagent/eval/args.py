@@ -9,7 +9,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dagent.core.reward import RewardConfig
-from dagent.recipes import Recipes
+from dagent.errors import ConfigError
+from dagent.provenance import checkpoint_record
+from dagent.recipes import Recipes, preset_of
+
+DEFAULT_PRESET = "gpu"
+
+
+def preset_for(given: str | None, *models: str | None) -> tuple[str, str]:
+    """The preset an evaluation runs under and why: `given` (--preset) when set; else the one the
+    checkpoints' provenance names (each local model dir's `provenance.json`: the conditions it trained
+    under, so train-then-eval measures it as it trained, F47); else the default."""
+    if given:
+        return given, "given (--preset)"
+    found = {}
+    for model in models:
+        record = checkpoint_record(model) if model else None
+        preset = preset_of(record.get("recipe") or {}) if record else None
+        if preset:
+            found[model] = preset
+    if len(set(found.values())) == 1:
+        preset = next(iter(found.values()))
+        return preset, f"from {', '.join(map(str, found))}'s provenance.json (the recipe it trained under); --preset overrides"
+    if found:
+        raise ConfigError(f"the checkpoints trained under different presets ({found}): evaluate them apart, or "
+                          "pass --preset to run every arm under one")
+    return DEFAULT_PRESET, "the default (no checkpoint's provenance names one); --preset sets it"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ A command resolves its preset once where it starts and passes the object down.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ PRESETS: dict[str, dict[str, Callable[..., Any]]] = {
 AGENT_KIND = {"tools": "whitebox", "opencode": "blackbox", "pi": "blackbox"}  # the oracle runs no recipe
 
 __all__ = ["AGENT_KIND", "HARNESSES", "KINDS", "PRESETS", "BlackboxRecipe", "Recipes", "WhiteboxRecipe",
-           "cpu_has_bf16", "resolve"]
+           "cpu_has_bf16", "preset_of", "resolve"]
 
 
 def resolve(kind: str, preset: str, **overrides: Any) -> Any:
@@ -85,3 +86,19 @@ class Recipes:
         """The tool calls (white-box) or turns (black-box) an episode of `agent` can reach."""
         conditions = self.conditions(agent)
         return None if conditions is None else conditions.step_cap
+
+
+def preset_of(recipe: dict[str, Any]) -> str | None:
+    """The preset a run trained under, from its provenance's recipe record (`asdict` of its recipe,
+    `mode` naming a black-box run): the one preset of that loop whose episode conditions (F47) and
+    device (`use_cpu`) equal the record's; None where none or several do (a run that overrode them)."""
+    kind = "blackbox" if "black-box" in str(recipe.get("mode", "")) else "whitebox"
+    names = {f.name for f in dataclasses.fields(BlackboxRecipe if kind == "blackbox" else WhiteboxRecipe)}
+    try:
+        made = (BlackboxRecipe if kind == "blackbox" else WhiteboxRecipe)(**{k: v for k, v in recipe.items() if k in names})
+        conditions = made.conditions
+    except (TypeError, ValueError, ConfigError):
+        return None
+    found = [name for name, build in PRESETS[kind].items()
+             if build().conditions == conditions and build().use_cpu == made.use_cpu]
+    return found[0] if len(found) == 1 else None

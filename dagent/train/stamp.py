@@ -11,7 +11,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-FILE = "provenance.json"
+from dagent.provenance import STAMP_FILE as FILE
 
 
 @dataclass

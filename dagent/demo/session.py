@@ -34,7 +34,7 @@ from dagent.core.outcome import EvalRecord, cause_head, outcome_of
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.core.task import Task
-from dagent.engine.models import model_dir
+from dagent.engine.models import HUB_ID, model_dir
 from dagent.engine.process import LocalEngineProcess, served_model
 from dagent.errors import DagentError, EngineError
 from dagent.eval.recordings import append_recording
@@ -55,9 +55,10 @@ DEMO_MODEL_VARIABLE = "DAGENT_DEMO_MODEL"
 
 
 def default_model(environ: Any = None, runs: str | Path = "runs") -> str:
-    """What the demo's model step starts with: $DAGENT_DEMO_MODEL, else the newest trained checkpoint
-    under `runs/` (a `final/` model directory), else SmolLM2-135M-Instruct, a real model (the tiny
-    Qwen3's random weights emit noise a newcomer would take for the agent)."""
+    """What the demo's model step starts with: $DAGENT_DEMO_MODEL (a checkpoint directory or a Hub
+    model repo OWNER/NAME[@REVISION]: a deployment names its trained agent there), else the newest
+    trained checkpoint under `runs/` (a `final/` model directory), else SmolLM2-135M-Instruct, a real
+    model (the tiny Qwen3's random weights emit noise a newcomer would take for the agent)."""
     environ = os.environ if environ is None else environ
     if environ.get(DEMO_MODEL_VARIABLE):
         return str(environ[DEMO_MODEL_VARIABLE])
@@ -71,8 +72,8 @@ def model_note(model: str | None) -> str:
     """What the page says under the model picker: an untrained model acts like one, and how to get
     one that does the task."""
     fix = ("pick a trained checkpoint's `final/` directory (`dagent train whitebox --preset cpu --out "
-           f"runs/grpo` makes one; the newest under `runs/` is the default), set `{DEMO_MODEL_VARIABLE}`, or give "
-           "an engine URL")
+           f"runs/grpo` makes one; the newest under `runs/` is the default), type a Hub model repo (OWNER/NAME), set "
+           f"`{DEMO_MODEL_VARIABLE}` (a deployment's default), or give an engine URL")
     if model == "smollm2-135m":
         return ("**SmolLM2-135M-Instruct, untrained here**: it mostly writes prose and rarely calls a tool, so "
                 f"its episodes usually end without an answer. For an agent that works the task, {fix}.")
@@ -81,12 +82,21 @@ def model_note(model: str | None) -> str:
                 f"an agent). For an agent that works the task, {fix}.")
     if model and (Path(model) / "config.json").is_file():
         return f"**a local checkpoint**: `{model}`, served by the local engine."
+    if model and hub_model_id(model):
+        return (f"**a Hub checkpoint**: `{model}`, downloaded once into the Hugging Face cache and served by the "
+                "local engine; whether it was trained, its model card says.")
     return "a model the engine at the URL serves" if model else fix[0].upper() + fix[1:] + "."
 
 
 def local_model(model: str) -> bool:
-    """A model the demo can start its own engine for: a named one or a model directory."""
-    return model in MODELS or (Path(model) / "config.json").is_file()
+    """A model the demo can start its own engine for: a named one, a model directory or a Hub model
+    repo (downloaded by the engine, `dagent.engine.models.model_dir`)."""
+    return model in MODELS or (Path(model) / "config.json").is_file() or hub_model_id(model)
+
+
+def hub_model_id(model: str) -> bool:
+    """OWNER/NAME[@REVISION] that is not a path on this machine."""
+    return bool(HUB_ID.match(model)) and not Path(model).exists()
 
 
 class DemoError(DagentError):
@@ -145,7 +155,7 @@ class Engines:
             return engine_url.rstrip("/"), served_model(engine_url)
         if not local_model(model):
             raise DemoError(f"unknown model {model!r}: pick one of {', '.join(MODELS)}, a model directory (a "
-                            "checkpoint's final/), or give an engine URL")
+                            "checkpoint's final/), a Hub model repo OWNER/NAME, or give an engine URL")
         with self._lock:
             engine = self._local.get(model)
             if engine is None or engine.proc is None or engine.proc.poll() is not None:

@@ -179,3 +179,29 @@ def test_the_page_says_an_untrained_model_acts_like_one_and_how_to_get_one_that_
     (tmp_path / "final" / "config.json").write_text("{}")
     assert "a local checkpoint" in model_note(str(tmp_path / "final"))
     assert "untrained" not in model_note(str(tmp_path / "final"))
+
+
+def test_a_hub_checkpoint_is_a_model_the_demo_serves_itself_and_a_deployment_can_default_to(monkeypatch):
+    """A deployment names its trained agent by Hub id ($DAGENT_DEMO_MODEL): the model step starts the
+    local engine for it (which downloads it once), and the page says what it is; before, a Hub id was
+    refused unless an engine URL served it."""
+    import dagent.demo.session as session
+
+    hub = "someone/data-agent-grpo@checkpoint-40"
+    assert session.default_model({"DAGENT_DEMO_MODEL": hub}, runs="/nonexistent") == hub
+    assert session.local_model(hub) and "a Hub checkpoint" in session.model_note(hub)
+    started = []
+
+    class Engine:
+        def __init__(self, model):
+            started.append(model)
+            self.proc, self.url = None, "http://127.0.0.1:1"
+
+        def start(self):
+            return self
+
+    monkeypatch.setattr(session, "LocalEngineProcess", Engine)
+    monkeypatch.setattr(session, "served_model", lambda url: "served")
+    engines = session.Engines()
+    assert engines.upstream(hub, None) == ("http://127.0.0.1:1", "served")
+    assert started == [hub]

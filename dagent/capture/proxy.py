@@ -1,7 +1,7 @@
 """The capture proxy's data plane: one authenticated chat call from an agent to the engine and back.
 
-`Forwarder.chat` pins the request (`capture_wire.prepare`), answers past-budget calls itself (F10),
-forwards over `capture_http.EngineClient`, and records the engine's answer before the agent can
+`Forwarder.chat` pins the request (`dagent.capture.wire.prepare`), answers past-budget calls itself (F10),
+forwards over `dagent.capture.upstream.EngineClient`, and records the engine's answer before the agent can
 read it: a non-streaming answer is parsed, then sent as the engine's bytes; a stream is passed on
 piece by piece as it arrives and collected on the way (`StreamCapture`), so time to first token is
 the engine's (replaying a non-streaming answer as SSE, as OpenEnv does, makes it the whole

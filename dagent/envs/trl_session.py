@@ -59,7 +59,7 @@ def check_sampling(trainer: dict[str, Any], server: dict[str, Any]) -> None:
 
 
 class BlackBoxSession(ResourceSession):
-    """One rollout on the black-box server; the agent (opencode) owns the loop."""
+    """One rollout on the black-box server; the agent (the server's harness: opencode or pi) owns the loop."""
 
     def __init__(self, client: httpx.Client, body: dict[str, Any], instruction: str | None) -> None:
         self._client, self._body, self._instruction = client, body, instruction
@@ -80,7 +80,7 @@ class BlackBoxSession(ResourceSession):
 
     # -- the loop-owning contract (openenv TrainableSession) ----------------------------------
     def wait_for_completion(self, timeout_s: float | None = None) -> int:
-        """Wait for the rollout; its opencode exit code (-1 when it never ran). TimeoutError if not done."""
+        """Wait for the rollout; the agent process's exit code (-1 when it never ran). TimeoutError if not done."""
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             raise TimeoutError(f"the rollout did not finish within {timeout_s}s")

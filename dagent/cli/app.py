@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import click
 import typer
 
-from dagent.cli.common import SuiteOpt, _build, _progress, console, load_suite, out
+from dagent.cli.common import SuiteOpt, build_with_progress, console, load_suite, out, progress_bar
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
 from dagent.engine.server import serve
 from dagent.envs.client import WhiteBoxHTTP
@@ -72,7 +72,7 @@ def suite_build(out_dir: Annotated[Optional[Path], typer.Option("--out", help="O
     """Build the suite from real tables shipped in PyPI packages (deterministic)."""
     target = out_dir or default_suite_dir()
     started = time.monotonic()
-    report = _build(target)
+    report = build_with_progress(target)
     out.print(f"Built suite at {target} in {time.monotonic() - started:.1f}s")
     for split, tiers in report.get("counts", {}).items():
         out.print(f"  {split:<6} " + "  ".join(f"{t} {n}" for t, n in tiers.items()))
@@ -146,7 +146,7 @@ def export_harbor(
     """Write a split as a Harbor catalog (schema 1.4; deterministic); `harbor lint` passes on it."""
     tasks = load_suite(suite)
     total = len(tasks.tasks(split)[:limit])
-    with _progress() as bar:
+    with progress_bar() as bar:
         job = bar.add_task(f"export {split}", total=total)
         report = harbor_export.export_harbor(tasks, split, out_dir, org=org, limit=limit, base=base_image,
                         allowed_hosts=tuple(allow_host or harbor_export.DEFAULT_ALLOWED_HOSTS),
@@ -194,7 +194,7 @@ def _run_arms(arms: list, suite: Optional[str], out_dir: Path, args: EvalArgs, *
     running = Progress()
     total = n * max(1, args.samples) * len(arms)
     plain = PlainProgress(total, every_s=60.0) if not console.is_terminal else None
-    with _progress() as bar:
+    with progress_bar() as bar:
         tid = bar.add_task(f"{args.split}", total=total)
 
         def done(arm: str, rec) -> None:

@@ -18,15 +18,16 @@ out = Console()
 SuiteOpt = Annotated[Optional[str], typer.Option("--suite", help="Local build dir, Hub repo id or hf://datasets/... (default: the bundled build).")]
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, transient=False)
 
 
-def _build(out_dir: Path) -> dict:
+def build_with_progress(out_dir: Path) -> dict:
+    """Build the suite into `out_dir` with a progress bar per stage."""
     from datasets_build.build import build_suite
 
-    with _progress() as bar:
+    with progress_bar() as bar:
         ids: dict[str, object] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -41,5 +42,5 @@ def load_suite(source: str | None):
     """The suite at `source` (Hub id, path); the bundled build by default, built on first use."""
     if source is None and not (default_suite_dir() / "data").is_dir():
         console.print(f"[yellow]No bundled suite at {default_suite_dir()} yet: building it (one time).[/]")
-        _build(default_suite_dir())
+        build_with_progress(default_suite_dir())
     return load_tasks(source)

@@ -212,7 +212,7 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
     return out.transpose(1, 2).contiguous(), None
 
 
-def _register_attention() -> None:
+def register_attention() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -342,7 +342,7 @@ class RaggedBackend:
         previous = config._attn_implementation
         if previous not in ("sdpa", ATTENTION):
             return None  # eager/flash numerics would change under sdpa
-        _register_attention()
+        register_attention()
         try:
             model.set_attn_implementation(ATTENTION)
         except (KeyError, ValueError):

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from dagent.core.messages import content_text
 from dagent.envs.contract import ENV_NAME, REWARD_COLUMN, ROUTING_ARG, episode_path, task_api
 from dagent.errors import ConfigError, DagentError
 from dagent.tools import ToolResult, select, tool_function
@@ -67,7 +68,7 @@ def unwrap(payload: Any) -> tuple[Any, bool]:
                 break
         else:
             parts = value.get("content") or []
-            value = _maybe_json("".join(p.get("text", "") for p in parts if isinstance(p, dict)))
+            value = _maybe_json(content_text(list(parts)))
     return _strip_result_key(value), is_error
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, TrainingTrace, VerifyResult
 
+from dagent.core.messages import content_text
 from dagent.errors import ConfigError, DagentError
 from dagent.runtime.blackbox import ENV_NAME
 
@@ -33,15 +34,13 @@ class RolloutRequestError(DagentError):
     """The black-box server refused or failed a rollout request."""
 
 
-def _instruction(task: Any) -> str | None:
+def instruction_of(task: Any) -> str | None:
     if isinstance(task, str):
         return task
     if isinstance(task, list):  # chat messages: the last user message is the instruction
         users = [m for m in task if isinstance(m, dict) and m.get("role") == "user"]
         content = users[-1].get("content") if users else None
-        if isinstance(content, list):
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        return content if isinstance(content, str) else None
+        return content_text(content) if isinstance(content, str | list) else None
     return None
 
 
@@ -153,7 +152,7 @@ class BlackBoxSessionFactory(ResourceSessionFactory):
         if isinstance(task, dict) and "index" in task:
             body = {"split": task.get("split", self.split), "index": task["index"], "task_id": task.get("task_id")}
         else:
-            instruction = _instruction(task)
+            instruction = instruction_of(task)
             if instruction is None:
                 raise ConfigError(f"cannot tell which task {type(task).__name__} {str(task)[:80]!r} names: pass a row "
                                   "with split/index or the prompt messages from TaskSuite.prompt_rows")

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from dagent.core.messages import content_text
 from dagent.core.task import Task
 from dagent.sandbox.base import ExecResult, Sandbox
 from dagent.trajectory.analysis import Trajectory
@@ -106,10 +107,7 @@ def label_by_system_prompt(turns: Iterable[CapturedTurn], prompts: Sequence[tupl
         for message in turn.messages[:messages]:
             if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
                 continue
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            head += str(content or "")[:200]
+            head += content_text(message.get("content"))[:200]
         hint = next((role for text, role in prompts if (head.startswith(text) if starts else text in head)), None)
         out.append(replace(turn, role_hint=hint) if hint and turn.role_hint is None else turn)
     return out

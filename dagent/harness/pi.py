@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
+from dagent.core.messages import content_text
 from dagent.errors import HarnessError
 from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
 from dagent.harness.captured import write_stage
@@ -246,8 +247,7 @@ def parse_events(stdout: str) -> dict[str, Any]:
                 out["stop"] = message.get("stopReason")
                 if message.get("errorMessage"):
                     out["errors"].append(str(message["errorMessage"])[:300])
-                text = "".join(str(p.get("text", "")) for p in message.get("content") or []
-                               if isinstance(p, dict) and p.get("type") == "text")
+                text = content_text(message.get("content") or [], part_type="text")
                 out["text"] = text or out["text"]
     return out
 

@@ -47,7 +47,7 @@ from dagent.recipes import BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer
 from dagent.train.rollouts import row_of
-from dagent.train.sft import _heredoc as heredoc
+from dagent.train.sft import heredoc
 
 __all__ = ["ReplayPolicy", "ReplayScript", "build_harness_demonstrations", "replay_command"]
 
@@ -58,7 +58,7 @@ CLOSING = "I ran the analysis and wrote the answer to /workdir/answer.txt."
 
 def replay_command(program: str) -> str:
     """The bash command a demonstration's tool call runs: the reference program (which prints the
-    answer) from a quoted heredoc (the white-box demonstrations' own, `sft._heredoc`) into the answer
+    answer) from a quoted heredoc (the white-box demonstrations' own, `sft.heredoc`) into the answer
     file, which is then shown."""
     return heredoc(program).replace("python3 - <<", "python3 - > /workdir/answer.txt <<", 1) + "\ncat /workdir/answer.txt"
 

@@ -204,14 +204,14 @@ class BlackBoxRollouts:
 
     # -- the rollout function -----------------------------------------------------------------
     def __call__(self, prompts: list[Any], trainer: Any = None) -> dict[str, list[Any]]:
-        from dagent.envs.trl_session import _instruction
+        from dagent.envs.trl_session import instruction_of
 
         if len(prompts) % self.num_generations:
             raise ConfigError(f"{len(prompts)} prompts is not a whole number of groups of {self.num_generations}: "
                               "generation_batch_size must divide by num_generations")
         jobs = []
         for k, prompt in enumerate(prompts):
-            instruction = _instruction(prompt)
+            instruction = instruction_of(prompt)
             if instruction is None:
                 raise ConfigError(f"cannot tell which task the prompt {str(prompt)[:80]!r} names: train on "
                                   "TaskSuite.prompt_rows rows")

@@ -64,7 +64,7 @@ class DemonstrationError(TaskError):
 
 # ------------------------------------------------------------------ the conversation
 
-def _heredoc(program: str) -> str:
+def heredoc(program: str) -> str:
     """A bash command line that runs `program` with python3 from a quoted heredoc (no expansion)."""
     body = program.rstrip("\n")
     tag = "PY"
@@ -94,7 +94,7 @@ def demonstration(task: Task, sandbox: Sandbox, config: EpisodeConfig) -> list[d
                           "serve the bash toolset (tools=select('bash') or select())")
     episode = Episode(uuid.uuid4().hex, task, split=TRAIN_BASE, index=-1, config=config, sandbox=sandbox)
     messages: list[dict[str, Any]] = [{"role": "user", "content": episode.instruction}]
-    command = _heredoc(task.solution)
+    command = heredoc(task.solution)
     ran = episode.call("bash", {"command": command})
     messages += [_call("bash", {"command": command}), _result("bash", ran)]
     if not ran.ok:

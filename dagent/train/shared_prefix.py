@@ -40,7 +40,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from dagent.engine.batching import ATTENTION, _register_attention, ragged_attention
+from dagent.engine.batching import ATTENTION, ragged_attention, register_attention
 from dagent.train.trl_seams import SCORE
 
 METHOD = SCORE
@@ -157,7 +157,7 @@ def _register() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    _register_attention()  # the engine's (the fallback of every call without spans)
+    register_attention()  # the engine's (the fallback of every call without spans)
     AttentionInterface.register(TREE, tree_attention)
     AttentionMaskInterface.register(TREE, sdpa_mask)
 

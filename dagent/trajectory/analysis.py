@@ -35,6 +35,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Iterable
 
+from dagent.core.messages import content_text
 from dagent.trajectory.linking import (
     CLEAN,
     DEFAULT_FORK_THRESHOLD,
@@ -196,10 +197,7 @@ def _system_text(messages: tuple) -> str | None:
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ("system", "developer"):
             break
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        parts.append(str(content or ""))
+        parts.append(content_text(message.get("content")))
     return "\n".join(parts)
 
 

@@ -19,6 +19,7 @@ import httpx
 from dagent.core.conditions import Conditions
 from dagent.core.sampling import DEFAULT_SAMPLING, Sampling
 from dagent.envs import mcp_route
+from dagent.envs.slot import RuntimeSlot
 from dagent.envs.status import replace_health, sandbox_health
 from dagent.errors import ConfigError, DagentError
 from dagent.harness.opencode import OpencodeConfig
@@ -26,19 +27,9 @@ from dagent.harness.pi import PiConfig
 from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.suites.sources import load_tasks
 
-_RUNTIME: BlackBoxRuntime | None = None
-
-
-def configure(runtime: BlackBoxRuntime) -> BlackBoxRuntime:
-    global _RUNTIME
-    _RUNTIME = runtime
-    return runtime
-
-
-def current() -> BlackBoxRuntime:
-    if _RUNTIME is None:
-        raise ConfigError("the black-box server has no runtime: build it with dagent.envs.blackbox_server.create_app(runtime)")
-    return _RUNTIME
+_SLOT: RuntimeSlot[BlackBoxRuntime] = RuntimeSlot(
+    "the black-box server has no runtime: build it with dagent.envs.blackbox_server.create_app(runtime)")
+configure, current = _SLOT.configure, _SLOT.current
 
 
 def rollout_payload(split: str, index: int | None, task_id: str | None = None, timeout_s: float | None = None,

@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 
-from dagent.core.messages import content_text
 from dagent.envs.contract import ENV_NAME, REWARD_COLUMN, ROUTING_ARG, episode_path, task_api
 from dagent.errors import ConfigError, DagentError
 from dagent.tools import ToolResult, select, tool_function
+from dagent.trajectory.messages import content_text
 
 
 class EnvServerError(DagentError):

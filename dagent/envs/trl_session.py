@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, TrainingTrace, VerifyResult
 
-from dagent.core.messages import content_text
 from dagent.errors import ConfigError, DagentError
 from dagent.runtime.blackbox import ENV_NAME
+from dagent.trajectory.messages import content_text
 
 
 class RolloutRequestError(DagentError):

@@ -38,6 +38,7 @@ from pydantic import Field
 from dagent.clock import PhaseClock
 from dagent.core.suite import TaskSuite
 from dagent.envs.contract import ENV_NAME, EPISODE_HEADER, REWARD_COLUMN, ROUTING_ARG
+from dagent.envs.slot import RuntimeSlot
 from dagent.errors import ConfigError, SplitError, TaskError
 from dagent.sandbox.base import SandboxBackend
 from dagent.sandbox.isolation import suite_paths
@@ -111,20 +112,10 @@ class Runtime:
         return episode.call(name, arguments)
 
 
-_RUNTIME: Runtime | None = None
-
-
-def configure(runtime: Runtime) -> Runtime:
-    global _RUNTIME
-    _RUNTIME = runtime
-    return runtime
-
-
-def current() -> Runtime:
-    if _RUNTIME is None:
-        raise ConfigError("the white-box server has no task suite configured: build the app with "
-                          "dagent.envs.server.create_app(suite=...) or set DAGENT_SUITE for server/app.py")
-    return _RUNTIME
+_SLOT: RuntimeSlot[Runtime] = RuntimeSlot(
+    "the white-box server has no task suite configured: build the app with dagent.envs.server.create_app(suite=...) "
+    "or set DAGENT_SUITE for server/app.py")
+configure, current = _SLOT.configure, _SLOT.current
 
 
 # ------------------------------------------------------------------ face 2: MCP server + openenv env

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from dagent.core.messages import content_text
 from dagent.core.task import Task
 from dagent.sandbox.base import ExecResult, Sandbox
 from dagent.trajectory.analysis import Trajectory
+from dagent.trajectory.messages import content_text
 from dagent.trajectory.turn import CapturedTurn, Finding
 
 

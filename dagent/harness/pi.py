@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
-from dagent.core.messages import content_text
 from dagent.errors import HarnessError
 from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
 from dagent.harness.captured import write_stage
@@ -54,6 +53,7 @@ from dagent.harness.contract import check_step_cap
 from dagent.sandbox.base import WORKDIR, Sandbox
 from dagent.sandbox.image import PI_PACKAGE, PI_VERSION
 from dagent.tools.episode import MAX_STEPS
+from dagent.trajectory.messages import content_text
 from dagent.trajectory.turn import CapturedTurn
 
 PROVIDER_ID = "dagent"

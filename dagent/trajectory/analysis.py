@@ -35,7 +35,6 @@ from array import array
 from dataclasses import dataclass
 from typing import Iterable
 
-from dagent.core.messages import content_text
 from dagent.trajectory.linking import (
     CLEAN,
     DEFAULT_FORK_THRESHOLD,
@@ -45,6 +44,7 @@ from dagent.trajectory.linking import (
     array_drift,
     link_turns,
 )
+from dagent.trajectory.messages import content_text
 from dagent.trajectory.turn import CapturedTurn, Finding
 
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"

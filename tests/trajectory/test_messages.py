@@ -1,6 +1,6 @@
 """One reading of a message's content as text for every place dagent reads messages."""
 
-from dagent.core.messages import content_text
+from dagent.trajectory.messages import content_text
 
 
 def test_strings_parts_and_nothing():

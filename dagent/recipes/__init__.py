@@ -99,6 +99,6 @@ def preset_of(recipe: dict[str, Any]) -> str | None:
         conditions = made.conditions
     except (TypeError, ValueError, ConfigError):
         return None
-    found = [name for name, build in PRESETS[kind].items()
-             if build().conditions == conditions and build().use_cpu == made.use_cpu]
+    presets = {name: build() for name, build in PRESETS[kind].items()}
+    found = [name for name, r in presets.items() if r.conditions == conditions and r.use_cpu == made.use_cpu]
     return found[0] if len(found) == 1 else None

@@ -18,10 +18,9 @@ AVX512-BF16 or AMX) nothing changes: float32 is faster there (benchmarks/README.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from dagent.train.trl_seams import GENERATE_TURN
+from dagent.train.trl_seams import GENERATE_TURN, wrap_method
 
 METHOD = GENERATE_TURN
 
@@ -31,17 +30,10 @@ def generate_in_bf16(trainer: Any) -> bool:
     TRL's class untouched). Returns whether it was wrapped (False: this TRL has no such method)."""
     import torch
 
-    method = getattr(trainer, METHOD, None)
-    if not callable(method):
-        return False
-    if getattr(method, "_dagent_bf16", False):
-        return True
+    def wrap(method: Any) -> Any:
+        def generate(*args: Any, **kwargs: Any) -> Any:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return method(*args, **kwargs)
+        return generate
 
-    @functools.wraps(method)
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return method(*args, **kwargs)
-
-    generate._dagent_bf16 = True  # type: ignore[attr-defined]
-    setattr(trainer, METHOD, generate)
-    return True
+    return wrap_method(trainer, METHOD, "_dagent_bf16", wrap)

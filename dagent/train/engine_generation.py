@@ -34,13 +34,12 @@ INVARIANTS
 
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import Any
 
 from dagent.core.sampling import Sampling
 from dagent.engine.generation import GenerationRequest, LocalEngine
-from dagent.train.trl_seams import GENERATE_TURN
+from dagent.train.trl_seams import GENERATE_TURN, wrap_method
 
 METHOD = GENERATE_TURN
 
@@ -96,33 +95,31 @@ def generate_through_engine(trainer: Any, *, max_num_seqs: int = 16) -> bool:
     instance attribute; TRL's class untouched). Returns whether it was replaced (False: this TRL
     has no such method, the trainer generates with vLLM, or its module is on an accelerator: the
     engine serves CPU modules, and TRL's generation runs there)."""
-    method = getattr(trainer, METHOD, None)
-    if not callable(method) or getattr(trainer, "use_vllm", False) or _on_accelerator(trainer):
+    if getattr(trainer, "use_vllm", False) or _on_accelerator(trainer):
         return False
-    if getattr(method, "_dagent_engine", False):
-        return True
-    engine = _Engine(trainer, max_num_seqs)
 
-    @functools.wraps(method)
-    def turn(prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
-             has_tool_images: bool = False) -> Any:
-        sampling = engine_sampling(trainer.generation_config)
-        if images is not None and any(images) or multimodal_fields or has_tool_images or sampling is None:
-            if sampling is None and not turn.warned:
-                turn.warned = True
-                warnings.warn(f"white-box generation: the engine does not implement "
-                              f"{', '.join(unhonoured(trainer.generation_config))}; TRL's generation runs these turns",
-                              stacklevel=2)
-            return method(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images)
-        return engine.generate([list(p) for p in prompt_ids], sampling,
-                               int(trainer.generation_config.max_new_tokens),
-                               logits_processor(trainer.generation_config)), None
+    def wrap(method: Any) -> Any:
+        engine = _Engine(trainer, max_num_seqs)
 
-    turn.warned = False  # type: ignore[attr-defined]
-    turn._dagent_engine = True  # type: ignore[attr-defined]
-    turn.engine = engine  # type: ignore[attr-defined]
-    setattr(trainer, METHOD, turn)
-    return True
+        def turn(prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
+                 has_tool_images: bool = False) -> Any:
+            sampling = engine_sampling(trainer.generation_config)
+            if images is not None and any(images) or multimodal_fields or has_tool_images or sampling is None:
+                if sampling is None and not turn.warned:
+                    turn.warned = True
+                    warnings.warn(f"white-box generation: the engine does not implement "
+                                  f"{', '.join(unhonoured(trainer.generation_config))}; TRL's generation runs these "
+                                  "turns", stacklevel=2)
+                return method(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images)
+            return engine.generate([list(p) for p in prompt_ids], sampling,
+                                   int(trainer.generation_config.max_new_tokens),
+                                   logits_processor(trainer.generation_config)), None
+
+        turn.warned = False  # type: ignore[attr-defined]
+        turn.engine = engine  # type: ignore[attr-defined]
+        return turn
+
+    return wrap_method(trainer, METHOD, "_dagent_engine", wrap)
 
 
 def _on_accelerator(trainer: Any) -> bool:

@@ -36,16 +36,16 @@ this TRL has no such method.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 from dagent.engine.batching import ATTENTION, ragged_attention, register_attention
-from dagent.train.trl_seams import SCORE
+from dagent.train.trl_seams import SCORE, wrap_method
 
 METHOD = SCORE
-# attention implementations that take a custom 4D mask as given; dagent's engine registers its own
-# on a module it serves (dagent.engine.batching: sdpa, masks included, for every call not its own)
+# the attention implementations a packed batch keeps the numerics of (tree_attention is sdpa span by
+# span); dagent's engine registers its own on a module it serves (dagent.engine.batching: sdpa for
+# every call not its own)
 TREE = "dagent_tree"  # span-by-span attention over a packed tree (tree_attention), sdpa for the rest
 SDPA_LIKE = ("sdpa", ATTENTION, TREE)
 _MULTIMODAL = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
@@ -66,8 +66,9 @@ def packed_inputs(rows: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
     """A batch as ONE sequence, a prefix tree of spans (module docstring): the prompts' common
     prefix; under it each distinct prompt's rest but its last token; under that, per row, the
     prompt's last token and the row's completion. A span attends to its ancestors whole and to
-    itself causally; its positions continue its parent's. Returns input ids, positions, a boolean
-    4D mask (True: attend), pre-shifted labels (-100: not scored) and where each row's scores start."""
+    itself causally; its positions continue its parent's. Returns input ids, positions, the spans
+    (`Spans`, what `tree_attention` reads), pre-shifted labels (-100: not scored) and where each
+    row's scores start."""
     import torch
 
     prompts = [tuple(p) for p, _ in rows]
@@ -89,21 +90,20 @@ def packed_inputs(rows: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
                 rest[key] = root
         spans.append(([prompt[-1], *completion], rest[key], [*completion, -100]))  # k predicts completion[k]
         row_span.append(len(spans) - 1)
-    ids, pos, labels, where, ends = [], [], [], [], []
+    ids: list[int] = []
+    pos: list[int] = []
+    labels: list[int] = []
+    next_pos: list[int] = []  # per span: the position after its last token
+    tree: list[tuple[int, int, tuple[tuple[int, int], ...]]] = []  # per span: (start, end, ancestors)
     for tokens, parent, span_labels in spans:
-        first = ends[parent][1] if parent is not None else 0  # the position after the parent's last
-        where.append(len(ids))
+        first = next_pos[parent] if parent is not None else 0
+        ancestors = (*tree[parent][2], tree[parent][:2]) if parent is not None else ()
+        tree.append((len(ids), len(ids) + len(tokens), ancestors))
         ids += tokens
         pos += range(first, first + len(tokens))
         labels += span_labels
-        ends.append((len(ids), first + len(tokens)))
-    tree = []
-    for i, (tokens, parent, _) in enumerate(spans):
-        seen = []
-        while parent is not None:
-            seen.append((where[parent], where[parent] + len(spans[parent][0])))
-            parent = spans[parent][1]
-        tree.append((where[i], where[i] + len(tokens), tuple(reversed(seen))))
+        next_pos.append(first + len(tokens))
+    where = [start for start, _, _ in tree]
     return {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([pos]), "spans": Spans(tuple(tree)),
             "shift_labels": torch.tensor([labels]), "starts": [where[k] for k in row_span]}
 
@@ -115,7 +115,7 @@ class Spans:
     spans: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]
 
     def mask(self) -> Any:
-        """The dense boolean mask it stands for, (1, 1, T, T), True: attend (for tests and eager)."""
+        """The dense boolean mask it stands for, (1, 1, T, T), True: attend (what tests compare with)."""
         import torch
 
         n = self.spans[-1][1] if self.spans else 0
@@ -165,24 +165,17 @@ def _register() -> None:
 def share_prompts(trainer: Any) -> bool:
     """Wrap `trainer._get_per_token_logps_and_entropies` so rows sharing a prompt are scored as one
     packed sequence a group (module docstring). Returns whether it was wrapped."""
-    method = getattr(trainer, METHOD, None)
-    if not callable(method):
-        return False
-    if getattr(method, "_dagent_shared_prefix", False):
-        return True
+    def wrap(method: Any) -> Any:
+        def scored(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, batch_size: Any = None,
+                   compute_entropy: bool = False, compute_aux_loss: bool = False, **extra: Any) -> Any:
+            packed = packable(model, input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra)
+            if packed is None:
+                return method(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                              compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+            return packed_scores(trainer, model, packed, input_ids, logits_to_keep, compute_entropy)
+        return scored
 
-    @functools.wraps(method)
-    def scored(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, batch_size: Any = None,
-               compute_entropy: bool = False, compute_aux_loss: bool = False, **extra: Any) -> Any:
-        packed = packable(model, input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra)
-        if packed is None:
-            return method(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
-                          compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
-        return packed_scores(trainer, model, packed, input_ids, logits_to_keep, compute_entropy)
-
-    scored._dagent_shared_prefix = True  # type: ignore[attr-defined]
-    setattr(trainer, METHOD, scored)
-    return True
+    return wrap_method(trainer, METHOD, "_dagent_shared_prefix", wrap)
 
 
 def packable(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, compute_aux_loss: bool,

@@ -20,10 +20,13 @@ Moving to a new TRL: widen `TRL_RANGE`, run tests/train (the seams' own tests sa
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from dagent.errors import ConfigError
 
@@ -89,6 +92,21 @@ SEAMS = (
     Seam("trl.experimental.async_grpo.openenv_harness", TURNS_FROM_TRACE,
          "the sync black-box path reads a training trace with TRL's own code", ("dagent.train.rollouts",)),
 )
+
+
+def wrap_method(trainer: Any, name: str, marker: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+    """Replace the seam `trainer.<name>` by `wrap(original)`, an instance attribute (TRL's class
+    untouched), once: a method already carrying `marker` is left as it is. Returns whether the
+    trainer has it wrapped (False: this TRL has no such method)."""
+    method = getattr(trainer, name, None)
+    if not callable(method):
+        return False
+    if getattr(method, marker, False):
+        return True
+    wrapped = functools.wraps(method)(wrap(method))
+    setattr(wrapped, marker, True)
+    setattr(trainer, name, wrapped)
+    return True
 
 
 def trl_attr(name: str) -> object:

@@ -45,18 +45,13 @@ def test_the_detector_finds_the_async_control_the_launcher_once_dropped():
 
 
 @pytest.mark.failure_mode("F59")
-def test_async_control_is_refused_before_anything_starts(monkeypatch):
-    args = BlackboxArgs(mode="async", control="permuted", dry_run=True, harness="pi")
+@pytest.mark.parametrize("option, value, refused", [
+    ("control", "permuted", r"F59: --control 'permuted' .* black-box async .*--mode sync"),
+    ("generation_dtype", "float32", r"F59: --generation-dtype 'float32' .* vLLM")])
+def test_async_refuses_what_it_cannot_honour_before_anything_starts(option, value, refused, monkeypatch):
+    args = BlackboxArgs(mode="async", dry_run=True, harness="pi", **{option: value})
     monkeypatch.setattr(blackbox_async, "job_ports", lambda: pytest.fail("the launcher started before refusing"))
-    with pytest.raises(OptionRefused, match=r"F59: --control 'permuted' .* black-box async .*--mode sync"):
-        blackbox.train_blackbox(args, echo=lambda _: None)
-
-
-@pytest.mark.failure_mode("F59")
-def test_async_refuses_the_in_process_engines_dtype(monkeypatch):
-    args = BlackboxArgs(mode="async", generation_dtype="float32", dry_run=True, harness="pi")
-    monkeypatch.setattr(blackbox_async, "job_ports", lambda: pytest.fail("the launcher started before refusing"))
-    with pytest.raises(OptionRefused, match=r"F59: --generation-dtype 'float32' .* vLLM"):
+    with pytest.raises(OptionRefused, match=refused):
         blackbox.train_blackbox(args, echo=lambda _: None)
 
 

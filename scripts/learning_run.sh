@@ -38,9 +38,10 @@
 # DRY_RUN=1 prints each command instead of running it.
 #
 # Sizes are environment variables (white-box defaults: about 3 x 2 hours on a 2-core CPU):
-#   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 GRPO_STEPS=400 (an arm is finished at GRPO_STEPS) GRPO_MINUTES=60 (one
+#   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 SFT_SPLIT=train:easy (where demonstrations come from: train or train:<tier>) GRPO_STEPS=400 (an arm is finished at GRPO_STEPS) GRPO_MINUTES=60 (one
 #   sitting's budget for one arm: it checkpoints and stops there, and the next sitting resumes it)
 #   MIXED_ONLY=1 (train only on the tasks the base stage measured between 0.2 and 0.8, F55) GROUPS_PER_STEP=1 (groups a step)
+#   NUM_GENERATIONS= (rollouts a group; default: the preset's)
 #   SAVE_STEPS=8 TRAIN_SPLIT=train:easy TRAIN_LIMIT=24 TRAIN_SAMPLES=2 EVAL_LIMIT=64 EVAL_SAMPLES=4 EVAL_SPLIT=eval:easy
 #   WATCH_SPLIT=test:easy WATCH_LIMIT=32 WATCH_SAMPLES=1 MODEL=smollm2-135m SUITE= (default: the bundled one)
 #   The control of a seed runs the GRPO run's own step count, its learning rate and its seed. The group-size
@@ -59,7 +60,7 @@ DAGENT=.venv/bin/dagent
 STAGES=${STAGES:-"sft base grpo control watch eval pool report"}  # publish: only when named
 SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}; EVAL_ARMS=${EVAL_ARMS:-"warm grpo control"}
 BASE_EVAL=${BASE_EVAL:-}
-SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}
+SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}; SFT_SPLIT=${SFT_SPLIT:-train:easy}; NUM_GENERATIONS=${NUM_GENERATIONS:-}
 GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
 TRAIN_SPLIT=${TRAIN_SPLIT:-train:easy}; TRAIN_LIMIT=${TRAIN_LIMIT:-24}; TRAIN_SAMPLES=${TRAIN_SAMPLES:-2}
 EVAL_LIMIT=${EVAL_LIMIT:-64}; EVAL_SAMPLES=${EVAL_SAMPLES:-4}
@@ -110,12 +111,12 @@ arm() { find "$1" -mindepth 1 -maxdepth 1 -type d ! -name baseline ! -name track
 
 if has sft && ! finished sft; then
   if [ "$LOOP" = whitebox ]; then
-    stage "sft: $SFT_N tool-loop demonstrations of train:easy"
-    run $PY jobs/sft_warmstart.py --model "$MODEL" --tools bash --n "$SFT_N" --max-steps "$SFT_STEPS" --batch-size 4 \
-      --grad-accum 2 --out "$OUT/sft" "${SUITE_ARGS[@]}"
+    stage "sft: $SFT_N tool-loop demonstrations of $SFT_SPLIT"
+    run $PY jobs/sft_warmstart.py --model "$MODEL" --tools bash --split "$SFT_SPLIT" --n "$SFT_N" --max-steps "$SFT_STEPS" \
+      --batch-size 4 --grad-accum 2 --out "$OUT/sft" "${SUITE_ARGS[@]}"
   else
-    stage "sft: $SFT_N $HARNESS demonstrations of train:easy in the harness's own format"
-    run $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --n "$SFT_N" --max-steps "$SFT_STEPS" \
+    stage "sft: $SFT_N $HARNESS demonstrations of $SFT_SPLIT in the harness's own format"
+    run $PY jobs/sft_warmstart.py --model "$MODEL" --harness "$HARNESS" --split "$SFT_SPLIT" --n "$SFT_N" --max-steps "$SFT_STEPS" \
       --batch-size 2 --grad-accum 1 --out "$OUT/sft" "${SUITE_ARGS[@]}"  # docs/training.md: 64 rows, 32 steps
   fi
   mark sft
@@ -144,8 +145,9 @@ shared() {  # what both arms of a seed train with: the base evaluation's per-tas
   echo --model "$OUT/sft/final" --split "$TRAIN_SPLIT" --base-pass1 "$(base_pass1)" --base-eval "$(base_records)" \
     ${MIXED_ONLY:+--mixed-only} --save-steps "$SAVE_STEPS" --max-minutes "$GRPO_MINUTES" ${FORCE:+--force}
 }
-group_args() {  # GROUPS_PER_STEP groups of the preset's G=4 a step
+group_args() {  # GROUPS_PER_STEP groups a step, of the preset's G=4 or NUM_GENERATIONS rollouts
   [ "$GROUPS_PER_STEP" = 1 ] || echo --groups-per-step "$GROUPS_PER_STEP"
+  [ -z "$NUM_GENERATIONS" ] || echo --num-generations "$NUM_GENERATIONS"
 }
 if has grpo; then
   for S in $SEEDS; do

@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from dagent import settings
 from dagent.demo import views
 from dagent.demo.session import MODELS, Demo, DemoError, default_model, local_model, model_note
 from dagent.errors import DagentError
@@ -33,9 +34,9 @@ RECORDINGS_ENV = "DAGENT_DEMO_RECORDINGS"  # where "Save recording" writes (defa
 
 
 def recordings_dir() -> Path:
-    from dagent.suites.sources import cache_dir
+    from dagent.settings import cache_dir
 
-    return Path(os.environ.get(RECORDINGS_ENV) or cache_dir() / "demo-recordings")
+    return Path(settings.read(RECORDINGS_ENV) or cache_dir() / "demo-recordings")
 
 
 def _friendly(outputs: int, at: int):
@@ -70,7 +71,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         demo_state = Demo(backend, suite=suite, load=load)
     state = demo_state
     # the suite given, else $DAGENT_SUITE, else the bundled build (what the suite box starts with)
-    first = state.suite(None if suite is not None else os.environ.get("DAGENT_SUITE") or None)
+    first = state.suite(None if suite is not None else settings.read("DAGENT_SUITE"))
     bases = list(first.bases)
     hand_tools = [t for t in state.config.tools if t != TERMINATOR]
 
@@ -214,7 +215,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
                     "captured token chain and its loss mask.")
         with gr.Tab("Task"):
             with gr.Row():
-                source = gr.Textbox(value=os.environ.get("DAGENT_SUITE", "") if suite is None else "",
+                source = gr.Textbox(value=(settings.read("DAGENT_SUITE") or "") if suite is None else "",
                                     label="suite", placeholder="empty: the bundled build; or a Hub dataset id / path")
                 split = gr.Dropdown(bases, value="test" if "test" in bases else bases[0], label="split")
                 tier = gr.Dropdown(list(TIERS), value="any", label="tier")
@@ -317,8 +318,8 @@ def space_backend():
     from dagent.sandbox.isolation import require_isolation
     from dagent.sandbox.local import LocalBackend
 
-    name = os.environ.get("DAGENT_SANDBOX", "local")
-    suite = load_suite(os.environ.get("DAGENT_SUITE") or None)  # the bundled build by default
+    name = settings.read("DAGENT_SANDBOX") or "local"
+    suite = load_suite(settings.read("DAGENT_SUITE"))  # the bundled build by default
     backend = get_backend(name) if name != "local" else LocalBackend()
     if not backend.remote:
         print(require_isolation(backend, suite_dir=suite.tables_root.parent).summary(), flush=True)
@@ -330,6 +331,6 @@ if __name__ == "__main__":
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # nothing phones home from a Space or offline
     app = build_app(backend=space_backend())
     try:
-        app.launch(server_name=os.environ.get("HOST", "0.0.0.0"), server_port=int(os.environ.get("PORT", "7860")))
+        app.launch(server_name=settings.read("HOST"), server_port=int(settings.read("PORT", default="7860") or 7860))
     finally:
         app.dagent.shutdown()

@@ -9,14 +9,16 @@ the code to this list both ways, so the list is the real graph).
 
   base: what every other room uses (core, grading and trajectory are pure: no adapter, no I/O library)
     errors clock jobargs failures  []            one error root, a clock, job arguments, the failure modes
-    serving provenance  [errors]                 a threaded uvicorn server; where a result came from
+    settings    [errors]                         every environment variable dagent reads, one record per server
+    serving     [errors]                         a threaded uvicorn server
+    provenance  [settings]                       where a result came from
     core        [errors]                         the task, the suite, reward, sampling, the outcome vocabulary
     grading     [core]                           single values, multi-field answers, the dispatch, settling
     trajectory  [errors]                         captured calls, linking and drift, the gate, the audit, exports
 
   infrastructure: where agents run and what serves them
-    sandbox     [clock core]                     local tiers (bwrap, mountns, landlock), E2B, HF, staging, images
-    engine      [core serving]                   the local engine (batching, the model), vLLM processes
+    sandbox     [clock core settings]            local tiers (bwrap, mountns, landlock, cwd), E2B, HF, staging, images
+    engine      [core serving settings]          the local engine (batching, the model), vLLM processes
     launch      [provenance sandbox serving]     HF Jobs, Slurm and Spaces: ports, submission, deployment
 
   white-box: the environment owns the loop

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dagent import settings
 from dagent.errors import ConfigError
 
 __all__ = ["LIBRARIES", "STAMP_FILE", "VOID_FILE", "checkpoint_record", "grader_digest", "provenance", "provenance_lines", "void_reason", "void_run"]
@@ -75,7 +76,7 @@ def project_url(url: str | None = None) -> str | None:
     """The project's repository as a browsable URL: `url` (--project-url), $DAGENT_PROJECT_URL, the
     checkout's `origin` remote, or where a job installed dagent from; None when none is known
     (a card then names no link rather than a placeholder)."""
-    url = url or os.environ.get("DAGENT_PROJECT_URL") or git("remote", "get-url", "origin")
+    url = url or settings.read("DAGENT_PROJECT_URL") or git("remote", "get-url", "origin")
     if not url and (installed := _installed_from()) is not None:
         url = installed["url"]
     if not url:
@@ -101,8 +102,7 @@ def _hardware() -> dict[str, Any]:
     torch = sys.modules.get("torch")  # only if this process already uses it: never import it for this
     if torch is not None and torch.cuda.is_available():
         gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    flavor = next((os.environ[k] for k in ("DAGENT_FLAVOR", "JOB_FLAVOR", "SPACE_HARDWARE") if os.environ.get(k)),
-                  None)
+    flavor = next(filter(None, map(settings.read, ("DAGENT_FLAVOR", "JOB_FLAVOR", "SPACE_HARDWARE"))), None)
     return {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "gpus": gpus, "flavor": flavor}
 

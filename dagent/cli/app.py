@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import click
 import typer
 
+from dagent import settings
 from dagent.cli.common import SuiteOpt, build_with_progress, console, load_suite, out, progress_bar
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
 from dagent.engine.server import serve
@@ -446,7 +447,7 @@ def main() -> None:
         console.print("Interrupted.")
         sys.exit(130)
     except (DagentError, typer.BadParameter) as e:
-        if os.environ.get("DAGENT_DEBUG"):
+        if settings.read("DAGENT_DEBUG"):
             raise
         console.print(f"[red]Error:[/] {e}")
         sys.exit(1)

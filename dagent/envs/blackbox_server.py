@@ -25,6 +25,7 @@ from dagent.errors import ConfigError, DagentError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
+from dagent.settings import BlackboxServerSettings
 from dagent.suites.sources import load_tasks
 
 _SLOT: RuntimeSlot[BlackBoxRuntime] = RuntimeSlot(
@@ -163,33 +164,29 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     return app
 
 
-def capture_public_url(environ: Any) -> str | None:
+def capture_public_url(settings: BlackboxServerSettings) -> str | None:
     """Where sandboxes on OTHER machines reach this Space's capture proxy: an explicit PUBLIC_URL
     wins; else a Space's own public URL (`https://$SPACE_HOST`), since a Space is already public
     (no second tunnel in front of it); both with `/capture`, where the proxy is mounted. None for
     local sandboxes (the socket bridge) and for EXPOSE=gradio (the tunnel's URL, found at start)."""
-    if environ.get("DAGENT_SANDBOX", "local") == "local" or environ.get("EXPOSE", "direct") == "gradio":
+    if settings.sandbox == "local" or settings.expose == "gradio":
         return None
-    public = environ.get("PUBLIC_URL") or (f"https://{environ['SPACE_HOST']}" if environ.get("SPACE_HOST") else None)
+    public = settings.public_url or (f"https://{settings.space_host}" if settings.space_host else None)
     if public is None:
         raise ConfigError("remote sandboxes need a URL of this server they can reach: set PUBLIC_URL, run it as a "
                           "Space (SPACE_HOST), or EXPOSE=gradio for a tunnel (F08)")
     return public.rstrip("/") + "/capture"
 
 
-def space_app(environ: Any, conditions: Conditions | None = None) -> Any:
-    """The black-box Space's app from its settings (spaces/data-agent-blackbox/server/app.py lists
-    them): the runtime started, the capture proxy also mounted at `/capture` so that the Space's
-    own public URL serves it (an explicit PUBLIC_URL wins; EXPOSE=gradio starts a tunnel instead).
-    `conditions`: the training recipe's episode conditions (sampling pinned on every call, the
-    step cap, tokens per call, the timeout), so rollouts served here are the ones training runs
-    (F47); DAGENT_STEPS and DAGENT_MAX_OUTPUT_TOKENS override them by name."""
-
-    engine_url = environ.get("DAGENT_ENGINE_URL")
-    if not engine_url:
-        raise ConfigError("DAGENT_ENGINE_URL is not set: name the OpenAI-compatible engine capture forwards to "
-                          "(the training job's exposed vLLM), as a Space secret or variable")
-    model = environ.get("DAGENT_MODEL")
+def space_app(settings: BlackboxServerSettings, conditions: Conditions | None = None) -> Any:
+    """The black-box Space's app from its settings (`dagent.settings.BlackboxServerSettings`, read
+    once from the environment; docs/settings.md lists them): the runtime started, the capture proxy
+    also mounted at `/capture` so that the Space's own public URL serves it (an explicit PUBLIC_URL
+    wins; EXPOSE=gradio starts a tunnel instead). `conditions`: the training recipe's episode
+    conditions (sampling pinned on every call, the step cap, tokens per call, the timeout), so
+    rollouts served here are the ones training runs (F47); DAGENT_STEPS and DAGENT_MAX_OUTPUT_TOKENS
+    override them by name."""
+    engine_url, model = settings.engine_url, settings.model
     if not model:
         try:
             listed = httpx.get(engine_url.rstrip("/").removesuffix("/v1") + "/v1/models", timeout=30).json()
@@ -197,21 +194,18 @@ def space_app(environ: Any, conditions: Conditions | None = None) -> Any:
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
             raise ConfigError(f"DAGENT_MODEL is not set and {engine_url} does not list a model ({e}): set "
                               "DAGENT_MODEL to the model id the engine serves") from e
-    steps = int(environ.get("DAGENT_STEPS") or (conditions and conditions.step_cap) or 15)
-    max_output = int(environ.get("DAGENT_MAX_OUTPUT_TOKENS") or (conditions and conditions.tokens_per_call) or 4096)
+    steps = settings.steps or (conditions and conditions.step_cap) or 15
+    max_output = settings.max_output_tokens or (conditions and conditions.tokens_per_call) or 4096
     sampling = (Sampling(temperature=conditions.temperature, top_p=conditions.top_p, top_k=conditions.top_k)
                 if conditions else DEFAULT_SAMPLING)
-    expose = environ.get("EXPOSE", "direct")
-    sandbox = environ.get("DAGENT_SANDBOX", "local")
     runtime = BlackBoxRuntime(
-        load_tasks(environ.get("DAGENT_SUITE") or None), engine_url, model=model, backend=sandbox,
-        harness=environ.get("DAGENT_HARNESS", "opencode"),
+        load_tasks(settings.suite), engine_url, model=model, backend=settings.sandbox, harness=settings.harness,
         opencode=OpencodeConfig(model=model, steps=steps, max_output_tokens=max_output),
         pi=PiConfig(model=model, steps=steps, max_output_tokens=max_output),
-        publish="gradio" if expose == "gradio" else "direct", public_url=capture_public_url(environ),
+        publish="gradio" if settings.expose == "gradio" else "direct", public_url=capture_public_url(settings),
         sampling=sampling, timeout_s=(conditions and conditions.timeout_s) or 600.0)
     runtime.start()
-    app = create_app(runtime, max_concurrent=int(environ.get("DAGENT_MAX_ROLLOUTS", "16")))
+    app = create_app(runtime, max_concurrent=settings.max_rollouts)
     app.mount("/capture", runtime.capture)  # the same proxy, on the Space's own URL
 
     atexit.register(runtime.stop)  # the tunnel, the bridge and the proxy, when the server process exits

@@ -51,8 +51,10 @@ from dagent.envs.whitebox import (
 )
 from dagent.errors import ConfigError, SplitError, TaskError
 from dagent.harness.readiness import check_image
+from dagent.sandbox import get_backend
 from dagent.sandbox.base import SandboxBackend
 from dagent.sandbox.isolation import require_isolation
+from dagent.settings import WhiteboxServerSettings
 from dagent.suites.sources import load_tasks
 from dagent.tools import select
 from dagent.tools.episode import (
@@ -197,3 +199,19 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(EpisodeNotFoundError, handler(404))
     app.add_exception_handler(EpisodeError, handler(409))
     app.add_exception_handler(ConfigError, handler(500))
+
+
+def space_app(settings: WhiteboxServerSettings) -> FastAPI:
+    """The white-box Space's app from its settings (`dagent.settings.WhiteboxServerSettings`, read
+    once from the environment; docs/settings.md lists them); unset ones take `create_app`'s and
+    `EpisodeConfig`'s defaults."""
+    defaults = EpisodeConfig()
+    return create_app(
+        settings.suite, tools=settings.tools, max_episodes=settings.max_episodes or DEFAULT_MAX_EPISODES,
+        config=EpisodeConfig(
+            max_steps=settings.max_steps or defaults.max_steps,
+            output_chars=settings.output_chars or defaults.output_chars,
+            command_timeout_s=settings.command_timeout_s or defaults.command_timeout_s,
+            idle_timeout_s=settings.idle_timeout_s or defaults.idle_timeout_s),
+        tool_workers=settings.tool_workers, mcp_handler=settings.mcp_handler,
+        backend=None if settings.sandbox == "local" else get_backend(settings.sandbox))

@@ -14,6 +14,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from dagent import settings
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine import process
@@ -87,7 +88,7 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
                       max_output_tokens=max_output_tokens or recipe.max_output_tokens)
         runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, harness=agent,
                                   opencode=OpencodeConfig(**limits), pi=PiConfig(**limits), publish=publish,
-                                  public_url=public_url or os.environ.get("DAGENT_CAPTURE_PUBLIC_URL"),
+                                  public_url=public_url or settings.read("DAGENT_CAPTURE_PUBLIC_URL"),
                                   sampling=RECIPE_SAMPLING, timeout_s=timeout_s or recipe.agent_timeout_s,
                                   harbor_catalog=harbor_catalog)
         stack.enter_context(runtime)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dagent import settings
 from dagent.errors import ConfigError, DagentError
 
 PROVIDER = "dagent.harbor.provider:SandboxEnvironment"
@@ -42,7 +43,7 @@ class HarborTrial:
 
 def harbor_binary() -> Path:
     """`harbor` of .venv-harbor (made by `bash scripts/setup.sh --tests`), or $DAGENT_HARBOR."""
-    path = Path(os.environ.get("DAGENT_HARBOR") or _ROOT / ".venv-harbor" / "bin" / "harbor")
+    path = Path(settings.read("DAGENT_HARBOR") or _ROOT / ".venv-harbor" / "bin" / "harbor")
     if not path.exists():
         raise ConfigError(f"Harbor is not installed at {path}: run `bash scripts/setup.sh --tests` "
                           "(Harbor needs Python 3.12 or 3.13, in its own venv) or set DAGENT_HARBOR")

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dagent import settings
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
 from dagent.errors import HarnessError
 from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
@@ -132,7 +133,7 @@ def opencode_env(home: str) -> dict[str, str]:
 
 def find_opencode(root: str | Path | None = None) -> Path:
     """The opencode binary: $DAGENT_OPENCODE_BIN, else `<root>/node_modules` (the project's), else PATH."""
-    explicit = os.environ.get("DAGENT_OPENCODE_BIN")
+    explicit = settings.read("DAGENT_OPENCODE_BIN")
     if explicit:
         if not os.access(explicit, os.X_OK):
             raise HarnessError(f"DAGENT_OPENCODE_BIN={explicit} is not an executable file")

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dagent import settings
 from dagent.capture.reach import FORWARD_START, FORWARD_STOP, FORWARDER_SOURCE, Reach
 from dagent.errors import HarnessError
 from dagent.harness.base import AgentRun, json_events, label_by_system_prompt
@@ -151,7 +152,7 @@ def pi_env(home: str) -> dict[str, str]:
 
 def find_pi(root: str | Path | None = None) -> Path:
     """pi's CLI script: $DAGENT_PI_CLI, else the project's `node_modules`."""
-    explicit = os.environ.get("DAGENT_PI_CLI")
+    explicit = settings.read("DAGENT_PI_CLI")
     if explicit:
         if not Path(explicit).is_file():
             raise HarnessError(f"DAGENT_PI_CLI={explicit} is not a file")

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagent import settings
 from dagent.errors import ConfigError
 from dagent.launch.ports import ENGINE_PORT_VARIABLE, EXPOSED_ENGINE_PORT
 from dagent.provenance import git
@@ -104,7 +105,7 @@ def project_requirement(url: str | None = None, revision: str | None = None, *, 
                         allow_dirty: bool = False) -> str:
     """`dagent[extras] @ git+URL@SHA`: URL from the argument, $DAGENT_PROJECT_URL or the git remote
     `origin`; SHA the full commit (default: the checked-out one, and then a clean tree)."""
-    url = url or os.environ.get("DAGENT_PROJECT_URL") or _git("remote", "get-url", "origin")
+    url = url or settings.read("DAGENT_PROJECT_URL") or _git("remote", "get-url", "origin")
     if not url:
         raise ConfigError("no project URL for the job to install dagent from: pass --project-url "
                           "https://github.com/OWNER/dagent (or a Hub repo holding it), or set DAGENT_PROJECT_URL")

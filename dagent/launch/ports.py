@@ -7,9 +7,9 @@ against the FIRST job's engine (and would train against its weights). Every port
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
+from dagent import settings
 from dagent.errors import ConfigError
 
 PORT_BASE, PORT_SLOTS, PORT_STRIDE = 20000, 4000, 10  # clear of the ephemeral range (32768+)
@@ -41,8 +41,7 @@ class JobPorts:
 
 def job_id(environ: dict[str, str] | None = None) -> str | None:
     """This job's id from the scheduler's environment (Slurm, HF Jobs, or set by hand)."""
-    env = os.environ if environ is None else environ
-    return next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), None)
+    return next(filter(None, (settings.read(v, environ) for v in JOB_ID_VARIABLES)), None)
 
 
 def job_ports(environ: dict[str, str] | None = None) -> JobPorts:
@@ -53,5 +52,5 @@ def job_ports(environ: dict[str, str] | None = None) -> JobPorts:
                           "it; fixed ports let a second job on this host probe the first job's engine (F36)")
     digits = "".join(c for c in jid if c.isdigit())
     ports = JobPorts.for_job(digits or str(abs(hash(jid)) % 10**6))
-    pinned = (environ if environ is not None else os.environ).get(ENGINE_PORT_VARIABLE)
+    pinned = settings.read(ENGINE_PORT_VARIABLE, environ)
     return replace(ports, engine=int(pinned)) if pinned else ports

@@ -29,7 +29,6 @@ Served over openenv like the white-box env by `dagent.envs.blackbox_server`: the
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -37,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagent import settings
 from dagent.capture import CaptureServer
 from dagent.capture.reach import (
     SANDBOX_PORT,
@@ -181,7 +181,7 @@ class BlackBoxRuntime:
         self._backend_spec, self._sandbox_dir, self._isolation = backend, sandbox_dir, isolation
         self._publish = dict(mode=publish, public_url=public_url, tunnel=tunnel, tunnel_timeout_s=tunnel_timeout_s)
         self.capture = CaptureServer(engine_url, sampling=sampling, model=model, max_output_tokens=max_output,
-                                     journal=capture_journal or os.environ.get("DAGENT_CAPTURE_JOURNAL") or None)
+                                     journal=capture_journal or settings.read("DAGENT_CAPTURE_JOURNAL"))
         self.backend: SandboxBackend | None = None
         self.publisher: Publisher | None = None
         self.reach: Reach | None = None

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dagent import settings
 from dagent.errors import ConfigError, MissingDependencyError, SandboxError
 from dagent.sandbox import OutputBuffer, describe_secrets
 from dagent.sandbox.base import INPUT_DIR, WORKDIR, ExecResult, Resources, SandboxBackend
@@ -87,7 +88,7 @@ class HFBackend(SandboxBackend):
             raise ConfigError("HF_TOKEN is not set: export HF_TOKEN=<a token with Jobs access> "
                               "or pass HFBackend(token=...)")
         # DAGENT_SANDBOX_IMAGE selects it where a server builds the backend from settings (a Space)
-        self.image = image or os.environ.get("DAGENT_SANDBOX_IMAGE") or DEFAULT_IMAGE
+        self.image = image or settings.read("DAGENT_SANDBOX_IMAGE") or DEFAULT_IMAGE
         self.flavor, self.idle_timeout_s = flavor, int(idle_timeout_s)
         self.env = dict(env or {})
 

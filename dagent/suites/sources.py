@@ -8,7 +8,6 @@ local build and a downloaded Hub snapshot are read by the same code.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -16,14 +15,10 @@ from dagent.core.suite import BASE_SPLITS, TaskSuite
 from dagent.core.task import Task
 from dagent.errors import MissingDependencyError, TaskError
 from dagent.sandbox.staging import fetch_bucket
+from dagent.settings import cache_dir
 
 _HF_DATASET = re.compile(r"^hf://datasets/(?P<repo>[\w.-]+/[\w.-]+)(?:@(?P<rev>[^/]+))?(?:/(?P<sub>.*))?$")
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
-
-def cache_dir() -> Path:
-    """dagent's cache root: `$DAGENT_CACHE`, else `~/.cache/dagent`."""
-    return Path(os.environ.get("DAGENT_CACHE") or Path.home() / ".cache" / "dagent")
 
 
 def default_suite_dir() -> Path:

@@ -213,7 +213,8 @@ class VllmBackend:
 
     def __init__(self, workdir: Path) -> None:
         from dagent.engine.models import tiny_qwen3
-        from dagent.engine.tokenizer import cache_root, qwen3_tokenizer
+        from dagent.engine.tokenizer import qwen3_tokenizer
+        from dagent.settings import cache_dir
 
         python = vllm_python()
         self.model_dir = tiny_qwen3()
@@ -223,7 +224,7 @@ class VllmBackend:
         self.log = workdir / "vllm.log"
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "VLLM_CACHE_ROOT": str(cache_root() / "vllm"),
+        env = {**os.environ, "VLLM_CACHE_ROOT": str(cache_dir() / "vllm"),
                "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DAGENT_STEER_FILE": str(self.steer_file),
                "PYTHONPATH": str(Path(__file__).parents[1] / "engine")}

@@ -16,6 +16,7 @@ import yaml
 from dagent.envs.blackbox_server import capture_public_url
 from dagent.errors import ConfigError
 from dagent.serving import free_port, stop_process
+from dagent.settings import BlackboxServerSettings
 from tests.envs.test_space import image_extras, installed_space, openenv_validate
 from tests.factories import wait_serving
 
@@ -39,14 +40,16 @@ def test_space_metadata_agrees_with_itself_and_the_env_extra():
 
 @pytest.mark.failure_mode("F08")
 def test_capture_is_published_on_the_spaces_own_url_unless_an_explicit_one_or_a_tunnel_is_asked_for():
+    def url(**environ: str) -> str | None:
+        return capture_public_url(BlackboxServerSettings.from_env({"DAGENT_ENGINE_URL": "http://e:1/v1", **environ}))
+
     remote = {"DAGENT_SANDBOX": "e2b"}
-    assert capture_public_url({}) is None  # local sandboxes: the socket bridge
-    assert capture_public_url({**remote, "SPACE_HOST": "me-bb.hf.space"}) == "https://me-bb.hf.space/capture"
-    assert capture_public_url({**remote, "SPACE_HOST": "me-bb.hf.space", "PUBLIC_URL": "https://x.example/"}) == \
-        "https://x.example/capture"
-    assert capture_public_url({**remote, "SPACE_HOST": "me-bb.hf.space", "EXPOSE": "gradio"}) is None
+    assert url() is None  # local sandboxes: the socket bridge
+    assert url(**remote, SPACE_HOST="me-bb.hf.space") == "https://me-bb.hf.space/capture"
+    assert url(**remote, SPACE_HOST="me-bb.hf.space", PUBLIC_URL="https://x.example/") == "https://x.example/capture"
+    assert url(**remote, SPACE_HOST="me-bb.hf.space", EXPOSE="gradio") is None
     with pytest.raises(ConfigError, match="F08"):
-        capture_public_url(remote)
+        url(**remote)
 
 
 @pytest.mark.harness

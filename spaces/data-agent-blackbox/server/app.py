@@ -1,4 +1,5 @@
-"""The data-agent black-box Space: wiring only (settings from the environment, then the runtime).
+"""The data-agent black-box Space: wiring only (`BlackboxServerSettings` from the environment, then
+the runtime; docs/settings.md lists every variable).
 
 The AGENT owns its loop (opencode, or pi); every model call goes through this Space's capture
 proxy to the engine named by DAGENT_ENGINE_URL, and rollouts are graded here. A trainer points
@@ -30,12 +31,12 @@ Sandboxes on this host reach capture through the socket bridge (no network); rem
 the published URL, never a loopback one (F08). Run: `python -m server.app` from this directory.
 """
 
-import os
-
 from dagent.envs.blackbox_server import space_app
 from dagent.recipes import resolve
+from dagent.settings import BlackboxServerSettings, listen
 
-app = space_app(os.environ, resolve("blackbox", os.environ.get("DAGENT_PRESET", "gpu")).conditions)
+settings = BlackboxServerSettings.from_env()
+app = space_app(settings, resolve("blackbox", settings.preset).conditions)
 
 
 def main() -> None:
@@ -43,8 +44,7 @@ def main() -> None:
 
     from dagent.envs.server import SERVE_SETTINGS
 
-    uvicorn.run(app, host=os.environ.get("HOST", "0.0.0.0"), port=int(os.environ.get("PORT", "8000")),
-                log_level=os.environ.get("LOG_LEVEL", "info"), **SERVE_SETTINGS)
+    uvicorn.run(app, **listen(), **SERVE_SETTINGS)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The data-agent white-box Space: wiring only (settings from the environment, then `create_app`).
+"""The data-agent white-box Space: wiring only (`WhiteboxServerSettings` from the environment, then
+`space_app`; docs/settings.md lists every variable).
 
     DAGENT_SUITE          task suite: a local build dir, OWNER/NAME or hf://datasets/...
                           (default: the bundled suite `dagent suite build` makes, which the image
@@ -21,28 +22,10 @@
 Run: `python -m server.app` from this directory (what the Dockerfile's CMD does).
 """
 
-import os
+from dagent.envs.server import space_app
+from dagent.settings import WhiteboxServerSettings, listen
 
-from dagent.envs.server import DEFAULT_MAX_EPISODES, create_app
-from dagent.sandbox import get_backend
-from dagent.tools.episode import EpisodeConfig
-
-_DEFAULTS = EpisodeConfig()
-
-app = create_app(
-    os.environ.get("DAGENT_SUITE") or None,
-    tools=os.environ.get("DAGENT_TOOLS") or None,
-    max_episodes=int(os.environ.get("DAGENT_MAX_EPISODES", DEFAULT_MAX_EPISODES)),
-    config=EpisodeConfig(
-        max_steps=int(os.environ.get("DAGENT_MAX_STEPS", _DEFAULTS.max_steps)),
-        output_chars=int(os.environ.get("DAGENT_OUTPUT_CHARS", _DEFAULTS.output_chars)),
-        command_timeout_s=float(os.environ.get("DAGENT_COMMAND_TIMEOUT_S", _DEFAULTS.command_timeout_s)),
-        idle_timeout_s=float(os.environ.get("DAGENT_IDLE_TIMEOUT_S", _DEFAULTS.idle_timeout_s)),
-    ),
-    tool_workers=int(os.environ["DAGENT_TOOL_WORKERS"]) if os.environ.get("DAGENT_TOOL_WORKERS") else None,
-    mcp_handler=os.environ.get("DAGENT_MCP_HANDLER", "lean"),
-    backend=None if os.environ.get("DAGENT_SANDBOX", "local") == "local" else get_backend(os.environ["DAGENT_SANDBOX"]),
-)
+app = space_app(WhiteboxServerSettings.from_env())
 
 
 def main() -> None:
@@ -50,8 +33,7 @@ def main() -> None:
 
     from dagent.envs.server import SERVE_SETTINGS
 
-    uvicorn.run(app, host=os.environ.get("HOST", "0.0.0.0"), port=int(os.environ.get("PORT", "8000")),
-                log_level=os.environ.get("LOG_LEVEL", "info"), **SERVE_SETTINGS)
+    uvicorn.run(app, **listen(), **SERVE_SETTINGS)
 
 
 if __name__ == "__main__":

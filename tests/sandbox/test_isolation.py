@@ -21,6 +21,8 @@ from dagent.errors import IsolationError
 from dagent.sandbox.base import Resources
 from dagent.sandbox.isolation import PROBES, check_isolation, require_isolation, suite_paths
 from dagent.sandbox.local import LocalBackend
+from dagent.sandbox.tiers.bwrap import BwrapTier
+from dagent.sandbox.tiers.mountns import MountnsTier
 from tests.sandbox.test_local import _host_ip
 
 
@@ -74,7 +76,7 @@ def test_the_check_catches_each_planted_escape(tmp_path, open_suite, outside, mo
     report = check_isolation(_mountns(tmp_path), suite_dir=open_suite)
     assert _escaped(report) == {"read_gold", "list_suite"}
     # no bubblewrap and not root (forced): the server's filesystem and network, as is
-    monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+    monkeypatch.setattr(MountnsTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     bare = LocalBackend(base_dir=tmp_path / "bare", isolation="rlimits")
     assert bare.tier == "cwd"
     report = check_isolation(bare, suite_dir=open_suite, **({"outside": outside} if outside else {}))
@@ -147,7 +149,7 @@ def test_the_white_box_server_refuses_a_readable_suite_and_serves_behind_the_uid
     from tests.factories import LiveServer
 
     suite = load_tasks(open_suite)
-    monkeypatch.setattr(LocalBackend, "_probe_bwrap", lambda self: "forced off by the test")
+    monkeypatch.setattr(BwrapTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     exposed = LocalBackend(isolation="rlimits")
     if exposed.tier != "mountns":
         pytest.skip(f"the no-user-namespace path needs root here: {exposed.describe()}")
@@ -195,7 +197,7 @@ def test_the_bubblewrap_probe_runs_with_every_flag_a_sandbox_runs_with(tmp_path,
     for flag in ("--proc", "--dev", "--unshare-all", "--cap-drop"):
         assert flag in probe, flag  # `Can't mount proc` shows at start-up, not at the first episode
     if backend.tier == "bwrap":
-        assert probe[:-1] == backend.bwrap_base
+        assert probe[:-1] == backend.isolator.base
 
 
 def test_the_probe_table_in_docs_is_what_each_tier_does(tmp_path, open_suite, outside, monkeypatch):
@@ -215,7 +217,7 @@ def test_the_probe_table_in_docs_is_what_each_tier_does(tmp_path, open_suite, ou
         tiers["landlock"] = LocalBackend(base_dir=tmp_path / "ll", isolation="landlock")
     except SandboxError as e:
         pytest.skip(f"no landlock tier here: {e}")
-    monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+    monkeypatch.setattr(MountnsTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     tiers["rlimits"] = LocalBackend(base_dir=tmp_path / "bare", isolation="rlimits")
     kw = {"outside": outside} if outside else {}
     seen = {tier: {p.name: p.escaped for p in check_isolation(b, suite_dir=open_suite, **kw).probes}

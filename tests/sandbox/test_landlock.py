@@ -22,10 +22,13 @@ from pathlib import Path
 import pytest
 
 from dagent.errors import ConfigError, SandboxError
-from dagent.sandbox import confine, local
+from dagent.sandbox import confine
 from dagent.sandbox.base import Resources
 from dagent.sandbox.isolation import PROBES, check_isolation
 from dagent.sandbox.local import LocalBackend
+from dagent.sandbox.tiers import landlock as landlock_tier
+from dagent.sandbox.tiers.bwrap import BwrapTier
+from dagent.sandbox.tiers.mountns import MountnsTier
 
 
 def _landlock(tmp_path, name: str = "ll", **kw) -> LocalBackend:
@@ -112,7 +115,7 @@ def _planted(tmp_path, monkeypatch, old: str, new: str) -> None:
     assert source.count(old) == 1, old
     copy = tmp_path / "confine_planted.py"
     copy.write_text(source.replace(old, new))
-    monkeypatch.setattr(local, "_LAUNCHER", str(copy))
+    monkeypatch.setattr(landlock_tier, "LAUNCHER", str(copy))
 
 
 @pytest.mark.failure_mode("F53")
@@ -154,16 +157,16 @@ def test_a_kernel_without_landlock_or_below_abi_6_is_refused_with_its_cause(tmp_
         LocalBackend(base_dir=tmp_path / "ll", isolation="landlock")
     assert "bubblewrap where user namespaces are allowed" in str(e.value)
     # auto: the ladder passes over it, and says why, rather than pretending
-    monkeypatch.setattr(LocalBackend, "_probe_bwrap", lambda self: "forced off by the test")
-    monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+    monkeypatch.setattr(BwrapTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
+    monkeypatch.setattr(MountnsTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     b = LocalBackend(base_dir=tmp_path / "auto")
     assert b.tier == "cwd" and cause.split()[0] in b.landlock_why
 
 
 def test_the_ladder_and_dagent_isolation_choose_it(tmp_path, monkeypatch):
     _landlock(tmp_path, "first")  # skips where this kernel has no tier
-    monkeypatch.setattr(LocalBackend, "_probe_bwrap", lambda self: "forced off by the test")
-    monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+    monkeypatch.setattr(BwrapTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
+    monkeypatch.setattr(MountnsTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     assert LocalBackend(base_dir=tmp_path / "auto").tier == "landlock"  # bwrap -> mountns -> landlock
     monkeypatch.undo()
     monkeypatch.setenv("DAGENT_ISOLATION", "landlock")

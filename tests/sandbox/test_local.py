@@ -18,6 +18,7 @@ import dagent.sandbox.local as local
 from dagent.errors import ConfigError, SandboxError, StagingError
 from dagent.sandbox.base import Resources
 from dagent.sandbox.local import OUTPUT_CAP, LocalBackend
+from dagent.sandbox.tiers.mountns import MountnsTier
 
 SMALL = Resources(memory_mb=512, timeout_s=20)
 
@@ -358,7 +359,7 @@ def test_close_removes_everything_and_is_idempotent(backend: LocalBackend) -> No
 @pytest.mark.parametrize("mount_namespace", [True, False])
 def test_rlimits_fallback_warns_and_still_runs(tmp_path, caplog, monkeypatch, mount_namespace):
     if not mount_namespace:  # as a non-root user without bubblewrap: no /workdir at all
-        monkeypatch.setattr(LocalBackend, "_probe_mountns", lambda self: False)
+        monkeypatch.setattr(MountnsTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     with caplog.at_level(logging.WARNING, logger="dagent.sandbox.local"):
         b = LocalBackend(base_dir=tmp_path, isolation="rlimits")
     if mount_namespace and b.tier != "mountns":

@@ -25,40 +25,33 @@ from typing import Any
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.inprocess import InProcessEngine
-from dagent.engine.models import base_model, model_dir, model_source
+from dagent.engine.models import model_dir
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
-from dagent.provenance import provenance
 from dagent.recipes import HARNESSES, BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.suites.sources import load_tasks
+from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir, train_and_save, training_rows
 from dagent.train.blackbox_args import ONE_PROCESS, BlackboxArgs, preflight
 from dagent.train.blackbox_async import train_async
-from dagent.train.grpo import resolve_resume, save_final
 from dagent.train.options import Refusal, refuse
-from dagent.train.preflight import Check, mixed_rows
+from dagent.train.preflight import Check
 from dagent.train.rollouts import BlackBoxRollouts, env_reward
-from dagent.train.routing import pad_coprime
 from dagent.train.scoring import score_completions_only
 from dagent.train.shared_prefix import share_prompts
 
 
 def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: str = "none",
                 run_name: str | None = None, project: str = "dagent", **extra: Any) -> Any:
-    """TRL's GRPOConfig for the sync path (rollout_func), sampling from RECIPE_SAMPLING (F05)."""
+    """TRL's GRPOConfig for the sync path (rollout_func): the fields every path sets alike
+    (`dagent.train.assembly`, sampling from RECIPE_SAMPLING, F05), then this path's own."""
     from trl import GRPOConfig
 
-    kwargs: dict[str, Any] = dict(
-        output_dir=str(output_dir), max_steps=recipe.max_steps, num_generations=recipe.num_generations,
-        per_device_train_batch_size=recipe.batch, gradient_accumulation_steps=1, beta=recipe.beta,
-        learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup_steps,
-        max_completion_length=recipe.max_output_tokens, logging_steps=1, save_strategy="steps",
-        save_steps=recipe.save_steps, save_only_model=False, report_to=report_to, run_name=run_name,
-        project=project, seed=recipe.seed, use_cpu=recipe.use_cpu, bf16=recipe.bf16, use_vllm=False,
-        log_completions=False, **RECIPE_SAMPLING.as_trl())
-    if report_to == "trackio":
-        kwargs.update(trackio_space_id=None)
+    kwargs = config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name, project=project)
+    kwargs.update(per_device_train_batch_size=recipe.batch, gradient_accumulation_steps=1, beta=recipe.beta,
+                  max_completion_length=recipe.max_output_tokens, logging_steps=1, use_cpu=recipe.use_cpu,
+                  bf16=recipe.bf16, use_vllm=False)
     kwargs.update(extra)
     return GRPOConfig(**kwargs)
 
@@ -69,10 +62,13 @@ class BlackboxRun:
     rollouts: BlackBoxRollouts  # its .rows are the receipts
     engine: Any
     runtimes: dict[str, Any]
-    health: Any
+    callbacks: Callbacks
     checks: list[Check] = field(default_factory=list)
     rows: int = 0
-    budget: Any = None
+
+    @property
+    def health(self) -> Any:
+        return self.callbacks.health
 
     def stop(self) -> None:
         """Every process and server the run started, on any exit."""
@@ -97,18 +93,14 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     from trl import GRPOTrainer
 
     from dagent.envs.trl_session import check_sampling
-    from dagent.train.health import HealthWatch
-    from dagent.train.stamp import ProvenanceStamp
+    from dagent.train.control import controlled
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
     score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
-    if mixed_only and rates is not None and rows:
-        rows = mixed_rows(rows, rates)
-        rates = rates.only(r.get("task_id") for r in rows)  # the group-size check: the rows trained
-    rows = pad_coprime(rows, len(harnesses)) if rows else []
+    rows, rates = training_rows(suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [], rates,
+                                mixed_only=mixed_only, harnesses=len(harnesses))
     checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)
     served = served_name or Path(str(model_dir)).name
@@ -130,42 +122,22 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
         rollouts = BlackBoxRollouts(runtimes, recipe.split, tokenizer, num_generations=recipe.num_generations,
                                     engine=engine, fork_threshold=recipe.fork_threshold_tokens,
                                     receipts=Path(output_dir) / "receipts.jsonl")
-        health = HealthWatch()
         summary = {**asdict(recipe), "mode": "black-box sync", "harnesses": list(harnesses),
                    "sampling": RECIPE_SAMPLING.as_request()}
-        stamp = ProvenanceStamp({**provenance(suite), "recipe": summary, "model": model_source(model_dir),
-                              "control": control})
-        callbacks: list[Any] = [health, stamp]
-        if push_to_hub:
-            from dagent.train.hub_checkpoints import CheckpointPusher
-
-            callbacks.append(CheckpointPusher(push_to_hub, base_model(model_dir), summary, provenance(suite)))
-        budget = None
-        if max_minutes is not None:
-            from dagent.train.budget import TimeBudget
-
-            budget = TimeBudget(max_minutes)
-            callbacks.append(budget)
-        from dagent.train.retention import LatestOptimizerOnly
-
-        callbacks.append(LatestOptimizerOnly())  # every checkpoint's weights, the newest's optimizer state
+        calls = callbacks(suite, model_dir, summary, control=control, push_to_hub=push_to_hub, max_minutes=max_minutes)
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        from dagent.train.control import control_moved_callback, controlled
-
-        if control != "none":
-            callbacks.append(control_moved_callback())  # F52: a control that never moved is refused
-
         trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer,
                                                                reward_funcs=[env_reward], args=args,
-                              train_dataset=Dataset.from_list(rows), rollout_func=rollouts, callbacks=callbacks)
-        health.trainer = trainer
+                                                               train_dataset=Dataset.from_list(rows),
+                                                               rollout_func=rollouts, callbacks=calls.listed())
+        calls.health.trainer = trainer
         share_prompts(trainer)  # a group's prompt computed once in the forward and backward
     except BaseException:
         for runtime in runtimes.values():
             runtime.stop()
         engine.stop()
         raise
-    return BlackboxRun(trainer, rollouts, engine, runtimes, health, checks, len(rows), budget)
+    return BlackboxRun(trainer, rollouts, engine, runtimes, calls, checks, len(rows))
 
 
 # Options the sync path does not honour (F59: refused, never dropped; dagent.train.options).
@@ -183,7 +155,6 @@ SYNC_REFUSED = (
 
 def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
-    args.apply_project_url()
     recipe = args.recipe()
     if args.processes > 1:
         raise ConfigError(f"--processes {args.processes}: black-box training runs ONE trainer process (sync serves "
@@ -199,24 +170,17 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
 def train_sync(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -> Any:
     """The sync path: GRPOTrainer(rollout_func) with the trainer's model served in-process."""
     refuse(args, "black-box sync", SYNC_REFUSED)
+    out = run_dir(args)
     suite = load_tasks(args.suite)
     path = model_dir(args.model)
-    out = Path(args.out)
-    if args.report_to == "trackio":
-        os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_sync_trainer(path, suite, recipe, out, harnesses=args.harnesses(), base_pass1=args.base_pass1,
                              force=args.force, report_to=args.report_to, run_name=args.run_name,
                              push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model,
                              control=args.control, rates=args.rates(), mixed_only=args.mixed_only,
                              **args.trackio())
-    try:
-        for check in run.checks:
-            echo(f"preflight {check.name}: {check.detail}")
-        echo(f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
-             f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}")
-        run.trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, out / ".resume"))
-        save_final(run.trainer, out / "final")
-    finally:
-        run.stop()
-    run.health.raise_if_stopped()
+    for check in run.checks:
+        echo(f"preflight {check.name}: {check.detail}")
+    echo(f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
+         f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}")
+    train_and_save(run.trainer, run.callbacks, out, resume_from=args.resume_from, echo=echo, close=run.stop)
     return run

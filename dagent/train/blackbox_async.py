@@ -45,23 +45,22 @@ import httpx
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
-from dagent.engine.models import base_model, model_dir, model_source
+from dagent.engine.models import model_dir
 from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError, DagentError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.launch.ports import job_ports
-from dagent.provenance import provenance
 from dagent.recipes import BlackboxRecipe
 from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
+from dagent.train import assembly
 from dagent.train.blackbox_args import ONE_PROCESS, BlackboxArgs, preflight
-from dagent.train.grpo import resolve_resume
 from dagent.train.options import Refusal, refuse
-from dagent.train.preflight import Check, PreflightError, mixed_rows
+from dagent.train.preflight import Check, PreflightError
 from dagent.train.rollouts import env_reward
-from dagent.train.routing import pad_coprime, route
+from dagent.train.routing import route
 
 #: The reference run's values (module docstring; each checked by `check_config`).
 TOKEN_BUDGET = 40_960
@@ -77,17 +76,15 @@ class EnginePreflightError(PreflightError):
 
 def config_kwargs(recipe: Any, output_dir: str, *, engine_url: str, turns_per_rollout: float = 8.5,
                   run_name: str | None = None, report_to: str = "none", **extra: Any) -> dict[str, Any]:
-    """AsyncGRPOConfig's arguments for `recipe` (a BlackboxRecipe), the reference's knobs pinned."""
+    """AsyncGRPOConfig's arguments for `recipe` (a BlackboxRecipe): the fields every path sets alike
+    (`dagent.train.assembly`), then the reference's knobs pinned (module docstring)."""
     inflight = max(recipe.num_generations, int(TURN_SLOTS // turns_per_rollout))
-    kwargs: dict[str, Any] = dict(
-        output_dir=output_dir, run_name=run_name, report_to=report_to, seed=recipe.seed,
-        num_generations=recipe.num_generations, per_device_train_batch_size=4,
-        gradient_accumulation_steps=max(1, recipe.batch // 4), learning_rate=recipe.learning_rate,
-        max_steps=recipe.max_steps, save_strategy="steps", save_steps=recipe.save_steps, save_total_limit=3,
+    kwargs = assembly.config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name)
+    kwargs.update(
+        per_device_train_batch_size=4, gradient_accumulation_steps=max(1, recipe.batch // 4), save_total_limit=3,
         logging_steps=1, dtype="bfloat16", vllm_server_base_url=engine_url, token_budget=TOKEN_BUDGET,
         heartbeat_stale_after_s=HEARTBEAT_S, max_completion_length=MAX_COMPLETION, max_inflight_tasks=inflight,
-        fork_threshold_tokens=recipe.worker_fork_threshold, max_tool_calling_iterations=recipe.agent_steps,
-        **RECIPE_SAMPLING.as_trl())
+        fork_threshold_tokens=recipe.worker_fork_threshold, max_tool_calling_iterations=recipe.agent_steps)
     kwargs.update(extra)
     return kwargs
 
@@ -263,23 +260,14 @@ class RoutedSessions:
         return self.factories[route(seed or 0, self.names)].create(task, seed=seed, episode_id=episode_id)
 
 
-def async_callbacks(args: BlackboxArgs, recipe: BlackboxRecipe, suite: TaskSuite, model_dir: str) -> list[Any]:
-    """The trainer's callbacks, as in sync mode: the health watch, provenance in every checkpoint,
-    every checkpoint to the Hub (--push-to-hub) and the time budget (--max-minutes)."""
-    from dagent.train.budget import TimeBudget
-    from dagent.train.health import HealthWatch
-    from dagent.train.hub_checkpoints import CheckpointPusher
-    from dagent.train.stamp import ProvenanceStamp
-
+def async_callbacks(args: BlackboxArgs, recipe: BlackboxRecipe, suite: TaskSuite, model_dir: str) -> assembly.Callbacks:
+    """The trainer's callbacks, as every path's (`dagent.train.assembly.callbacks`): the health watch,
+    provenance in every checkpoint, checkpoint retention, every checkpoint to the Hub (--push-to-hub)
+    and the time budget (--max-minutes)."""
     summary = {**asdict(recipe), "mode": "black-box async", "harnesses": list(args.harnesses()),
                "sampling": RECIPE_SAMPLING.as_request()}
-    callbacks: list[Any] = [HealthWatch(), ProvenanceStamp({**provenance(suite), "recipe": summary,
-                                                            "model": model_source(model_dir)})]
-    if args.push_to_hub:
-        callbacks.append(CheckpointPusher(args.push_to_hub, base_model(model_dir), summary, provenance(suite)))
-    if args.max_minutes is not None:
-        callbacks.append(TimeBudget(args.max_minutes))
-    return callbacks
+    return assembly.callbacks(suite, model_dir, summary, control="none",  # --control is refused here (ASYNC_REFUSED)
+                              push_to_hub=args.push_to_hub, max_minutes=args.max_minutes)
 
 
 # -- the job ---------------------------------------------------------------------------------------
@@ -336,15 +324,12 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     ports = job_ports()
     served = args.model
     engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
-    kwargs = config_kwargs(recipe, args.out, engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
+    out = assembly.run_dir(args)
+    kwargs = config_kwargs(recipe, str(out), engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
                            report_to=args.report_to, **args.trackio())
     suite = load_tasks(args.suite)
-    rates = args.rates()
-    rows = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
-    if args.mixed_only and rates is not None and rows:
-        rows = mixed_rows(rows, rates)
-        rates = rates.only(r.get("task_id") for r in rows)  # the group-size check: the rows trained
-    rows = pad_coprime(rows, len(args.harnesses())) if rows else []
+    rows, rates = assembly.training_rows(suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
+                                         args.rates(), mixed_only=args.mixed_only, harnesses=len(args.harnesses()))
     checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates),
               *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,
                             engine_max_model_len=65_536, turns_per_rollout=8.5)]
@@ -359,11 +344,11 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
     if args.dry_run:
         return kwargs
-    return _launch(args, recipe, kwargs, command, ports, engine_url, suite, rows, echo)
+    return _launch(args, recipe, kwargs, command, ports, engine_url, suite, rows, out, echo)
 
 
 def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], command: list[str], ports: Any,
-            engine_url: str, suite: TaskSuite, rows: list[dict[str, Any]],
+            engine_url: str, suite: TaskSuite, rows: list[dict[str, Any]], out: Path,
             echo: Any) -> Any:  # pragma: no cover - needs GPUs and vLLM (module docstring)
     import torch
     from datasets import Dataset
@@ -395,16 +380,15 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         worker = HarnessRolloutWorker(**worker_kwargs(config, args.model, Dataset.from_list(rows), tokenizer, factory,
                                                       lossless_capture=recipe.lossless_capture))
-        callbacks = async_callbacks(args, recipe, suite, str(path))
+        calls = async_callbacks(args, recipe, suite, str(path))
         trainer = AsyncGRPOTrainer(model=str(path), args=config, train_dataset=Dataset.from_list(rows),
-                                   reward_funcs=[env_reward], rollout_worker=worker, callbacks=callbacks)
-        callbacks[0].trainer = trainer  # the health watch reads the trainer's logs
-        trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, Path(args.out) / ".resume"))
-        trainer.save_model(os.path.join(args.out, "final"))
-        callbacks[0].raise_if_stopped()
-        return trainer
-    finally:
+                                   reward_funcs=[env_reward], rollout_worker=worker, callbacks=calls.listed())
+        calls.health.trainer = trainer  # the health watch reads the trainer's logs
+    except BaseException:
         procs.stop()
+        raise
+    assembly.train_and_save(trainer, calls, out, resume_from=args.resume_from, echo=echo, close=procs.stop)
+    return trainer
 
 
 def trainer_devices(gpus: int, engine_devices: str) -> list[str]:

@@ -6,25 +6,23 @@ published one as the GPU default, a `cpu` preset sized for a 2-core machine). `p
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
-from dagent.engine.models import base_model, model_dir, model_source
+from dagent.engine.models import model_dir
 from dagent.envs.client import white_box_client
 from dagent.envs.contract import trainer_rows
-from dagent.errors import ConfigError
 from dagent.harness.contract import check_step_cap
 from dagent.harness.toolloop import tool_schemas
 from dagent.launch.processes import relaunch
-from dagent.provenance import provenance
 from dagent.recipes import WhiteboxRecipe, resolve
 from dagent.suites.sources import load_tasks
 from dagent.tools.episode import close_all
 from dagent.train.args import TrainArgs
+from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir, train_and_save, training_rows
 from dagent.train.cpu_generation import generate_in_bf16
 from dagent.train.engine_generation import generate_through_engine
 from dagent.train.preflight import (
@@ -35,36 +33,31 @@ from dagent.train.preflight import (
     check_split,
     check_template,
     check_venv_on_path,
-    mixed_rows,
 )
 from dagent.train.scoring import score_completions_only
 
 
 def grpo_config(recipe: WhiteboxRecipe, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
                 project: str = "dagent", **extra: Any) -> Any:
-    """TRL's GRPOConfig for `recipe`, sampling from RECIPE_SAMPLING (one source, F05). Checkpoints
-    reach the Hub through `dagent.train.hub_checkpoints.CheckpointPusher`, not the Trainer's own
-    push (which keeps only `last-checkpoint/`)."""
+    """TRL's GRPOConfig for `recipe`: the fields every path sets alike (`dagent.train.assembly`,
+    sampling from RECIPE_SAMPLING, F05), then the white-box loop's own. Checkpoints reach the Hub
+    through `dagent.train.hub_checkpoints.CheckpointPusher`, not the Trainer's own push (which keeps
+    only `last-checkpoint/`)."""
     from trl import GRPOConfig
 
-    kwargs: dict[str, Any] = dict(
-        output_dir=str(output_dir), max_steps=recipe.max_steps, num_generations=recipe.num_generations,
+    kwargs = config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name, project=project)
+    kwargs.update(
         per_device_train_batch_size=recipe.per_device_train_batch_size,
         gradient_accumulation_steps=recipe.gradient_accumulation_steps, beta=recipe.beta,
-        learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup_steps,
         max_completion_length=recipe.max_completion_length,
         max_tool_calling_iterations=recipe.max_tool_calling_iterations, logging_steps=recipe.logging_steps,
-        save_strategy="steps", save_steps=recipe.save_steps, save_only_model=False,  # optimizer + scheduler too
-        report_to=report_to, run_name=run_name, project=project, seed=recipe.seed, use_cpu=recipe.use_cpu,
-        bf16=recipe.bf16, use_vllm=recipe.use_vllm, gradient_checkpointing=recipe.gradient_checkpointing,
-        log_completions=False, **RECIPE_SAMPLING.as_trl())
+        use_cpu=recipe.use_cpu, bf16=recipe.bf16, use_vllm=recipe.use_vllm,
+        gradient_checkpointing=recipe.gradient_checkpointing)
     if recipe.use_vllm and recipe.vllm_server_url:
         kwargs.update(vllm_mode="server", vllm_server_base_url=recipe.vllm_server_url,
                       vllm_group_port=recipe.vllm_group_port)
     elif recipe.use_vllm:
         kwargs.update(vllm_mode="colocate", vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization)
-    if report_to == "trackio":
-        kwargs.update(trackio_space_id=None)  # offline store; a Space only when asked for
     kwargs.update(extra)
     return GRPOConfig(**kwargs)
 
@@ -89,11 +82,21 @@ class TrainRun:
     step timer (each step's seconds by phase)."""
 
     trainer: Any
-    health: Any
+    callbacks: Callbacks
     checks: list[Check] = field(default_factory=list)
     rows: int = 0
-    timer: Any = None
-    budget: Any = None  # dagent.train.budget.TimeBudget when --max-minutes was given
+
+    @property
+    def health(self) -> Any:
+        return self.callbacks.health
+
+    @property
+    def timer(self) -> Any:
+        return self.callbacks.timer
+
+    @property
+    def budget(self) -> Any:
+        return self.callbacks.budget
 
 
 def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecipe, output_dir: str | Path, *,
@@ -113,17 +116,13 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecip
     from trl import GRPOTrainer
 
     from dagent.envs.whitebox import white_box_env
-    from dagent.train.health import HealthWatch
-    from dagent.train.stamp import ProvenanceStamp
+    from dagent.train.control import controlled
     from dagent.train.timing import StepTimer
 
     score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    rows = trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
-                        else suite.prompt_rows(recipe.split))
-    if mixed_only and rates is not None:
-        rows = mixed_rows(rows, rates)
-        rates = rates.only(r.get("task_id") for r in rows)  # the group-size check: the rows trained
+    rows, rates = training_rows(trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
+                                             else suite.prompt_rows(recipe.split)), rates, mixed_only=mixed_only)
     checks = preflight(recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force,
                        gpu=torch.cuda.is_available(), rates=rates)
     timer = StepTimer()
@@ -134,63 +133,23 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecip
     dtype = torch.bfloat16 if recipe.bf16 and not recipe.use_cpu else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
-    health = HealthWatch()
-    stamp = ProvenanceStamp({**provenance(suite), "recipe": recipe_summary(recipe), "model": model_source(model_dir),
-                              "control": control})
-    callbacks: list[Any] = [health, timer, stamp]
-    if push_to_hub:
-        from dagent.train.hub_checkpoints import CheckpointPusher
-
-        callbacks.append(CheckpointPusher(push_to_hub, base_model(model_dir), recipe_summary(recipe), provenance(suite),
-                                          api=hub_api))
-    budget = None
-    if max_minutes is not None:
-        from dagent.train.budget import TimeBudget
-
-        budget = TimeBudget(max_minutes)
-        callbacks.append(budget)
-    from dagent.train.retention import LatestOptimizerOnly
-
-    callbacks.append(LatestOptimizerOnly())  # every checkpoint's weights, the newest's optimizer state
-    from dagent.train.control import control_moved_callback, controlled
-
-    if control != "none":
-        callbacks.append(control_moved_callback())  # F52: a control that never moved is refused
+    calls = callbacks(suite, model_dir, recipe_summary(recipe), control=control, push_to_hub=push_to_hub,
+                      max_minutes=max_minutes, timer=timer, hub_api=hub_api)
     peft = {"peft_config": peft_config} if peft_config is not None else {}
     trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
                           train_dataset=Dataset.from_list(rows), environment_factory=env,
-                          callbacks=callbacks, **peft)
-    health.trainer = trainer
+                          callbacks=calls.listed(), **peft)
+    calls.health.trainer = trainer
     if not recipe.use_vllm and recipe.generator == "engine":
         generate_through_engine(trainer)  # in the module's own dtype (float32 on a CPU)
     elif recipe.use_cpu and recipe.bf16 and recipe.generation_dtype == "auto":
         generate_in_bf16(trainer)  # before the timer wraps it: the timer times what runs
     timer.attach(trainer)
-    return TrainRun(trainer, health, checks, len(rows), timer, budget)
+    return TrainRun(trainer, calls, checks, len(rows))
 
 
 def recipe_summary(recipe: WhiteboxRecipe) -> dict[str, Any]:
     return {**asdict(recipe), "sampling": RECIPE_SAMPLING.as_request()}
-
-
-def resolve_resume(spec: str | None, cache: Path, *, api: Any = None) -> str | None:
-    """`PATH` or `OWNER/NAME@checkpoint-N` -> a local checkpoint directory (TRL resumes from local
-    paths only: a Hub checkpoint is downloaded first; `CheckpointPusher` put it there)."""
-    if not spec:
-        return None
-    if Path(spec).exists():
-        return spec
-    if "@" not in spec:
-        raise ConfigError(f"--resume-from {spec!r} is neither a local checkpoint nor OWNER/NAME@checkpoint-N")
-    from huggingface_hub import HfApi
-
-    repo, folder = spec.split("@", 1)
-    root = (api or HfApi()).snapshot_download(repo, allow_patterns=[f"{folder}/*"],
-                                              local_dir=cache / repo.replace("/", "--"))
-    if not (Path(root) / folder / "trainer_state.json").is_file():
-        raise ConfigError(f"{repo} holds no {folder}/ with trainer state: push checkpoints with --push-to-hub "
-                          "(each as checkpoint-N/), then name one of them")
-    return str(Path(root) / folder)
 
 
 @dataclass
@@ -212,30 +171,14 @@ class WhiteboxArgs(TrainArgs):
         return resolve("whitebox", self.preset, **given)
 
 
-def save_final(trainer: Any, folder: Path) -> None:
-    """`final/` (the model and its tokenizer), written once however many processes trained; then the
-    process group is closed, so no rank aborts on exit with gloo/NCCL threads still running."""
-    trainer.save_model(str(folder))  # every rank takes part (sharded states), the main one writes
-    if trainer.is_world_process_zero():
-        trainer.processing_class.save_pretrained(str(folder))
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
 def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     """Preflight, train, save `final/`; every sandbox the run opened is closed on any exit."""
-    args.apply_project_url()
+    out = run_dir(args)
     recipe = args.recipe()
     # on a multi-GPU machine (an HF Jobs flavour like a100x4) this process becomes N trainer processes
     relaunch(args.processes, args.accelerate_config, mixed_precision="bf16" if recipe.bf16 else "no", echo=echo)
     suite = load_tasks(args.suite)
     path = model_dir(args.model)
-    out = Path(args.out)
-    if args.report_to == "trackio":
-        os.environ.setdefault("TRACKIO_DIR", str(out / "trackio"))
     run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
                         base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
                         push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes,
@@ -244,13 +187,5 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
         echo(f"preflight {check.name}: {check.detail}")
     echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "
          f"lr {recipe.learning_rate:g}, sampling {RECIPE_SAMPLING.as_request()}")
-    try:
-        run.trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from, out / ".resume"))
-    finally:
-        close_all()
-    save_final(run.trainer, out / "final")
-    if run.budget is not None and run.budget.expired:
-        echo(f"time budget of {args.max_minutes:g} min reached after {run.budget.steps_done} steps "
-             f"(checkpoint-{run.budget.steps_done}); a control of the same length: --max-steps {run.budget.steps_done}")
-    run.health.raise_if_stopped()
+    train_and_save(run.trainer, run.callbacks, out, resume_from=args.resume_from, echo=echo, close=close_all)
     return run

@@ -7,7 +7,7 @@ tokenizer, optimizer, scheduler and trainer state, RNG state, `provenance.json`)
 name, then rewrites the repo's README.md (`model_card`); when training ends, the trained model
 goes to the repo's root, so the repo itself loads as a model: the recipe, the data, the base model and
 the provenance, and the pass@1 of base and checkpoint with their CIs when an evaluation gave
-them. `resolve_resume` (dagent.train.grpo) downloads `checkpoint-N/` back for TRL to resume from
+them. `resolve_resume` (dagent.train.assembly) downloads `checkpoint-N/` back for TRL to resume from
 (it resumes from local paths only).
 
 The token comes from the environment (`HF_TOKEN`) or an injected `HfApi`; it is never written to

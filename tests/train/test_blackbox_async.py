@@ -255,6 +255,7 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
     from dagent.train.budget import TimeBudget
     from dagent.train.health import HealthWatch
     from dagent.train.hub_checkpoints import CheckpointPusher
+    from dagent.train.retention import LatestOptimizerOnly
     from dagent.train.stamp import ProvenanceStamp
 
     monkeypatch.setenv("DAGENT_JOB_ID", "4242")
@@ -289,7 +290,9 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
     a = args("--push-to-hub", "me/run", "--max-minutes", "30")
     from dagent.engine.models import tiny_qwen3
 
-    callbacks = async_callbacks(a, a.recipe(), load_tasks(str(suite_dir)), str(tiny_qwen3()))
-    assert [type(c) for c in callbacks] == [HealthWatch, ProvenanceStamp, CheckpointPusher, TimeBudget]
-    assert callbacks[1].record["recipe"]["mode"] == "black-box async" and callbacks[2].repo_id == "me/run"
-    assert callbacks[3].minutes == 30
+    calls = async_callbacks(a, a.recipe(), load_tasks(str(suite_dir)), str(tiny_qwen3()))
+    # every path's callbacks (dagent.train.assembly): the optimizer-state retention the async path once lacked
+    assert [type(c) for c in calls.listed()] == [HealthWatch, ProvenanceStamp, CheckpointPusher, TimeBudget,
+                                                 LatestOptimizerOnly]
+    assert calls.stamp.record["recipe"]["mode"] == "black-box async" and calls.pusher.repo_id == "me/run"
+    assert calls.budget.minutes == 30

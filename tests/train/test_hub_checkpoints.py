@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from dagent.train.grpo import resolve_resume  # noqa: E402
+from dagent.train.assembly import resolve_resume  # noqa: E402
 from dagent.train.hub_checkpoints import CheckpointPusher, model_card  # noqa: E402
 from tests.fake_hub import FakeHub  # noqa: E402
 

@@ -8,19 +8,24 @@ under a control's name), the sync path refuses the async-only options, each nami
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from dagent.train import blackbox, blackbox_async, grpo
+from dagent.recipes import resolve
+from dagent.train import assembly, blackbox, blackbox_async, grpo
+from dagent.train.args import TrainArgs
 from dagent.train.blackbox_args import BlackboxArgs
 from dagent.train.grpo import WhiteboxArgs
 from dagent.train.options import OptionRefused, Refusal, refuse, unread
 
 PATHS = {
-    "white-box": ([grpo.train_whitebox], WhiteboxArgs, ()),
-    "black-box sync": ([blackbox.train_blackbox, blackbox.train_sync], BlackboxArgs, blackbox.SYNC_REFUSED),
+    "white-box": ([grpo.train_whitebox, assembly.run_dir], WhiteboxArgs, ()),
+    "black-box sync": ([blackbox.train_blackbox, blackbox.train_sync, assembly.run_dir], BlackboxArgs,
+                       blackbox.SYNC_REFUSED),
     "black-box async": ([blackbox.train_blackbox, blackbox_async.train_async, blackbox_async._launch,
-                         blackbox_async.async_callbacks], BlackboxArgs, blackbox_async.ASYNC_REFUSED),
+                         blackbox_async.async_callbacks, assembly.run_dir], BlackboxArgs,
+                        blackbox_async.ASYNC_REFUSED),
 }
 
 
@@ -70,3 +75,54 @@ def test_refuse_lets_defaults_through():
     refuse(BlackboxArgs(), "black-box async", blackbox_async.ASYNC_REFUSED)  # nothing given, nothing refused
     with pytest.raises(OptionRefused, match=r"F59: --seed 3 .*\(why\).*refused: instead"):
         refuse(BlackboxArgs(seed=3), "p", [Refusal("seed", "why", "instead")])
+
+
+# -- the recipe fields the options set reach every path's trainer config ---------------------------
+# TrainArgs.overrides() turns options into recipe fields; each path's config builder must carry every
+# one of them into TRL's config (the async builder once left out warmup_steps: an async run trained
+# with no warm-up whatever the recipe said). The truth is the options given, not the builders.
+GIVEN = TrainArgs(split="train:medium", max_steps=37, num_generations=2, learning_rate=3.3e-6, warmup_steps=7,
+                  save_steps=11, seed=5)
+
+
+def _async_config(recipe: Any) -> Any:
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    return AsyncGRPOConfig(**blackbox_async.config_kwargs(recipe, "/tmp/out", engine_url="http://127.0.0.1:1"),
+                           use_cpu=True)  # use_cpu only so that it builds on this machine
+
+
+BUILDERS = {
+    "white-box": ("whitebox", "cpu", lambda r: grpo.grpo_config(r, "/tmp/out")),
+    "black-box sync": ("blackbox", "cpu", lambda r: blackbox.sync_config(r, "/tmp/out")),
+    "black-box async": ("blackbox", "gpu", _async_config),
+}
+
+
+def dropped(config: Any, given: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The given recipe fields (other than the split, which picks rows) the config does not carry."""
+    return {k: (v, getattr(config, k, None)) for k, v in given.items() if k != "split" and getattr(config, k, None) != v}
+
+
+@pytest.mark.failure_mode("F59")
+@pytest.mark.parametrize("path", list(BUILDERS))
+def test_every_recipe_field_an_option_sets_reaches_the_paths_trainer_config(path):
+    loop, preset, build = BUILDERS[path]
+    given = GIVEN.overrides()
+    assert set(given) >= {"max_steps", "num_generations", "learning_rate", "warmup_steps", "save_steps", "seed"}
+    recipe = resolve(loop, preset, **given)
+    assert dropped(build(recipe), given) == {}, f"{path}'s trainer config drops options"
+
+
+@pytest.mark.failure_mode("F59")
+def test_the_config_check_catches_a_builder_that_drops_the_warm_up(monkeypatch):
+    """Planted: the async builder as it was (every field but warmup_steps): the check names it."""
+    real = assembly.config_kwargs
+
+    def without_warmup(*a: Any, **kw: Any) -> dict[str, Any]:
+        return {k: v for k, v in real(*a, **kw).items() if k != "warmup_steps"}
+
+    monkeypatch.setattr(assembly, "config_kwargs", without_warmup)
+    loop, preset, build = BUILDERS["black-box async"]
+    given = GIVEN.overrides()
+    assert set(dropped(build(resolve(loop, preset, **given)), given)) == {"warmup_steps"}

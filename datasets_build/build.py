@@ -41,6 +41,7 @@ from datasets_build import instructions
 from datasets_build.catalogue import catalogue
 from datasets_build.handwritten import handwritten
 from datasets_build.joins import joins
+from datasets_build.runner import OUTPUT_LOST
 from datasets_build.shapes import generic
 from datasets_build.tables import Table, write_table
 from datasets_build.templates import Candidate
@@ -146,6 +147,9 @@ def judge(c: Candidate, instruction: str, result: dict | None) -> tuple[str | No
         return None, Dropped(tid, f"timeout_{PROGRAM_TIMEOUT_S}s", last[0][:200])
     if result.get("signal") is not None:  # SIGKILL: most often the sandbox's memory limit
         return None, Dropped(tid, f"killed_by_signal_{result['signal']}", last[0][:200])
+    if result.get("exit_code") == OUTPUT_LOST:  # the machine failed, not the program: a suite never drops it
+        raise SuiteBuildError(f"the reference program of {tid} could not write its output (a full disk?): free "
+                              "space and build again; a task dropped for it would change the suite's digest")
     if result.get("exit_code") != 0:
         return None, Dropped(tid, f"exit_{result.get('exit_code')}", last[0][:200])
     gold = (result.get("stdout") or "").strip()

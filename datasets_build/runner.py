@@ -23,6 +23,7 @@ import time
 import traceback
 
 TAIL = 2000  # characters of stderr kept per program
+OUTPUT_LOST = 120  # the child's exit code when its output could not be written (a full disk): never a program's
 
 
 def _child(source: str, name: str, out_fd: int, err_fd: int, timeout_s: int) -> None:
@@ -44,6 +45,8 @@ def _child(source: str, name: str, out_fd: int, err_fd: int, timeout_s: int) -> 
         try:
             sys.stdout.flush()
             sys.stderr.flush()
+        except BaseException:  # the output is lost (ENOSPC): say so, never "exited 0 having printed nothing"
+            code = OUTPUT_LOST
         finally:
             os._exit(code)
 

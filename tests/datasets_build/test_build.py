@@ -176,6 +176,28 @@ def test_judge_refuses_failures_nan_and_several_lines():
     assert judge(c, "q?", None)[1].reason == "not_run"
 
 
+def test_a_program_whose_output_cannot_be_written_fails_the_build_instead_of_dropping_its_task(built, backend):
+    """A full disk once made three reference programs exit 0 having "printed nothing" (their flush
+    failed inside the runner's child): the tasks were dropped and the image's suite digest changed.
+    /dev/full plays the full disk (every write fails with ENOSPC: the kernel's truth, not ours), in
+    the sandbox the build runs its programs in."""
+    from datasets_build.build import Job
+    from datasets_build.runner import OUTPUT_LOST
+
+    t = by_key()["mpg"]
+    good = Candidate((t,), "planted_ok", ("ok",), "How many car models are in the table?",
+                     program(reader(t), "print(len(df))"), "number", 0, 1)
+    full = Candidate((t,), "planted_full", ("full",), "How many car models are in the table?",
+                     program(reader(t), "import os", "os.dup2(os.open('/dev/full', os.O_WRONLY), 1)",
+                             "print(len(df))"), "number", 0, 1)
+    results = run_programs([Job(c.task_id, (t.file,), c.code, 1, 1024) for c in (good, full)], built[0] / "tables",
+                           backend)
+    assert (results[full.task_id]["exit_code"], results[full.task_id]["stdout"]) == (OUTPUT_LOST, "")
+    assert (results[good.task_id]["exit_code"], results[good.task_id]["stdout"]) == (0, "234\n")
+    with pytest.raises(SuiteBuildError, match="could not write its output .*free space"):
+        make_tasks([good, full], built[0] / "tables", backend=backend)
+
+
 @pytest.mark.failure_mode("F13")
 def test_difficulty_level_is_an_int_matching_its_tier(built, every):
     import pyarrow.parquet as pq

@@ -251,19 +251,31 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
 def by_harness(model, tokenizer):
     """The live module steered towards the rollout script (test_blackbox_sync), where each harness's
     answer steps alternate right and wrong, counted per harness (its system prompt heads every call):
-    a group of 2 rollouts of one harness then holds one of each, in whatever order they run."""
-    from benchmarks.rollouts import SteeredPolicy, script_for, tool_call
+    a group of 2 rollouts of one harness then holds one of each, in whatever order they run. The
+    first look prints a name of its own (`mktemp -u`), so a rollout's later calls carry it: a call
+    the harness repeats (a retry under load) gets the answer its rollout got, never the next one."""
+    import re
+
+    from benchmarks.rollouts import LOOK, SteeredPolicy, script_for, tool_call
     from tests.train.test_blackbox_sync import WRONG
 
+    look = {**LOOK, "command": LOOK["command"] + "; mktemp -u"}
     writes: dict[str, int] = {}
+    right: dict[str, bool] = {}  # a rollout (its harness, its look's output) -> its answer is right
 
     def script(prompt: str) -> str:
         text = script_for(prompt)
+        if text == tool_call(LOOK):
+            return tool_call(look)
         if "answer.txt" not in text or "<tool_response>" not in prompt:
             return text
-        key = prompt[:400]
-        writes[key] = writes.get(key, 0) + 1
-        return tool_call(WRONG) if writes[key] % 2 == 0 else text
+        head = prompt[:400]
+        seen = re.search(r"<tool_response>(.*?)</tool_response>", prompt, re.S)
+        rollout = head + (seen.group(1) if seen else "")
+        if rollout not in right:
+            writes[head] = writes.get(head, 0) + 1
+            right[rollout] = writes[head] % 2 == 1
+        return text if right[rollout] else tool_call(WRONG)
 
     return SteeredPolicy(model, tokenizer, tokenizer.convert_tokens_to_ids("<|im_end|>"), script=script)
 

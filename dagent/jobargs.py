@@ -1,5 +1,11 @@
 """Command-line arguments from a dataclass: the jobs under jobs/ and the `dagent` subcommands that
-run the same job share one definition (field defaults, types and `metadata["help"]`)."""
+run the same job share one definition (field defaults, types and `metadata["help"]`).
+
+What `transformers.HfArgumentParser` does, kept here for one measured reason: the `dagent` command
+parses these before it knows whether it will train, and importing HfArgumentParser loads 537 modules
+of transformers (this module: 22), which every `dagent eval`, `dagent suite` and `dagent --help` would
+then pay for (the whole CLI without it: 838). The dataclasses are HfArgumentParser's shape (fields with
+`metadata["help"]`), so a job may parse them with it too."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ async def _mcp_episodes(base: str, indices: list[int], args: Args) -> dict:
 
 
 async def _http_episodes(base: str, indices: list[int], args: Args) -> dict:
-    from dagent.envs.client import unwrap_tool_result
+    from dagent.envs.whitebox_client import unwrap_tool_result
 
     latencies: list[float] = []
     failures: list[str] = []

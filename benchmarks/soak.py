@@ -108,7 +108,7 @@ async def keep_in_flight(n: int, one, stop_at: float, **client) -> None:
 
 
 async def episodes(base: str, n: int, args, stop_at: float, tally: Tally) -> None:
-    from dagent.envs.client import unwrap_tool_result
+    from dagent.envs.whitebox_client import unwrap_tool_result
 
     async def one(c: httpx.AsyncClient, k: int) -> None:
         planted = k % args.fault_every == args.fault_every - 1

@@ -33,7 +33,7 @@ the code to this list both ways, so the list is the real graph).
   top: what users run
     suites      [harness]                        task sources (local, Hub), import, check, push
     recipes     [harness]                        both loops' training recipes and episode conditions, by preset
-    envs        [runtime suites]                 the white-box and black-box servers (openenv, MCP), their client
+    envs        [runtime suites]                 each loop's runtime, server and session: whitebox_*, blackbox_*
     eval        [engine envs recipes]            experiments, the agent stack, scoring, reports, the Hub
     train       [engine envs launch recipes]     SFT, white-box and black-box GRPO, preflight, health, checkpoints
     demo        [eval]                           the demo's pure views and per-tab sessions (app.py is its shell)

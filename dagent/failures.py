@@ -56,7 +56,7 @@ _MODES = (
      "dagent.sandbox.staging"),
     ("F22", "secrets reach a log or trace through a command string", "dagent.sandbox.describe_secrets"),
     # environment server and tools
-    ("F23", "concurrent sessions capped at 1 by default", "dagent.envs.server"),
+    ("F23", "concurrent sessions capped at 1 by default", "dagent.envs.whitebox_server"),
     ("F24", "long rollouts excluded by transport failures, score over a shrunk set",
      "dagent.core.outcome.EvalSummary.lines"),
     ("F25", "tool schema, client methods and served tools drift apart", "dagent.tools.surface.Signatures"),
@@ -64,7 +64,7 @@ _MODES = (
     ("F27", "submit_solution rejects a bare number", "dagent.tools.surface.coerce_answer"),
     ("F28", "the instruction says write a file while the mode submits through a tool",
      "dagent.tools.episode.reword_submission"),
-    ("F29", "protocol envelopes handed to callers unwrapped", "dagent.envs.client"),
+    ("F29", "protocol envelopes handed to callers unwrapped", "dagent.envs.whitebox_client"),
     ("F30", "wrong routes copied from another env: a 404 that reads as a dead server",
      "dagent.envs.contract.task_api"),
     ("F31", "a harness config option that does not exist is silently ignored",

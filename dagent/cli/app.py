@@ -18,7 +18,7 @@ from dagent import settings
 from dagent.cli.common import SuiteOpt, build_with_progress, console, load_suite, out, progress_bar
 from dagent.cli.launch import jobs_app, sandbox_app, space_app
 from dagent.engine.server import serve
-from dagent.envs.client import WhiteBoxHTTP
+from dagent.envs.whitebox_client import WhiteBoxHTTP
 from dagent.errors import DagentError
 from dagent.eval.args import EvalArgs, preset_for
 from dagent.eval.experiment import (

@@ -1,7 +1,7 @@
 """The black-box environment's HTTP face: openenv's app over a started `BlackBoxRuntime`.
 
 The Task API under `/data_agent_blackbox/...`, an MCP tool `run_rollout`, `POST
-/data_agent_blackbox/rollout` (what `dagent.envs.trl_session` calls), `GET .../info`, `GET
+/data_agent_blackbox/rollout` (what `dagent.envs.blackbox_session` calls), `GET .../info`, `GET
 .../engine` (this host's view of the engine capture forwards to, F36) and the Space's app built from
 its settings (`space_app`). The runtime itself, what a rollout is and what it refuses, is
 `dagent.runtime.blackbox`.

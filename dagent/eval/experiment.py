@@ -34,7 +34,7 @@ from dagent.core.suite import TaskSuite
 from dagent.engine.models import model_dir, model_source
 from dagent.engine.process import ENGINE_CONTEXT
 from dagent.engine.sizing import EngineShare, ModelShape, card_bytes, size_engines
-from dagent.envs.client import WhiteBoxHTTP
+from dagent.envs.whitebox_client import WhiteBoxHTTP
 from dagent.errors import ConfigError, DagentError
 from dagent.eval.args import EvalArgs
 from dagent.eval.hub import eval_result_entries, push_results

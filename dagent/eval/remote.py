@@ -1,6 +1,6 @@
 """Evaluation through a running white-box server (`dagent eval --env-url URL`, e.g. a duplicated
 Space): the tools loop of `ToolLoopAgent` with every tool call, the submission included, sent to
-the server through the client training uses against a server (`dagent.envs.client.WhiteBoxHTTP`),
+the server through the client training uses against a server (`dagent.envs.whitebox_client.WhiteBoxHTTP`),
 and the task and its tier read from the server's Task API.
 
 The server holds the sandbox, validates and clips calls, counts steps and grades; the record is
@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from dagent.core.outcome import UNGRADED_CAUSES, EvalRecord, cause_head
-from dagent.envs.client import EnvServerError, WhiteBoxHTTP
+from dagent.envs.whitebox_client import EnvServerError, WhiteBoxHTTP
 from dagent.errors import ConfigError
 from dagent.harness.base import sample_seed
 from dagent.harness.toolloop import LoopAborted, ToolLoopAgent

@@ -49,7 +49,7 @@ from typing import Any
 from dagent.engine.models import model_dir
 from dagent.engine.process import LocalEngineProcess
 from dagent.envs.blackbox_server import create_app
-from dagent.envs.client import WhiteBoxHTTP
+from dagent.envs.whitebox_client import WhiteBoxHTTP
 from dagent.errors import ConfigError, DagentError
 from dagent.eval.report import load_records
 from dagent.eval.scoring import paired
@@ -195,7 +195,7 @@ class Reproduction:
         stage.receipt = suite_revision(self.suite) or {}
 
     def stage_smoke_whitebox(self, stage: Stage) -> None:
-        from dagent.envs.server import create_app
+        from dagent.envs.whitebox_server import create_app
 
         split = self.profile.eval_split
         with _Served(create_app(self.suite, tools="bash")) as url:
@@ -207,7 +207,7 @@ class Reproduction:
             ran = http.call_tool(eid, "bash", {"command": "python3 - <<'DAGENT_EOF'\n" + task.solution + "\nDAGENT_EOF"})
             http.call_tool(eid, "submit_solution", {"answer": ran.output.strip()})
             graded = http.finish(eid)
-        stage.command = "the white-box server (dagent.envs.server.create_app) over HTTP: reset, bash, submit_solution"
+        stage.command = "the white-box server (dagent.envs.whitebox_server.create_app) over HTTP: reset, bash, submit_solution"
         outcome = "ungraded" if graded.get("correct") is None else "correct" if graded["correct"] else "wrong"
         stage.receipt = {"task": task.task_id, "outcome": outcome, "reward": graded.get("reward"),
                          "tool_calls": graded.get("tool_calls"), "note": graded.get("note")}
@@ -215,7 +215,7 @@ class Reproduction:
             raise StageError(f"the reference program's answer through the white-box tools was graded {graded}")
 
     def stage_smoke_blackbox(self, stage: Stage) -> None:
-        from dagent.envs.trl_session import BlackBoxSessionFactory
+        from dagent.envs.blackbox_session import BlackBoxSessionFactory
         split = self.profile.eval_split
         with LocalEngineProcess(self.profile.model) as engine:
             served = engine.model
@@ -437,7 +437,7 @@ class _Served:
     """An ASGI app on a free loopback port for the length of a `with`; its URL."""
 
     def __init__(self, app: Any) -> None:
-        from dagent.envs.server import SERVE_SETTINGS
+        from dagent.envs.whitebox_server import SERVE_SETTINGS
         self.server = ThreadedServer(app, **SERVE_SETTINGS)
 
     def __enter__(self) -> str:

@@ -23,7 +23,7 @@ INVARIANTS (tests/envs/test_blackbox.py):
 
 Served over openenv like the white-box env by `dagent.envs.blackbox_server`: the Task API under
 `/data_agent_blackbox/...`, an MCP tool `run_rollout`, and `POST /data_agent_blackbox/rollout`
-(what `dagent.envs.trl_session` calls).
+(what `dagent.envs.blackbox_session` calls).
 """
 
 from __future__ import annotations

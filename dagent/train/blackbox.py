@@ -92,7 +92,7 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from dagent.envs.trl_session import check_sampling
+    from dagent.envs.blackbox_session import check_sampling
     from dagent.train.control import controlled
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:

@@ -248,7 +248,7 @@ class RoutedSessions:
 
     def __init__(self, servers: dict[str, str], *, split: str = "train", sampling: dict[str, Any] | None = None,
                  timeout_s: float = 900.0) -> None:
-        from dagent.envs.trl_session import BlackBoxSessionFactory  # openenv: only in the worker's child
+        from dagent.envs.blackbox_session import BlackBoxSessionFactory  # openenv: only in the worker's child
 
         if not servers:
             raise ConfigError("no black-box server to send rollouts to: start one per harness")

@@ -13,8 +13,8 @@ from typing import Any
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.models import model_dir
-from dagent.envs.client import white_box_client
 from dagent.envs.contract import trainer_rows
+from dagent.envs.whitebox_client import white_box_client
 from dagent.harness.contract import check_step_cap
 from dagent.harness.toolloop import tool_schemas
 from dagent.launch.processes import relaunch
@@ -115,7 +115,7 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecip
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from dagent.envs.whitebox import white_box_env
+    from dagent.envs.whitebox_runtime import white_box_env
     from dagent.train.control import controlled
     from dagent.train.timing import StepTimer
 

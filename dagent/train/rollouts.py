@@ -204,7 +204,7 @@ class BlackBoxRollouts:
 
     # -- the rollout function -----------------------------------------------------------------
     def __call__(self, prompts: list[Any], trainer: Any = None) -> dict[str, list[Any]]:
-        from dagent.envs.trl_session import instruction_of
+        from dagent.envs.blackbox_session import instruction_of
 
         if len(prompts) % self.num_generations:
             raise ConfigError(f"{len(prompts)} prompts is not a whole number of groups of {self.num_generations}: "

@@ -1,5 +1,5 @@
 """The data-agent white-box environment: the client lives in the `dagent` package."""
 
-from dagent.envs.client import WhiteBoxHTTP, white_box_client
+from dagent.envs.whitebox_client import WhiteBoxHTTP, white_box_client
 
 __all__ = ["WhiteBoxHTTP", "white_box_client"]

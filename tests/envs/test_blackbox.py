@@ -438,7 +438,7 @@ def test_trl_harness_worker_consumes_our_sessions(runtime, suite):
     from openenv.core.harness.capture.upstream import training_sampling
     from trl.experimental.async_grpo.openenv_harness import _HarnessRolloutLoop
 
-    from dagent.envs.trl_session import BlackBoxSessionFactory
+    from dagent.envs.blackbox_session import BlackBoxSessionFactory
 
     server = LiveServer(create_app(runtime))
     try:
@@ -509,7 +509,7 @@ def test_the_mcp_sdk_runs_a_graded_rollout_over_streamable_http(runtime):
 @pytest.mark.slow
 @pytest.mark.failure_mode("F32")
 def test_an_ungraded_rollout_reaches_trl_as_none_with_an_empty_trace():
-    from dagent.envs.trl_session import BlackBoxSessionFactory
+    from dagent.envs.blackbox_session import BlackBoxSessionFactory
 
     payload = {"exit_code": None, "reward": None, "outcome": "ungraded", "cause": "zero_model_calls",
                "trace_entries": []}

@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from openenv.core.env_server.mcp_environment import get_server_tools
 from transformers.utils import get_json_schema
 
-from dagent.envs.client import white_box_client
 from dagent.envs.contract import ROUTING_ARG
-from dagent.envs.server import create_app
-from dagent.envs.whitebox import SESSION_TOOLS, mcp_server, session_server, tool_specs, white_box_env
+from dagent.envs.whitebox_client import white_box_client
+from dagent.envs.whitebox_runtime import SESSION_TOOLS, mcp_server, session_server, tool_specs, white_box_env
+from dagent.envs.whitebox_server import create_app
 from dagent.errors import ConfigError
 from dagent.tools import select
 from tests.factories import LiveServer
@@ -81,8 +81,8 @@ def test_only_tools_reset_and_get_reward_are_public():
 
 
 def test_the_client_never_imports_the_server():
-    code = ("import sys, dagent.envs.client; "
-            "bad = [m for m in sys.modules if m.startswith(('dagent.envs.whitebox', 'dagent.envs.server', "
+    code = ("import sys, dagent.envs.whitebox_client; "
+            "bad = [m for m in sys.modules if m.startswith(('dagent.envs.whitebox_runtime', 'dagent.envs.whitebox_server', "
             "'openenv', 'fastmcp', 'dagent.tools.episode'))]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

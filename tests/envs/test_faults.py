@@ -71,7 +71,7 @@ def _space_server(suite_dir, port: int, log):
 def test_an_environment_server_restarted_mid_episode_voids_the_episode_never_a_zero(suite_dir, tmp_path):
     import signal
 
-    from dagent.envs.client import WhiteBoxHTTP
+    from dagent.envs.whitebox_client import WhiteBoxHTTP
     from dagent.eval.remote import play_remote
     from dagent.serving import free_port
     from tests.harness.test_toolloop import ScriptedEngine, call

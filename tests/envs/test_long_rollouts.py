@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dagent.core.outcome import EvalRecord, outcome_of, summarize
-from dagent.envs.client import white_box_client
-from dagent.envs.server import SERVE_SETTINGS, create_app
+from dagent.envs.whitebox_client import white_box_client
+from dagent.envs.whitebox_server import SERVE_SETTINGS, create_app
 from tests.factories import LiveServer
 
 EPISODES, CALLS = 64, 16

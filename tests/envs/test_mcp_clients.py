@@ -17,7 +17,7 @@ import pytest
 
 from dagent.core.reward import reward
 from dagent.envs.contract import EPISODE_HEADER
-from dagent.envs.server import create_app
+from dagent.envs.whitebox_server import create_app
 from dagent.tools import select
 from tests.factories import LiveServer
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from dagent.core.reward import reward
-from dagent.envs.client import EnvServerError, WhiteBoxHTTP, unwrap, unwrap_tool_result, white_box_client
-from dagent.envs.server import create_app
+from dagent.envs.whitebox_client import EnvServerError, WhiteBoxHTTP, unwrap, unwrap_tool_result, white_box_client
+from dagent.envs.whitebox_server import create_app
 from dagent.tools import ToolResult
 from tests.factories import LiveServer
 
@@ -136,7 +136,7 @@ def test_concurrency_must_be_declared_to_be_raised(suite, backend):
     from openenv.core.env_server import CallToolAction, CallToolObservation, ConcurrencyConfigurationError
     from openenv.core.env_server import create_app as openenv_create_app
 
-    from dagent.envs.whitebox import environment_class
+    from dagent.envs.whitebox_runtime import environment_class
     from dagent.tools import select
 
     undeclared = type("Undeclared", (environment_class(select()),), {"SUPPORTS_CONCURRENT_SESSIONS": False})

@@ -93,7 +93,7 @@ def installed_space(tmp_path: Path, space: Path, port: int, **settings: str) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOST="127.0.0.1", PORT=str(port), LOG_LEVEL="warning",
                **settings)
-    where = subprocess.run(["python", "-c", "import dagent.envs.server, sys; print(dagent.__file__)"],
+    where = subprocess.run(["python", "-c", "import dagent.envs.whitebox_server, sys; print(dagent.__file__)"],
                            cwd=app_dir, env=env, capture_output=True, text=True)
     assert where.returncode == 0, where.stderr
     assert where.stdout.strip().startswith(str(site)), f"not the installed copy: {where.stdout}"
@@ -129,7 +129,7 @@ def test_the_dockerfile_command_serves_an_episode_from_the_installed_wheel(tmp_p
         assert httpx.get(f"{url}/data_agent/splits").status_code == 200
         report = openenv_validate("--url", url, "--level", "runtime")
         assert report["passed"] and not report["summary"]["failed_criteria"], report["summary"]
-        from dagent.envs.client import white_box_client
+        from dagent.envs.whitebox_client import white_box_client
 
         env_ = white_box_client(url)()
         assert "submit_solution" in env_.reset(split="test", index=0)

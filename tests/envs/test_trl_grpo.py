@@ -19,7 +19,7 @@ import pytest
 
 from dagent.core.reward import reward
 from dagent.envs.contract import REWARD_COLUMN, trainer_rows
-from dagent.envs.whitebox import white_box_env
+from dagent.envs.whitebox_runtime import white_box_env
 from dagent.tools import episode as ep_mod
 from dagent.tools import select
 

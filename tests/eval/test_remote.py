@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from dagent.envs.client import WhiteBoxHTTP
-from dagent.envs.server import create_app
+from dagent.envs.whitebox_client import WhiteBoxHTTP
+from dagent.envs.whitebox_server import create_app
 from dagent.errors import ConfigError
 from dagent.eval.remote import check_surface, play_remote
 from dagent.harness.play import play

@@ -78,7 +78,7 @@ def test_trls_harness_worker_trains_on_a_harbor_rollout(runtime, suite):
     from openenv.core.harness.capture.upstream import training_sampling
     from trl.experimental.async_grpo.openenv_harness import _HarnessRolloutLoop
 
-    from dagent.envs.trl_session import BlackBoxSessionFactory
+    from dagent.envs.blackbox_session import BlackBoxSessionFactory
 
     server = LiveServer(create_app(runtime))
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from dagent.envs.server import create_app
+from dagent.envs.whitebox_server import create_app
 from dagent.harness.oracle import OracleAgent
 from dagent.harness.play import play
 from dagent.harness.readiness import SandboxImageError, check_image

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from dagent.core.sampling import RECIPE_SAMPLING, call_seed
-from dagent.envs.whitebox import white_box_env
+from dagent.envs.whitebox_runtime import white_box_env
 from dagent.harness.base import sample_seed
 from dagent.harness.play import play
 from dagent.harness.toolloop import LoopLimits, ToolLoopAgent, tool_schemas

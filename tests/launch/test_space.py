@@ -17,7 +17,7 @@ from tests.fake_hub import FakeHub
 
 @pytest.mark.failure_mode("F22")
 def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_health(suite, backend, monkeypatch):
-    from dagent.envs.server import create_app
+    from dagent.envs.whitebox_server import create_app
 
     monkeypatch.setenv("E2B_API_KEY", "e2b_secret_value")
     server = LiveServer(create_app(suite, max_episodes=2, backend=backend))
@@ -36,7 +36,7 @@ def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_heal
     assert settings["sdk"] == "docker" and settings["secrets"] == {"E2B_API_KEY": "e2b_secret_value"}
     assert settings["variables"] == {"DAGENT_SANDBOX": "e2b", "DAGENT_SUITE": "fake-user/suite"}
     assert settings["restarts"] == 1
-    assert {"Dockerfile", "README.md", "pyproject.toml", "dagent/envs/server.py", "datasets_build/__main__.py",
+    assert {"Dockerfile", "README.md", "pyproject.toml", "dagent/envs/whitebox_server.py", "datasets_build/__main__.py",
             "spaces/data-agent/server/app.py"} <= set(files)
     assert b"COPY --chown=user spaces/data-agent/ /app/" in files["Dockerfile"] and b"sdk: docker" in files["README.md"]
     assert not any(b"e2b_secret_value" in data for data in files.values())  # the value only as a secret (F22)

@@ -143,8 +143,8 @@ def test_the_unprivileged_uid_reads_nothing_the_server_owns_and_still_solves(tmp
 
 
 def test_the_white_box_server_refuses_a_readable_suite_and_serves_behind_the_uid(open_suite, monkeypatch):
-    from dagent.envs.client import white_box_client
-    from dagent.envs.server import create_app
+    from dagent.envs.whitebox_client import white_box_client
+    from dagent.envs.whitebox_server import create_app
     from dagent.suites.sources import load_tasks
     from tests.factories import LiveServer
 

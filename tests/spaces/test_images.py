@@ -119,7 +119,7 @@ def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblew
         assert box.exec("sh", "-c", "mkdir -p ~/.cache/huggingface/hub && echo writable").strip() == "writable"
         solution = box.exec("python", "-c", "from dagent.suites.sources import load_tasks; "
                             "print(load_tasks(None).task_at('test', 0).solution)")
-        from dagent.envs.client import white_box_client
+        from dagent.envs.whitebox_client import white_box_client
 
         env_ = white_box_client(url)()
         env_.reset(split="test", index=0)
@@ -136,7 +136,7 @@ def _serves_isolated_episodes(box, port: int, tier: str) -> None:
     assert box.exec("id", "-u").strip() == "1000" and box.exec("cat", "/proc/1/comm").strip() == "tini"
     health = httpx.get(f"{url}/health").json()
     assert health["sandbox"]["isolation"] == tier and health["sandbox"]["backend"] == "local"
-    from dagent.envs.client import white_box_client
+    from dagent.envs.whitebox_client import white_box_client
 
     env_ = white_box_client(url)()
     env_.reset(split="test", index=0)

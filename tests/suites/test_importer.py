@@ -93,8 +93,8 @@ def test_it_loads_with_types_tiers_tolerances_and_disjoint_splits(imported):
 
 
 def test_it_serves_through_the_white_box_server_and_grades_both_ways(imported, backend):
-    from dagent.envs.client import WhiteBoxHTTP
-    from dagent.envs.server import create_app
+    from dagent.envs.whitebox_client import WhiteBoxHTTP
+    from dagent.envs.whitebox_server import create_app
     from dagent.suites.sources import load_tasks
     from tests.factories import LiveServer
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from dagent.core.reward import reward
-from dagent.envs.whitebox import Runtime, environment_class, white_box_env
+from dagent.envs.whitebox_runtime import Runtime, environment_class, white_box_env
 from dagent.tools import episode as ep_mod
 from dagent.tools import select
 from dagent.tools.episode import SUBMIT_SENTENCE, CapacityError, EpisodeConfig, reword_submission
@@ -144,7 +144,7 @@ def test_calls_after_submission_are_refused(env_cls):
 
 
 def test_sessions_live_at_module_scope_not_on_the_instance(suite, backend):
-    from dagent.envs.whitebox import configure, mcp_server
+    from dagent.envs.whitebox_runtime import configure, mcp_server
 
     configure(Runtime(suite, backend=backend, config=EpisodeConfig(tools=select())))
     cls = environment_class(select())

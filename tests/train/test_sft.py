@@ -120,7 +120,7 @@ def _spans(ids: list[int], mask: list[int]) -> list[list[int]]:
 
 
 def test_a_demonstration_is_the_episode_training_runs_with_real_results(tiny_suite, backend):
-    from dagent.envs.whitebox import white_box_env
+    from dagent.envs.whitebox_runtime import white_box_env
 
     messages = _demo(tiny_suite, backend, 0)
     task = tiny_suite.tasks("train")[0]

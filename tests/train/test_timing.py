@@ -9,7 +9,7 @@ import time
 import pytest
 
 from dagent.clock import PhaseClock
-from dagent.envs.whitebox import white_box_env
+from dagent.envs.whitebox_runtime import white_box_env
 from dagent.sandbox.timed import TimedBackend
 
 pytest.importorskip("transformers")

@@ -42,7 +42,7 @@ app = space_app(settings, resolve("blackbox", settings.preset).conditions)
 def main() -> None:
     import uvicorn
 
-    from dagent.envs.server import SERVE_SETTINGS
+    from dagent.envs.whitebox_server import SERVE_SETTINGS
 
     uvicorn.run(app, **listen(), **SERVE_SETTINGS)
 

@@ -22,7 +22,7 @@
 Run: `python -m server.app` from this directory (what the Dockerfile's CMD does).
 """
 
-from dagent.envs.server import space_app
+from dagent.envs.whitebox_server import space_app
 from dagent.settings import WhiteboxServerSettings, listen
 
 app = space_app(WhiteboxServerSettings.from_env())
@@ -31,7 +31,7 @@ app = space_app(WhiteboxServerSettings.from_env())
 def main() -> None:
     import uvicorn
 
-    from dagent.envs.server import SERVE_SETTINGS
+    from dagent.envs.whitebox_server import SERVE_SETTINGS
 
     uvicorn.run(app, **listen(), **SERVE_SETTINGS)
 

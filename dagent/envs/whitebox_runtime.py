@@ -4,7 +4,7 @@
    `reset(**row)` and `get_reward()`, because TRL's GRPOTrainer turns every public method of an
    environment into a tool. Tool selection therefore varies the CLASS, not a runtime flag.
 2. The MCP server's tools (`mcp_server`), served by openenv through `WhiteBoxEnvironment`.
-3. The HTTP client's methods (`dagent.envs.client.white_box_client`).
+3. The HTTP client's methods (`dagent.envs.whitebox_client.white_box_client`).
 All three are generated from `dagent.tools.Signatures` for the same selection; tests/envs/
 test_faces.py asserts they agree in both directions for every selection (F25).
 
@@ -113,7 +113,7 @@ class Runtime:
 
 
 _SLOT: RuntimeSlot[Runtime] = RuntimeSlot(
-    "the white-box server has no task suite configured: build the app with dagent.envs.server.create_app(suite=...) "
+    "the white-box server has no task suite configured: build the app with dagent.envs.whitebox_server.create_app(suite=...) "
     "or set DAGENT_SUITE for server/app.py")
 configure, current = _SLOT.configure, _SLOT.current
 

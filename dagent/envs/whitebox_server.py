@@ -39,7 +39,7 @@ from dagent.core.suite import TaskSuite
 from dagent.envs import mcp_route
 from dagent.envs.contract import ENV_NAME, ROUTING_ARG, task_api
 from dagent.envs.status import replace_health, sandbox_health
-from dagent.envs.whitebox import (
+from dagent.envs.whitebox_runtime import (
     Runtime,
     TaskMismatchError,
     WhiteBoxObservation,

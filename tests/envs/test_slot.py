@@ -2,7 +2,7 @@
 
 import pytest
 
-from dagent.envs import blackbox_server, whitebox
+from dagent.envs import blackbox_server, whitebox_runtime
 from dagent.envs.slot import RuntimeSlot
 from dagent.errors import ConfigError
 
@@ -16,6 +16,6 @@ def test_a_slot_gives_what_was_configured_or_fails_naming_the_fix():
 
 
 def test_each_servers_configure_and_current_share_its_own_slot():
-    assert whitebox.configure.__self__ is whitebox.current.__self__
+    assert whitebox_runtime.configure.__self__ is whitebox_runtime.current.__self__
     assert blackbox_server.configure.__self__ is blackbox_server.current.__self__
-    assert whitebox.current.__self__ is not blackbox_server.current.__self__
+    assert whitebox_runtime.current.__self__ is not blackbox_server.current.__self__

@@ -149,7 +149,7 @@ class SocketBridge:
     def start(self, timeout_s: float = 10.0) -> SocketBridge:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.socket_path.unlink(missing_ok=True)
-        self._loop = asyncio.new_event_loop()
+        loop = self._loop = asyncio.new_event_loop()
         ready = threading.Event()
 
         async def serve() -> None:
@@ -160,9 +160,9 @@ class SocketBridge:
             ready.set()
 
         def run() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(serve())
-            self._loop.run_forever()
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(serve())
+            loop.run_forever()
 
         self._thread = threading.Thread(target=run, name="capture-bridge", daemon=True)
         self._thread.start()
@@ -354,6 +354,7 @@ class Publisher:
             check_reachable(self.public_url, self.backend)
             self.reach = Reach(self._v1(self.public_url), "public_url")
         elif self.mode == "gradio":
+            assert self._tunnel is not None  # __init__ makes a GradioTunnel for gradio mode
             url = start_bounded(self._tunnel, self.host, self.port, self.tunnel_timeout_s)
             self._tunnel_live = True
             self.reach = Reach(self._v1(url), "gradio")

@@ -91,10 +91,12 @@ def full_prompts(records: list[TurnRecord]) -> list[array | None]:
             elif base is None:
                 memo[id(node)] = _ids(tail)
             else:
-                head = memo[id(base)]
+                head, more, rest = memo[id(base)], _ids(base.completion), _ids(tail)
+                # `compact` shares a prefix only with a record whose prompt and completion it stored as arrays
+                assert head is not None and more is not None and rest is not None
                 if n > len(head):
-                    head = head + _ids(base.completion)[: n - len(head)]
-                memo[id(node)] = head[:n] + _ids(tail)
+                    head = head + more[: n - len(head)]
+                memo[id(node)] = head[:n] + rest
         return memo[id(rec)]
 
     return [resolve(rec) for rec in records]

@@ -37,7 +37,8 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future | None = None
         self.transport: Any = None
         self.idle_since = self.last_byte = 0.0
-        self.timeout, self.timer = 0.0, None
+        self.timeout = 0.0
+        self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -149,7 +150,8 @@ class Response:
 
     def _chunks(self) -> tuple[bytes, bool]:
         """Every complete chunk now in the buffer, joined, and whether the last chunk was seen."""
-        buf, parts = self.conn.buf, []
+        buf = self.conn.buf
+        parts: list[bytes] = []
         while (line_end := buf.find(b"\r\n")) >= 0:
             size = int(bytes(buf[:line_end]).split(b";")[0], 16)
             if size == 0:  # the last chunk, then trailers up to an empty line

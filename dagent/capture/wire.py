@@ -27,22 +27,26 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dagent.core.sampling import Sampling
 from dagent.errors import RequestRejected
 
+loads: Callable[[bytes | str], Any]
+dumps: Callable[[Any], bytes]
 try:  # orjson when installed (faster on engine answers); the stdlib is the fallback
     import orjson
 
     loads = orjson.loads
     dumps = orjson.dumps
 except ImportError:  # pragma: no cover - exercised only where orjson is absent
-    loads = json.loads
-
-    def dumps(obj: Any) -> bytes:
+    def _json_dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    loads = json.loads
+    dumps = _json_dumps
 
 
 BUDGET_STOP_MESSAGE = "Step budget exhausted; stopping."  # OpenEnv's contract.BUDGET_STOP_MESSAGE
@@ -224,7 +228,8 @@ def parse_completion(raw: bytes) -> EngineCall:
     prompt = body.get("prompt_token_ids") or choice.get("prompt_token_ids")  # vLLM | SGLang
     completion = choice.get("token_ids") or []
     logprobs = _logprob_values((choice.get("logprobs") or {}).get("content"))
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    given = choice.get("message")
+    message: dict[str, Any] = given if isinstance(given, dict) else {}
     return EngineCall(prompt or None, completion, logprobs, choice.get("finish_reason"), message)
 
 

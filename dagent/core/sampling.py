@@ -58,7 +58,7 @@ class Sampling:
     def merged(self, temperature: float | None = None, top_p: float | None = None,
                top_k: int | None = None) -> Sampling:
         """These settings with a request's explicit values laid over them (None keeps ours)."""
-        given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
+        given: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
         return replace(self, **{k: v for k, v in given.items() if v is not None})
 
     def as_request(self) -> dict[str, Any]:

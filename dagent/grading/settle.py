@@ -26,7 +26,7 @@ def settle(
     - no answer file otherwise -> graded wrong (the agent did not submit);
     - an answer -> the grader, with the FULL task (F14).
     """
-    if cause_head(infra_cause) in VOIDING_CAUSES:
+    if infra_cause is not None and cause_head(infra_cause) in VOIDING_CAUSES:
         return Grade(reward=None, correct=None, method="ungraded", note=infra_cause)
     if model_calls == 0 and infra_cause is None:
         return Grade(reward=None, correct=None, method="ungraded", note="zero_model_calls")

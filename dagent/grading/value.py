@@ -390,8 +390,8 @@ def grade_value(answer: str | bytes | None, gold: str, answer_type: str,
     text = normalise(raw)
     if not text:
         return wrong("reject", "empty answer")
-    if why := _rejection(text, gold_text):
-        return wrong("reject", why)
+    if rejection := _rejection(text, gold_text):
+        return wrong("reject", rejection)
     if answer_type != "list" and "\n" in text and "\n" not in gold_text:
         lines = text.split("\n")
         values = {parse_number(line) for line in lines} if answer_type == "number" else {None}

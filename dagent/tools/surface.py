@@ -76,15 +76,18 @@ class ToolSettings:
 
 
 class Signatures:
-    """The model-facing signature and description of every tool (bodies are never run)."""
+    """The model-facing signature and description of every tool (signatures only: the bodies are never run)."""
 
+    @staticmethod
     def bash(command: str) -> str:
         """Run a bash command in the sandbox, in /workdir, and return its output (stdout, then stderr).
 
         Args:
             command: The bash command line to run, e.g. "wc -l input/*.csv" or "python3 analysis.py".
         """
+        raise NotImplementedError
 
+    @staticmethod
     def read(path: str, offset: int | None = None, limit: int | None = None) -> str:
         """Read a text file under /workdir; each line is prefixed with its line number.
 
@@ -93,7 +96,9 @@ class Signatures:
             offset: Line number to start from (1-based); default the first line.
             limit: Maximum number of lines to return; default 2000.
         """
+        raise NotImplementedError
 
+    @staticmethod
     def write(path: str, content: str) -> str:
         """Create or overwrite a text file under /workdir (the files in /workdir/input are read-only).
 
@@ -101,7 +106,9 @@ class Signatures:
             path: File path, absolute or relative to /workdir.
             content: The complete text to write.
         """
+        raise NotImplementedError
 
+    @staticmethod
     def edit(path: str, old: str, new: str, replace_all: bool = False) -> str:
         """Replace exact text in a file under /workdir.
 
@@ -111,7 +118,9 @@ class Signatures:
             new: The replacement text.
             replace_all: Replace every occurrence of old instead of exactly one.
         """
+        raise NotImplementedError
 
+    @staticmethod
     def grep(pattern: str, path: str | None = None, glob: str | None = None) -> str:
         """Search file contents under /workdir with a regular expression; prints path:line:text per match.
 
@@ -120,7 +129,9 @@ class Signatures:
             path: File or directory to search; default /workdir.
             glob: Only search files whose name matches this glob, e.g. "*.csv".
         """
+        raise NotImplementedError
 
+    @staticmethod
     def glob(pattern: str, path: str | None = None) -> str:
         """List files under /workdir whose path matches a glob pattern ("**" matches any depth).
 
@@ -128,20 +139,25 @@ class Signatures:
             pattern: Glob pattern relative to path, e.g. "**/*.csv".
             path: Directory to search from; default /workdir.
         """
+        raise NotImplementedError
 
+    @staticmethod
     def ls(path: str | None = None) -> str:
         """List a directory under /workdir: one entry per line with its size; directories end in "/".
 
         Args:
             path: Directory to list; default /workdir.
         """
+        raise NotImplementedError
 
+    @staticmethod
     def submit_solution(answer: str | int | float) -> str:
         """Submit your final answer and end the episode. Call it once, with only the value asked for.
 
         Args:
             answer: The answer itself: a number, a name, yes/no, or a comma-separated list, as the question asks.
         """
+        raise NotImplementedError
 
 
 ALL_TOOLS: tuple[str, ...] = (*TOOLSETS["bash"], *TOOLSETS["seta"], TERMINATOR)
@@ -300,25 +316,29 @@ def tool_function(name: str, call: Callable[..., Any], *, receiver: bool = False
             return None
         return {**dict(zip(names, args, strict=False)), **kwargs}
 
+    fn: Callable[..., Any]
     if receiver:
-        def fn(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             bound = bind(args, kwargs)
             return call(self, name, bound if bound is not None else _BAD_POSITIONAL)
+        fn = method
     elif routing:
-        def fn(*args: Any, **kwargs: Any) -> Any:
+        def routed(*args: Any, **kwargs: Any) -> Any:
             bound = bind(args, kwargs)
             if bound is None:
                 return call(name, _BAD_POSITIONAL, None)
             return call(name, bound, bound.pop(routing, None))
+        fn = routed
     else:
-        def fn(*args: Any, **kwargs: Any) -> Any:
+        def plain(*args: Any, **kwargs: Any) -> Any:
             bound = bind(args, kwargs)
             return call(name, bound if bound is not None else _BAD_POSITIONAL)
+        fn = plain
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = getattr(Signatures, name).__doc__
     fn.__annotations__ = hints
-    fn.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    setattr(fn, "__signature__", sig.replace(parameters=params))  # what inspect.signature reports
     return fn
 
 

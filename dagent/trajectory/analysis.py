@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from dagent.trajectory.linking import (
     CLEAN,
@@ -45,7 +45,7 @@ from dagent.trajectory.linking import (
     link_turns,
 )
 from dagent.trajectory.messages import content_text
-from dagent.trajectory.turn import CapturedTurn, Finding
+from dagent.trajectory.turn import CapturedTurn, Finding, Level
 
 AGENT, AUXILIARY, SUBAGENT, DISCARDED = "agent", "auxiliary", "subagent", "discarded"
 AUX_HINTS = frozenset({"title", "summary", "summarizer", "summariser", "compaction", "auxiliary"})
@@ -147,9 +147,9 @@ def logprobs_ok(turn: CapturedTurn) -> bool:
     )
 
 
-def flatten(turns: list[CapturedTurn], transitions: Iterable[Transition]) -> tuple[Segment, ...]:
+def flatten(turns: list[CapturedTurn], transitions: Iterable[Transition | None]) -> tuple[Segment, ...]:
     """Flatten consecutive turns into segments, given the transitions between them (TRL's
-    `_SampleBuilder`: FORK starts a segment, REALIGN overwrites the drifted tail as context)."""
+    `_SampleBuilder`: FORK, or no link, starts a segment, REALIGN overwrites the drifted tail as context)."""
     segments: list[Segment] = []
     tokens, mask, lps = array("I"), array("B"), array("d")
     ids: list[str] = []
@@ -180,6 +180,7 @@ def flatten(turns: list[CapturedTurn], transitions: Iterable[Transition]) -> tup
         tokens += completion
         mask.frombytes((b"\x01" if ok else b"\x00") * len(completion))
         if ok:
+            assert turn.logprobs is not None  # logprobs_ok checked it
             lps.extend(turn.logprobs)
         else:
             lps.frombytes(bytes(8 * len(completion)))
@@ -227,15 +228,15 @@ def analyse(
         empty = Finding("fatal", "empty", "no model calls were captured: the agent never reached "
                         "the proxy (wrong base URL, unreachable engine, rejected key). UNGRADED, "
                         "never 0.0 (F07)")
-        return Trajectory((), thr, (), (), (), (), (), (empty,),
-                          TrajectoryStats(*([0] * 12), 0.0, 0.0, 0, 0), False)
+        return Trajectory((), thr, (), (), (), (), (), (empty,), _stats(0, [], {}, [], [], [], 0), False)
 
     any_tools = any(t.tools_offered > 0 for t in ordered)
     aux = [_is_aux(t, any_tools) for t in ordered]
     parent, links = link_turns(ordered, aux, thr)
 
     # Trees under each root, depth, and the root's main path (root -> deepest leaf, latest on ties).
-    root_of, depth, members = [0] * n, [0] * n, {}
+    root_of, depth = [0] * n, [0] * n
+    members: dict[int, list[int]] = {}
     for k in range(n):
         p = parent[k]
         root_of[k], depth[k] = (root_of[p], depth[p] + 1) if p >= 0 else (k, 0)
@@ -313,7 +314,8 @@ def _trained(turns: list[CapturedTurn], transitions: list[Transition]) -> list[i
     return per_segment
 
 
-def _stats(n, roots, label, roles, transitions, segments, chain_len) -> TrajectoryStats:
+def _stats(n: int, roots: list[int], label: dict[int, str], roles: list[str], transitions: list[Transition],
+           segments: list[int], chain_len: int) -> TrajectoryStats:
     kinds, drifts, m = [t.kind for t in transitions], [t.drift for t in transitions], len(transitions)
     return TrajectoryStats(
         turns=n, agent_turns=chain_len, roots=len(roots),
@@ -329,7 +331,8 @@ def _stats(n, roots, label, roles, transitions, segments, chain_len) -> Trajecto
     )
 
 
-def _findings(turns, roots, label, roles, chain, transitions, stats, per_turn, thr) -> list[Finding]:
+def _findings(turns: list[CapturedTurn], roots: list[int], label: dict[int, str], roles: list[str], chain: list[int],
+              transitions: list[Transition], stats: TrajectoryStats, per_turn: bool, thr: int) -> list[Finding]:
     """Per-call contract checks and structure, aggregated per code (a 1,000-call rollout stays
     readable). Each entry: level, code, the calls it concerns, and what to do about it."""
     enum = list(enumerate(turns))
@@ -339,7 +342,7 @@ def _findings(turns, roots, label, roles, chain, transitions, stats, per_turn, t
     forks = [t for t in transitions if t.kind == FORK]
     realigns = [t for t in transitions if t.kind == REALIGN]
     small = sum(t.drift < thr for t in forks)
-    rules = [
+    rules: list[tuple[Level, str, list[Any], str]] = [  # items: call indices, or transitions
         ("fatal", "missing_prompt_ids", [i for i, t in enum if t.prompt_token_ids is None],
          "{n} call(s) carry no engine prompt_token_ids ({ids}): serve with "
          "--return-tokens-as-token-ids and request return_token_ids; never re-render (F01)"),

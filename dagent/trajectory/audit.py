@@ -86,7 +86,7 @@ def audit(
         fork_threshold_tokens = turns.fork_threshold_tokens
         turns = turns.chain_turns()
     audits: list[TurnAudit] = []
-    held: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    held: tuple[tuple[int, ...], Sequence[int]] | None = None  # rendered prompt, engine completion
     for turn in turns:
         engine = turn.prompt_token_ids
         try:

@@ -20,19 +20,24 @@ would label a tool-carrying sub-agent `agent` and train it). `trainable` is the 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from dagent.errors import CaptureError, MissingDependencyError
-from dagent.trajectory.analysis import AGENT, DISCARDED, Trajectory, flatten, logprobs_ok
+from dagent.trajectory.analysis import AGENT, DISCARDED, Segment, Trajectory, flatten, logprobs_ok
 from dagent.trajectory.gate import gate
 from dagent.trajectory.linking import FORK
 from dagent.trajectory.turn import CapturedTurn
+
+if TYPE_CHECKING:
+    from openenv.core.harness import TrainingTrace
 
 
 def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:
     prompt = list(turn.prompt_token_ids or ())
     completion = list(turn.completion_token_ids)
     ok = logprobs_ok(turn)
+    logprobs = turn.logprobs if ok else None
     return {
         "request": {"messages": [dict(m) for m in turn.messages],
                     "tools": list(turn.tools) if turn.tools else None},
@@ -40,7 +45,7 @@ def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:
                                   "finish_reason": turn.finish_reason}]},
         "prompt_token_ids": prompt,
         "completion_token_ids": completion,
-        "per_token_logps": [float(x) for x in turn.logprobs] if ok else [],
+        "per_token_logps": [float(x) for x in logprobs] if logprobs is not None else [],
         "loss_mask": [0] * len(prompt) + [1 if ok else 0] * len(completion),
         "metadata": {
             "node_id": turn.turn_id,
@@ -71,7 +76,7 @@ def to_capture_log(trajectory: Trajectory) -> list[dict[str, Any]]:
             for turn, role, link in zip(trajectory.turns, trajectory.roles, trajectory.links)]
 
 
-def to_training_trace(trajectory: Trajectory):
+def to_training_trace(trajectory: Trajectory) -> TrainingTrace:
     """The agent chain as OpenEnv's strict `TrainingTrace` (TRL's `fetch_training_trace()` value).
 
     Raises:
@@ -106,7 +111,7 @@ def _main_path(trajectory: Trajectory, members: Any) -> list[int]:
     return path[::-1]
 
 
-def _row(segment, role: str, label: str, trainable: bool) -> dict[str, Any]:
+def _row(segment: Segment, role: str, label: str, trainable: bool) -> dict[str, Any]:
     return {
         "role": role,
         "label": label,
@@ -124,7 +129,7 @@ def _row(segment, role: str, label: str, trainable: bool) -> dict[str, Any]:
     }
 
 
-def _runs(mask: tuple[int, ...]) -> list[int]:
+def _runs(mask: Iterable[int]) -> list[int]:
     lengths, run = [], 0
     for m in mask:
         if m:

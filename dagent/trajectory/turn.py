@@ -96,7 +96,7 @@ class CapturedTurn:
                       item.sampled_logprobs, item.request_messages, item.request_tools,
                       item.n_tools, item.finish_reason, meta)
         turn_id, index, prompt, completion, logprobs, messages, tools, n_tools, finish, meta = fields
-        completion = completion or ()
+        completion = completion or array("I")
         hint = meta.get("role_hint") if isinstance(item, dict) else None
         return cls(
             turn_id=str(turn_id), session_id=session_id, seq=int(index if seq is None else seq),

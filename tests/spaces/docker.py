@@ -111,6 +111,17 @@ def run(tag: str, name: str, *, env: dict[str, str] | None = None, volumes: dict
     return Container(name)
 
 
+def readable_clone(repo: Path, dest: Path) -> Path:
+    """A git clone of `repo` that the image's uid 1000 can read: a checkout made by `mktemp -d` (as CI
+    makes one) is 0700, so mounting the checkout itself let the job's git read nothing."""
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(dest)], check=True)
+    for path in [dest, *dest.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    dest.parent.chmod(0o755)
+    return dest
+
+
 def readable_copy(src: Path, dest: Path) -> Path:
     """A copy of `src` that the image's uid 1000 can read (pytest's temporary folders are 0700)."""
     shutil.copytree(src, dest)

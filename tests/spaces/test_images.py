@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from dagent.serving import free_port
-from tests.spaces.docker import NAMESPACES, ROOT, build, clean_checkout, need_docker, readable_copy, run
+from tests.spaces.docker import NAMESPACES, ROOT, build, clean_checkout, need_docker, readable_clone, readable_copy, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -258,7 +258,7 @@ def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mount
         box.remove()
 
 
-def test_a_black_box_job_runs_in_the_black_box_image_as_hf_jobs_starts_it(checkout, mounted_suite):
+def test_a_black_box_job_runs_in_the_black_box_image_as_hf_jobs_starts_it(checkout, mounted_suite, tmp_path):
     """`dagent jobs run --image IMAGE eval --agent opencode ...` is `hf jobs uv run --image IMAGE --with
     "dagent[...] @ git+URL@SHA" -- jobs/eval.py ...`: uv in the image installs this commit into an
     empty environment and the job's opencode is the image's. Here the URL is this checkout (mounted)
@@ -270,6 +270,7 @@ def test_a_black_box_job_runs_in_the_black_box_image_as_hf_jobs_starts_it(checko
     if not sha:
         pytest.skip("not a git checkout: the job installs dagent from a commit")
     tag = image(checkout, "blackbox")
+    source = readable_clone(ROOT, tmp_path / "src")  # this commit, readable by the job's uid 1000
     engine = steered_engine()
     try:
         job = ["--agent", "opencode", "--engine-url", engine.url, "--model", "tiny-qwen3-steered", "--preset", "cpu",
@@ -284,7 +285,7 @@ def test_a_black_box_job_runs_in_the_black_box_image_as_hf_jobs_starts_it(checko
         # (a real job clones from https and needs nothing of the kind)
         trust = "git config --global --add safe.directory '*' && "
         r = subprocess.run(["docker", "run", "--rm", "--network", "host", *NAMESPACES,
-                            "-v", f"{ROOT}:/src:ro", "-v", f"{mounted_suite}:{SUITE}:ro", tag, "sh", "-c",
+                            "-v", f"{source}:/src:ro", "-v", f"{mounted_suite}:{SUITE}:ro", tag, "sh", "-c",
                             trust + " ".join(shlex.quote(a) for a in uv_run) + " && cat /tmp/out/*/summary.json"],
                            capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])

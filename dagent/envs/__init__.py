@@ -1,4 +1,7 @@
-"""Environment servers: the white-box environment (`whitebox`, served by `server`, reached through
-`client`, routes in `contract`), the black-box runtime (`blackbox`, served by `blackbox_server`),
-TRL's harness session over it (`trl_session`), and the `/health` both serve (`status`).
+"""Environment servers, the two loops side by side: white-box `whitebox_runtime` (episodes, the MCP
+faces, the in-process environment class), `whitebox_server` (openenv, MCP, the Task API),
+`whitebox_client` (the HTTP client and its environment class); black-box `blackbox_server` over the
+runtime one floor down (`dagent.runtime.blackbox`) and `blackbox_session` (TRL's harness session);
+shared: the routes (`contract`, `mcp_route`), the runtime slot (`slot`) and the `/health` both serve
+(`status`).
 """

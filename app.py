@@ -331,6 +331,6 @@ if __name__ == "__main__":
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # nothing phones home from a Space or offline
     app = build_app(backend=space_backend())
     try:
-        app.launch(server_name=settings.read("HOST"), server_port=int(settings.read("PORT", default="7860") or 7860))
+        app.launch(server_name=settings.read("HOST"), server_port=int(settings.read("PORT", default="7860")))
     finally:
         app.dagent.shutdown()

@@ -120,20 +120,14 @@ def read(name: str, environ: Mapping[str, str] | None = None, *, default: str | 
     return value if value else (default if default is not None else variable.default)
 
 
-def _int(name: str, environ: Mapping[str, str]) -> int | None:
+def _number(name: str, environ: Mapping[str, str], kind: type[int] | type[float] = int) -> int | float | None:
+    """`name`'s value as a `kind` (int or float), None when unset; a value that is not one is refused."""
     value = read(name, environ)
     try:
-        return int(value) if value is not None else None
+        return kind(value) if value is not None else None
     except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a whole number: set one, or unset it") from None
-
-
-def _float(name: str, environ: Mapping[str, str]) -> float | None:
-    value = read(name, environ)
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        raise ConfigError(f"{name}={value!r} is not a number: set one, or unset it") from None
+        what = "a whole number" if kind is int else "a number"
+        raise ConfigError(f"{name}={value!r} is not {what}: set one, or unset it") from None
 
 
 @dataclass(frozen=True)
@@ -155,10 +149,11 @@ class WhiteboxServerSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WhiteboxServerSettings:
         env = os.environ if environ is None else environ
         return cls(suite=read("DAGENT_SUITE", env), sandbox=read("DAGENT_SANDBOX", env) or "local",
-                   tools=read("DAGENT_TOOLS", env), max_episodes=_int("DAGENT_MAX_EPISODES", env),
-                   max_steps=_int("DAGENT_MAX_STEPS", env), output_chars=_int("DAGENT_OUTPUT_CHARS", env),
-                   command_timeout_s=_float("DAGENT_COMMAND_TIMEOUT_S", env),
-                   idle_timeout_s=_float("DAGENT_IDLE_TIMEOUT_S", env), tool_workers=_int("DAGENT_TOOL_WORKERS", env),
+                   tools=read("DAGENT_TOOLS", env), max_episodes=_number("DAGENT_MAX_EPISODES", env),
+                   max_steps=_number("DAGENT_MAX_STEPS", env), output_chars=_number("DAGENT_OUTPUT_CHARS", env),
+                   command_timeout_s=_number("DAGENT_COMMAND_TIMEOUT_S", env, float),
+                   idle_timeout_s=_number("DAGENT_IDLE_TIMEOUT_S", env, float),
+                   tool_workers=_number("DAGENT_TOOL_WORKERS", env),
                    mcp_handler=read("DAGENT_MCP_HANDLER", env) or "lean")
 
 
@@ -189,16 +184,16 @@ class BlackboxServerSettings:
                               "(the training job's exposed vLLM), as a Space secret or variable")
         return cls(engine_url=engine_url, model=model, suite=read("DAGENT_SUITE", env),
                    sandbox=read("DAGENT_SANDBOX", env) or "local", harness=read("DAGENT_HARNESS", env) or "opencode",
-                   preset=read("DAGENT_PRESET", env) or "gpu", steps=_int("DAGENT_STEPS", env),
-                   max_output_tokens=_int("DAGENT_MAX_OUTPUT_TOKENS", env),
-                   max_rollouts=_int("DAGENT_MAX_ROLLOUTS", env) or 16, expose=read("EXPOSE", env) or "direct",
+                   preset=read("DAGENT_PRESET", env) or "gpu", steps=_number("DAGENT_STEPS", env),
+                   max_output_tokens=_number("DAGENT_MAX_OUTPUT_TOKENS", env),
+                   max_rollouts=_number("DAGENT_MAX_ROLLOUTS", env) or 16, expose=read("EXPOSE", env) or "direct",
                    public_url=read("PUBLIC_URL", env), space_host=read("SPACE_HOST", env))
 
 
 def listen(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     """uvicorn's host, port and log level from HOST, PORT and LOG_LEVEL."""
     env = os.environ if environ is None else environ
-    return {"host": read("HOST", env), "port": _int("PORT", env), "log_level": read("LOG_LEVEL", env)}
+    return {"host": read("HOST", env), "port": _number("PORT", env), "log_level": read("LOG_LEVEL", env)}
 
 
 def cache_dir() -> Path:

@@ -143,11 +143,10 @@ class LocalBackend(SandboxBackend):
             return BwrapTier(self), why
         if not MountnsTier.probe(self):
             return MountnsTier(self), why
-        landlock = LandlockTier.probe(self) if isolation == "auto" else "not asked for"
-        if isolation == "auto" and not landlock:
-            return LandlockTier(self), why
         if isolation == "auto":
-            self.landlock_why = landlock
+            self.landlock_why = LandlockTier.probe(self)
+            if not self.landlock_why:
+                return LandlockTier(self), why
         return CwdTier(self), why
 
     def allow_tcp(self, port: int) -> None:
@@ -178,12 +177,12 @@ class LocalSandbox(Sandbox):
     """Host directories `<root>/workdir` and `<root>/home`, seen inside as /workdir and /root."""
 
     def __init__(self, backend: LocalBackend, resources: Resources) -> None:
-        self.backend, self.resources, self.tier = backend, resources, backend.isolator
+        self.backend, self.resources, self.isolator = backend, resources, backend.isolator
         self.root = Path(tempfile.mkdtemp(prefix="sb-", dir=backend.base_dir))
         self.host_workdir, self.host_home = self.root / "workdir", self.root / "home"
         self.host_workdir.mkdir()
         self.host_home.mkdir(mode=0o700)
-        self.home = HOME if self.tier.home_inside else str(self.host_home)
+        self.home = HOME if self.isolator.home_inside else str(self.host_home)
         self.host_tmp = self.root / "tmp"  # TMPDIR on the landlock tier (the host's /tmp is shared)
         self.uid: int | None = None  # who commands run as (the mountns tier: one of its own)
         # sandbox path -> host directory, bound writable in every exec (bubblewrap only): the
@@ -191,7 +190,7 @@ class LocalSandbox(Sandbox):
         self.binds: dict[str, Path] = {}
         self._closed, self._cg = False, None
         try:
-            self.tier.prepare(self)
+            self.isolator.prepare(self)
             if backend.cgroups:
                 self._cg = _Cgroups(backend.cgroups, f"dagent-{self.root.name}", resources)
         except OSError as e:
@@ -210,11 +209,11 @@ class LocalSandbox(Sandbox):
         """`uid`: run as that user id inside (bubblewrap only; default: root, capabilities dropped)."""
         if self._closed:
             raise SandboxError("exec on a closed sandbox: create a new one with backend.create()")
-        if (uid is not None or self.binds) and not self.tier.binds:
+        if (uid is not None or self.binds) and not self.isolator.binds:
             raise SandboxError(f"running as uid {uid} or with extra binds needs bubblewrap; this "
-                               f"backend is {self.tier.name!r}: install bubblewrap")
+                               f"backend is {self.isolator.name!r}: install bubblewrap")
         timeout = self.resources.timeout_s if timeout_s is None else timeout_s
-        full_env = {"PATH": self.backend.path, "HOME": self.home, "LANG": "C.UTF-8", **self.tier.env(self)}
+        full_env = {"PATH": self.backend.path, "HOME": self.home, "LANG": "C.UTF-8", **self.isolator.env(self)}
         full_env.update(env or {})  # through the environment, never an argv (F22)
         cwd = posixpath.normpath(posixpath.join(WORKDIR, cwd or WORKDIR))
         if under(cwd, WORKDIR) and not self._host_path(cwd).is_dir():
@@ -224,7 +223,7 @@ class LocalSandbox(Sandbox):
         with tempfile.TemporaryFile(dir=self.root) as out, \
                 tempfile.TemporaryFile(dir=self.root) as err, \
                 tempfile.TemporaryFile(dir=self.root) as status:  # bwrap: did the command run?
-            argv = self.tier.argv(self, [self.backend.bash, "-c", command], setup=self.tier.limits(self, timeout),
+            argv = self.isolator.argv(self, [self.backend.bash, "-c", command], setup=self.isolator.limits(self, timeout),
                                   cwd=cwd, status_fd=status.fileno(), uid=uid)
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -242,7 +241,7 @@ class LocalSandbox(Sandbox):
             duration = time.monotonic() - start
             stdout, stderr = _read_capped(out), _read_capped(err)
             status.seek(0)
-            ran = self.tier.ran(status.read())
+            ran = self.isolator.ran(status.read())
         if code is not None and code < 0:
             code = 128 - code  # killed by signal N: 128+N, as a shell reports it
         if (code == 1 and not ran) or (code, stderr[:28]) == (125, SETUP_FAILED):
@@ -256,7 +255,7 @@ class LocalSandbox(Sandbox):
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         if proc.returncode is None:
-            self.tier.stop(proc)
+            self.isolator.stop(proc)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         if self._cg and proc.returncode is None:
@@ -309,7 +308,7 @@ class LocalSandbox(Sandbox):
             dest = inp / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.unlink(missing_ok=True)
-            if self.tier.copies_inputs:  # no read-only mount protects the cache here: copy
+            if self.isolator.copies_inputs:  # no read-only mount protects the cache here: copy
                 shutil.copyfile(cached, dest)
             else:
                 os.link(cached, dest)
@@ -333,7 +332,7 @@ class LocalSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
-        self.tier.release(self)
+        self.isolator.release(self)
         if self._cg:
             self._cg.remove()
         try:

@@ -15,7 +15,6 @@ This file is a shell: what is shown comes from the pure `dagent.demo.views` help
 `from __future__ import annotations` here: gradio injects `gr.Request` by its evaluated annotation.)
 """
 
-
 import functools
 import os
 import threading
@@ -103,9 +102,20 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         status = f"loaded `{session.task.task_id}` in a fresh sandbox"
         if ep.start_cause:
             status += f" · **the sandbox did not start: {ep.start_cause}** (this episode can only be ungraded)"
-        return (status, views.format_task(session.task.public(), split, index),
-                views.format_instructions(instruction, reworded), previews,
-                steps(ep), "", "", "", "", "", "", "")
+        return (
+            status,
+            views.format_task(session.task.public(), split, index),
+            views.format_instructions(instruction, reworded),
+            previews,
+            steps(ep),
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        )
 
     # -- Act by hand --------------------------------------------------------------------------
     def pick_tool(name):
@@ -119,16 +129,16 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         result, step = state.call(request.session_hash, name, args)
         ep = state.get(request.session_hash).episode
         entry = views.format_call(name, args, result, step=step, budget=state.config.max_steps)
-        return ((log + "\n\n" if log else "") + entry,
-                steps(ep), "")
+        return ((log + "\n\n" if log else "") + entry, steps(ep), "")
 
     @_friendly(2, 0)
     def submit(answer, reveal, request: gr.Request):
         grade: Grade = state.submit(request.session_hash, answer)
         session = state.get(request.session_hash)
         ep = session.episode
-        md = views.format_grade(grade, session.task.gold if reveal else None, tool_calls=ep.tool_calls,
-                                reward_config=state.config.reward)
+        md = views.format_grade(
+            grade, session.task.gold if reveal else None, tool_calls=ep.tool_calls, reward_config=state.config.reward
+        )
         return md, steps(ep)
 
     # -- Let a model act ----------------------------------------------------------------------
@@ -138,19 +148,27 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         trajectory, findings, verdict = state.analysis(key)
         stop = f"stopped: **{run.stop}**" if run.over else "can go on: take another step"
         engine = f" · engine error: `{run.engine_note}`" if run.engine_note else ""
-        status = (f"model `{run.model}` · seed {run.seed} · model calls {run.transcript.model_calls} · "
-                  f"completion budget {run.transcript.completion_tokens_used}/"
-                  f"{state.limits.max_completion_length} tokens · {stop}{engine}")
+        status = (
+            f"model `{run.model}` · seed {run.seed} · model calls {run.transcript.model_calls} · "
+            f"completion budget {run.transcript.completion_tokens_used}/"
+            f"{state.limits.max_completion_length} tokens · {stop}{engine}"
+        )
         grade = ""
         if ep.grade is not None:
             grade = views.format_grade(ep.grade, tool_calls=ep.tool_calls, reward_config=state.config.reward)
-        return (status, views.format_conversation(run.transcript.messages),
-                views.format_token_chain(trajectory, run.decode), views.format_turns(trajectory),
-                views.format_verdict(verdict, findings), grade,
-                steps(ep))
+        return (
+            status,
+            views.format_conversation(run.transcript.messages),
+            views.format_token_chain(trajectory, run.decode),
+            views.format_turns(trajectory),
+            views.format_verdict(verdict, findings),
+            grade,
+            steps(ep),
+        )
 
     def model_acts(whole: bool):
         """The handler of "One step" (whole=False) or "Whole episode"."""
+
         @_friendly(7, 0)
         def act(model, engine_url, request: gr.Request):
             state.model_step(request.session_hash, model, engine_url, whole=whole)
@@ -180,8 +198,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         recorded[request.session_hash] = items
         choices = [(f"{i}: {r.label}", str(i)) for i, r in enumerate(items)]
         first = choices[0][1] if choices else None
-        return (gr.update(choices=choices, value=first), f"{len(items)} episode(s)",
-                *_recorded_views(items, first))
+        return (gr.update(choices=choices, value=first), f"{len(items)} episode(s)", *_recorded_views(items, first))
 
     def _recorded_views(items, pick):
         from dagent.eval.recordings import read_trace
@@ -193,7 +210,13 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         item = items[int(pick)]
         record_md = views.format_record(item.record)
         if item.trace is None:
-            return record_md, "<i>no trace was recorded for this episode (an oracle or a run without capture)</i>", "", "", ""
+            return (
+                record_md,
+                "<i>no trace was recorded for this episode (an oracle or a run without capture)</i>",
+                "",
+                "",
+                "",
+            )
         trajectory = analyse(read_trace(item.trace))
         model = item.record.get("model")
         decode = state.engines.decoder(model, None) if local_model(model) else None
@@ -202,21 +225,31 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         if chain:
             last = chain[-1]
             messages = [*last.messages, last.metadata.get("response_message") or {}]
-        return (record_md, views.format_conversation(messages), views.format_token_chain(trajectory, decode),
-                views.format_turns(trajectory), views.format_verdict(gate(trajectory), trajectory.findings))
+        return (
+            record_md,
+            views.format_conversation(messages),
+            views.format_token_chain(trajectory, decode),
+            views.format_turns(trajectory),
+            views.format_verdict(gate(trajectory), trajectory.findings),
+        )
 
     @_friendly(5, 0)
     def show_recorded(pick, request: gr.Request):
         return _recorded_views(recorded.get(request.session_hash) or [], pick)
 
     with gr.Blocks(title="dagent: step through a data-agent task") as demo:
-        gr.Markdown("# dagent · data-agent tasks on real tables\nLoad a task, act in its sandbox by hand or "
-                    "let a model act, and see what the trainer would see: the grade, the reward, the "
-                    "captured token chain and its loss mask.")
+        gr.Markdown(
+            "# dagent · data-agent tasks on real tables\nLoad a task, act in its sandbox by hand or "
+            "let a model act, and see what the trainer would see: the grade, the reward, the "
+            "captured token chain and its loss mask."
+        )
         with gr.Tab("Task"):
             with gr.Row():
-                source = gr.Textbox(value=(settings.read("DAGENT_SUITE") or "") if suite is None else "",
-                                    label="suite", placeholder="empty: the bundled build; or a Hub dataset id / path")
+                source = gr.Textbox(
+                    value=(settings.read("DAGENT_SUITE") or "") if suite is None else "",
+                    label="suite",
+                    placeholder="empty: the bundled build; or a Hub dataset id / path",
+                )
                 split = gr.Dropdown(bases, value="test" if "test" in bases else bases[0], label="split")
                 tier = gr.Dropdown(list(TIERS), value="any", label="tier")
             with gr.Row():
@@ -238,10 +271,20 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
                 run_btn = gr.Button("Run tool", elem_id="run")
             tool_doc = gr.Markdown(views.format_tool_doc("bash"))
             hand_msg = gr.Markdown(elem_id="hand-message")
-            arguments = gr.Textbox(views.tool_template("bash"), label="arguments (JSON, the tool's parameters)",
-                                   lines=3, elem_id="arguments")
-            terminal = gr.Textbox(label="what the model would get back", lines=16, max_lines=40,
-                                  interactive=False, autoscroll=True, elem_id="terminal")
+            arguments = gr.Textbox(
+                views.tool_template("bash"),
+                label="arguments (JSON, the tool's parameters)",
+                lines=3,
+                elem_id="arguments",
+            )
+            terminal = gr.Textbox(
+                label="what the model would get back",
+                lines=16,
+                max_lines=40,
+                interactive=False,
+                autoscroll=True,
+                elem_id="terminal",
+            )
             with gr.Row():
                 answer = gr.Textbox(label=f"answer ({TERMINATOR})", elem_id="answer")
                 reveal = gr.Checkbox(label="show gold after grading")
@@ -250,9 +293,15 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         with gr.Tab("Let a model act"):
             with gr.Row():
                 first = default_model()
-                model = gr.Dropdown(list(dict.fromkeys((first, *MODELS))), value=first, label="local engine model",
-                                    allow_custom_value=True)
-                engine_url = gr.Textbox(label="or an OpenAI-compatible engine URL (vLLM)", placeholder="http://host:8000")
+                model = gr.Dropdown(
+                    list(dict.fromkeys((first, *MODELS))),
+                    value=first,
+                    label="local engine model",
+                    allow_custom_value=True,
+                )
+                engine_url = gr.Textbox(
+                    label="or an OpenAI-compatible engine URL (vLLM)", placeholder="http://host:8000"
+                )
             note = gr.Markdown(model_note(first), elem_id="model-note")
             model.change(model_note, [model], [note])
             with gr.Row():
@@ -271,8 +320,11 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
             verdict_md = gr.Markdown(elem_id="verdict")
         with gr.Tab("Replay"):
             with gr.Row():
-                rec_path = gr.Textbox(label="recording: a directory with records.jsonl (and traces/)",
-                                      value=str(recordings_dir()), elem_id="rec-path")
+                rec_path = gr.Textbox(
+                    label="recording: a directory with records.jsonl (and traces/)",
+                    value=str(recordings_dir()),
+                    elem_id="rec-path",
+                )
                 rec_btn = gr.Button("Open", elem_id="rec-open")
             rec_pick = gr.Dropdown([], label="episode", elem_id="rec-pick")
             rec_count = gr.Markdown(elem_id="rec-count")
@@ -284,9 +336,24 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
 
         find_btn.click(find, [source, split, tier, query], [matches, status])
         query.submit(find, [source, split, tier, query], [matches, status])
-        load_btn.click(load, [source, split, matches], [status, task_md, instr_md, preview_md, steps_md,
-                                                         terminal, grade_md, model_status, model_grade,
-                                                         conversation, chain, verdict_md])
+        load_btn.click(
+            load,
+            [source, split, matches],
+            [
+                status,
+                task_md,
+                instr_md,
+                preview_md,
+                steps_md,
+                terminal,
+                grade_md,
+                model_status,
+                model_grade,
+                conversation,
+                chain,
+                verdict_md,
+            ],
+        )
         tool.change(pick_tool, [tool], [tool_doc, arguments])
         run_btn.click(run_tool, [tool, arguments, terminal], [terminal, steps_md, hand_msg])
         submit_btn.click(submit, [answer, reveal], [grade_md, steps_md])
@@ -297,6 +364,7 @@ def build_app(suite=None, backend=None, *, demo_state: Demo | None = None, reap_
         rec_views = [rec_md, rec_conv, rec_chain, rec_turns, rec_verdict]
         rec_btn.click(open_recording, [rec_path], [rec_pick, rec_count, *rec_views])
         rec_pick.input(show_recorded, [rec_pick], rec_views)  # a person's pick; opening renders its own
+
         def tab_closed(request: gr.Request):
             state.close(request.session_hash)
             recorded.pop(request.session_hash, None)

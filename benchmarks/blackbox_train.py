@@ -61,7 +61,7 @@ class Arm:
             i = args.index("--src")
             if args[i + 1] != "before" or before is None:
                 raise SystemExit(f"arm {name!r}: --src before needs --before-src DIR")
-            src, args = before, args[:i] + args[i + 2:]
+            src, args = before, args[:i] + args[i + 2 :]
         return cls(name.strip(), args, src)
 
     @property
@@ -79,9 +79,33 @@ class Arm:
 
 def run_arm(arm: Arm, a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bb-bench-") as out:
-        cmd = [sys.executable, "-m", "dagent.cli.app", "train", "blackbox", "--mode", "sync", "--preset", "cpu",
-               "--harness", "pi", "--model", a.model, "--max-steps", str(a.steps), "--save-steps", str(a.steps),
-               "--seed", str(a.seed), "--split", a.split, "--force", "--out", out, *arm.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dagent.cli.app",
+            "train",
+            "blackbox",
+            "--mode",
+            "sync",
+            "--preset",
+            "cpu",
+            "--harness",
+            "pi",
+            "--model",
+            a.model,
+            "--max-steps",
+            str(a.steps),
+            "--save-steps",
+            str(a.steps),
+            "--seed",
+            str(a.seed),
+            "--split",
+            a.split,
+            "--force",
+            "--out",
+            out,
+            *arm.args,
+        ]
         if a.suite:
             cmd += ["--suite", a.suite]
         env = {**os.environ, "PYTHONPATH": str(arm.src)}
@@ -94,14 +118,19 @@ def run_arm(arm: Arm, a: argparse.Namespace) -> None:
             raise SystemExit(f"arm {arm.name!r} failed (rc {done.returncode})")
         state = Path(out) / f"checkpoint-{a.steps}" / "trainer_state.json"
         history = json.loads(state.read_text())["log_history"]
-        arm.steps = [{"step_time": h["step_time"], "rollouts": h.get("time/rollouts_s", 0.0)}
-                     for h in history if "step_time" in h]
+        arm.steps = [
+            {"step_time": h["step_time"], "rollouts": h.get("time/rollouts_s", 0.0)}
+            for h in history
+            if "step_time" in h
+        ]
         arm.receipts = [json.loads(line) for line in (Path(out) / "receipts.jsonl").read_text().splitlines()]
 
 
 def report(arms: list[Arm]) -> str:
-    lines = [f"{'arm':<28} {'steps':>5} {'rollouts':>8} {'trained':>7} {'correct':>7} {'step s':>7} "
-             f"{'rollout s':>9} {'other s':>7} {'tok/rollout':>11} {'turns':>5} {'per hour':>8} {'x':>5}"]
+    lines = [
+        f"{'arm':<28} {'steps':>5} {'rollouts':>8} {'trained':>7} {'correct':>7} {'step s':>7} "
+        f"{'rollout s':>9} {'other s':>7} {'tok/rollout':>11} {'turns':>5} {'per hour':>8} {'x':>5}"
+    ]
     first = arms[0].per_hour or 1.0
     for arm in arms:
         n = len(arm.receipts) or 1
@@ -109,14 +138,21 @@ def report(arms: list[Arm]) -> str:
         correct = sum(1 for r in arm.receipts if r.get("outcome") == "correct")
         tokens = sum(r.get("completion_tokens", 0) for r in arm.receipts) / n
         turns = sum(r.get("agent_turns", 0) for r in arm.receipts) / n
-        lines.append(f"{arm.name:<28} {len(arm.steps):>5} {len(arm.receipts):>8} {arm.trained:>7} {correct:>7} "
-                     f"{arm.seconds:>7.1f} {roll:>9.1f} {arm.seconds - roll:>7.1f} {tokens:>11.0f} {turns:>5.2f} "
-                     f"{arm.per_hour:>8.0f} {arm.per_hour / first:>5.2f}")
-    lines.append("step s: TRL's step_time summed (rollouts, scoring, forward, backward, optimizer; model load "
-                 "excluded); rollout s: the black-box rollouts of those steps; per hour: trained rows / step s")
+        lines.append(
+            f"{arm.name:<28} {len(arm.steps):>5} {len(arm.receipts):>8} {arm.trained:>7} {correct:>7} "
+            f"{arm.seconds:>7.1f} {roll:>9.1f} {arm.seconds - roll:>7.1f} {tokens:>11.0f} {turns:>5.2f} "
+            f"{arm.per_hour:>8.0f} {arm.per_hour / first:>5.2f}"
+        )
+    lines.append(
+        "step s: TRL's step_time summed (rollouts, scoring, forward, backward, optimizer; model load "
+        "excluded); rollout s: the black-box rollouts of those steps; per hour: trained rows / step s"
+    )
     for arm in arms:
-        lines.append(f"{arm.name}: per step " + ", ".join(f"{s['step_time']:.0f} s ({s['rollouts']:.0f} rollouts)"
-                                                        for s in arm.steps) + f"; process wall {arm.wall:.0f} s")
+        lines.append(
+            f"{arm.name}: per step "
+            + ", ".join(f"{s['step_time']:.0f} s ({s['rollouts']:.0f} rollouts)" for s in arm.steps)
+            + f"; process wall {arm.wall:.0f} s"
+        )
     return "\n".join(lines)
 
 

@@ -69,9 +69,16 @@ from dagent.capture.wire import dumps, loads  # noqa: E402
 
 COMPLETION = 128
 TOKEN_RE = re.compile(rb'"content": ?"[^"]')  # a delta with text (the role chunk's content is "")
-TOOL = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command",
-                                          "parameters": {"type": "object", "properties": {
-                                              "command": {"type": "string"}}}}}]
+TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 # -- the stub engine ------------------------------------------------------------------------------
@@ -87,28 +94,67 @@ class Stub:
     def parts(self, n: int) -> tuple[bytes, list[bytes]]:
         """(JSON body, SSE events) for a prompt of n ids, built once per length."""
         if n not in self.cache:
-            prompt, ids = self.pool[:n], self.pool[n:n + COMPLETION]
-            entries = [{"token": f"token_id:{i}", "logprob": -0.25 - (i % 7) / 10, "bytes": [116],
-                        "top_logprobs": []} for i in ids]
-            call = {"id": "call_0", "type": "function",
-                    "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+            prompt, ids = self.pool[:n], self.pool[n : n + COMPLETION]
+            entries = [
+                {"token": f"token_id:{i}", "logprob": -0.25 - (i % 7) / 10, "bytes": [116], "top_logprobs": []}
+                for i in ids
+            ]
+            call = {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
             text = "tok " * COMPLETION
             head = {"id": "chatcmpl-stub", "created": 0, "model": "stub"}
-            body = dumps({**head, "object": "chat.completion", "choices": [{
-                "index": 0, "message": {"role": "assistant", "content": text, "tool_calls": [call]},
-                "logprobs": {"content": entries}, "finish_reason": "tool_calls", "token_ids": ids}],
-                "usage": {"prompt_tokens": n, "completion_tokens": COMPLETION,
-                          "total_tokens": n + COMPLETION}, "prompt_token_ids": prompt})
+            body = dumps(
+                {
+                    **head,
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text, "tool_calls": [call]},
+                            "logprobs": {"content": entries},
+                            "finish_reason": "tool_calls",
+                            "token_ids": ids,
+                        }
+                    ],
+                    "usage": {"prompt_tokens": n, "completion_tokens": COMPLETION, "total_tokens": n + COMPLETION},
+                    "prompt_token_ids": prompt,
+                }
+            )
             chunk = {**head, "object": "chat.completion.chunk"}
-            events = [dumps({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant",
-                      "content": ""}, "logprobs": None, "finish_reason": None}],
-                      "prompt_token_ids": prompt})]
+            events = [
+                dumps(
+                    {
+                        **chunk,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"role": "assistant", "content": ""},
+                                "logprobs": None,
+                                "finish_reason": None,
+                            }
+                        ],
+                        "prompt_token_ids": prompt,
+                    }
+                )
+            ]
             for k, (i, entry) in enumerate(zip(ids, entries)):
                 last = k == COMPLETION - 1
                 delta = {"content": "tok "} if not last else {"tool_calls": [{"index": 0, **call}]}
-                events.append(dumps({**chunk, "choices": [{
-                    "index": 0, "delta": delta, "logprobs": {"content": [entry]},
-                    "finish_reason": "tool_calls" if last else None, "token_ids": [i]}]}))
+                events.append(
+                    dumps(
+                        {
+                            **chunk,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": delta,
+                                    "logprobs": {"content": [entry]},
+                                    "finish_reason": "tool_calls" if last else None,
+                                    "token_ids": [i],
+                                }
+                            ],
+                        }
+                    )
+                )
             self.cache[n] = body, [b"data: " + e + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
         return self.cache[n]
 
@@ -135,8 +181,7 @@ class Stub:
         if not request.get("stream"):
             await asyncio.sleep(delay)
             return await _reply(send, body)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         loop = asyncio.get_running_loop()
         start, step = loop.time() + delay * 0.1, delay * 0.9 / COMPLETION
         for k, event in enumerate(events):  # absolute deadlines: uvloop's timers are whole ms
@@ -148,9 +193,13 @@ class Stub:
 
 
 async def _reply(send, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -159,8 +208,7 @@ def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     if args.serve == "stub":
-        uvicorn.run(Stub(0), host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
-                    backlog=4096)
+        uvicorn.run(Stub(0), host="127.0.0.1", port=args.port, log_level="warning", access_log=False, backlog=4096)
     elif args.serve == "dagent":
         from dagent.capture import CaptureServer
 
@@ -177,10 +225,12 @@ def serve(args: argparse.Namespace) -> None:
 
 def launch(kind: str, port: int, upstream: str = "") -> subprocess.Popen:
     log = open(f"/tmp/capture_bench_{kind}.log", "w")
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port),
-                             "--upstream", upstream], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", kind, "--port", str(port), "--upstream", upstream],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -219,13 +269,18 @@ class Conn:
     async def call(self, method: str, path: str, body: bytes = b"", key: str = "") -> tuple[int, bytes, float | None]:
         auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
         t0 = time.perf_counter()
-        self.writer.write(f"{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                          f"content-length: {len(body)}\r\n".encode() + auth + b"\r\n" + body)
+        self.writer.write(
+            f"{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n".encode()
+            + auth
+            + b"\r\n"
+            + body
+        )
         head = await self.reader.readuntil(b"\r\n\r\n")
         status, lower = int(head[9:12]), head.lower()
         at = lower.find(b"content-length:")
         if at >= 0:
-            return status, await self.reader.readexactly(int(lower[at + 15:lower.index(b"\r\n", at)])), None
+            return status, await self.reader.readexactly(int(lower[at + 15 : lower.index(b"\r\n", at)])), None
         parts, ttft = [], None
         while True:
             size = int((await self.reader.readuntil(b"\r\n")).strip(), 16)
@@ -282,9 +337,19 @@ async def session(arm: Arm, stream: bool, turns: int, system: str) -> None:
                 arm.ttfts.append(ttft)
             text = "tok " * COMPLETION if stream else loads(body)["choices"][0]["message"]["content"]
             messages = messages + [
-                {"role": "assistant", "content": text, "tool_calls": [{"id": f"c{turn}", "type": "function",
-                 "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
-                {"role": "tool", "tool_call_id": f"c{turn}", "content": "x" * 1000}]
+                {
+                    "role": "assistant",
+                    "content": text,
+                    "tool_calls": [
+                        {
+                            "id": f"c{turn}",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"c{turn}", "content": "x" * 1000},
+            ]
             arm.calls += 1
     finally:
         conn.close()
@@ -332,17 +397,27 @@ def main(args: argparse.Namespace) -> None:
     if not args.no_openenv:
         procs["openenv"] = launch("openenv", args.port + 2, upstream)
     print(f"stub pid {stub.pid}; proxies " + ", ".join(f"{k} pid {p.pid}" for k, p in procs.items()))
-    print(f"servers: uvicorn http={_have('httptools') or 'h11'} loop={_have('uvloop') or 'asyncio'}; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"servers: uvicorn http={_have('httptools') or 'h11'} loop={_have('uvloop') or 'asyncio'}; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"
+    )
     rows = []
     try:
         for clients, delay in zip(args.levels, args.delays):
             asyncio.run(_once(args.port, "POST", "/stub/delay", f"{delay},{args.jitter}".encode()))
             sessions = args.sessions_1 if clients == 1 else clients * args.rounds
             for stream in (False, True):
-                names = ["direct", "dagent"] + (["openenv"] if "openenv" in procs and clients <= args.openenv_max else [])
-                arms = {n: Arm(n, args.port + {"direct": 0, "dagent": 1, "openenv": 2}[n],
-                               stub.pid if n == "direct" else procs[n].pid) for n in names}
+                names = ["direct", "dagent"] + (
+                    ["openenv"] if "openenv" in procs and clients <= args.openenv_max else []
+                )
+                arms = {
+                    n: Arm(
+                        n,
+                        args.port + {"direct": 0, "dagent": 1, "openenv": 2}[n],
+                        stub.pid if n == "direct" else procs[n].pid,
+                    )
+                    for n in names
+                }
                 reps = args.reps if clients > 1 else sessions
                 per = sessions // reps if clients == 1 else sessions
                 for _ in range(reps):  # interleave the arms
@@ -390,25 +465,44 @@ def store_one(name: str, turns: int) -> None:
         store = RolloutGraph()
 
         def add(k: int, prompt: list[int], completion: list[int]) -> None:
-            store.add_turn(TurnNode(node_id=f"t{k}", prompt_ids=prompt, sampled_ids=completion,
-                                    sampled_logprobs=[-0.5] * COMPLETION, index=k))
+            store.add_turn(
+                TurnNode(
+                    node_id=f"t{k}",
+                    prompt_ids=prompt,
+                    sampled_ids=completion,
+                    sampled_logprobs=[-0.5] * COMPLETION,
+                    index=k,
+                )
+            )
+
     before, t0 = _rss_mib(), time.perf_counter()
     for k in range(turns):
         n = 300 + 360 * k
-        add(k, list(pool[:n]), list(pool[n:n + COMPLETION]))
-    print(f"{name:<8} store: {turns} turns, {300 + 360 * (turns - 1)} final prompt ids: "
-          f"{_rss_mib() - before:7.1f} MiB RSS added, ingest {time.perf_counter() - t0:.2f} s")
+        add(k, list(pool[:n]), list(pool[n : n + COMPLETION]))
+    print(
+        f"{name:<8} store: {turns} turns, {300 + 360 * (turns - 1)} final prompt ids: "
+        f"{_rss_mib() - before:7.1f} MiB RSS added, ingest {time.perf_counter() - t0:.2f} s"
+    )
 
 
 def store_memory(turns: int) -> str:
-    return "".join(subprocess.run([sys.executable, __file__, "--store", name, "--store-turns", str(turns)],
-                                  capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                  timeout=600).stdout for name in ("dagent", "openenv")).rstrip()
+    return "".join(
+        subprocess.run(
+            [sys.executable, __file__, "--store", name, "--store-turns", str(turns)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=600,
+        ).stdout
+        for name in ("dagent", "openenv")
+    ).rstrip()
 
 
 def table(rows) -> str:
-    head = ("clients mode delay_ms arm      calls err  p50_ms  p99_ms  +p50_ms  +p99_ms  ttft50_ms "
-            " calls/s  ratio  proxy_cpu_ms/call stub_cpu_ms/call")
+    head = (
+        "clients mode delay_ms arm      calls err  p50_ms  p99_ms  +p50_ms  +p99_ms  ttft50_ms "
+        " calls/s  ratio  proxy_cpu_ms/call stub_cpu_ms/call"
+    )
     lines = [head]
     for clients, stream, delay, arms in rows:
         direct = arms["direct"]
@@ -420,10 +514,11 @@ def table(rows) -> str:
             cpu = arm.cpu / arm.calls * 1000 if arm.calls and arm.name != "direct" else float("nan")
             lines.append(
                 f"{clients:>7} {'sse ' if stream else 'json'} {delay:>8.0f} {arm.name:<8} {arm.calls:>5} "
-                f"{arm.errors:>3} {pct(lat, .5):>7.1f} {pct(lat, .99):>7.1f} "
-                f"{pct(lat, .5) - pct(base, .5):>+8.2f} {pct(lat, .99) - pct(base, .99):>+8.2f} "
-                f"{pct([t * 1000 for t in arm.ttfts], .5):>10.1f} {tput:>8.1f} {tput / dtput:>6.3f} "
-                f"{cpu:>18.2f} {arm.stub_cpu / max(arm.calls, 1) * 1000:>16.2f}")
+                f"{arm.errors:>3} {pct(lat, 0.5):>7.1f} {pct(lat, 0.99):>7.1f} "
+                f"{pct(lat, 0.5) - pct(base, 0.5):>+8.2f} {pct(lat, 0.99) - pct(base, 0.99):>+8.2f} "
+                f"{pct([t * 1000 for t in arm.ttfts], 0.5):>10.1f} {tput:>8.1f} {tput / dtput:>6.3f} "
+                f"{cpu:>18.2f} {arm.stub_cpu / max(arm.calls, 1) * 1000:>16.2f}"
+            )
     return "\n".join(lines)
 
 
@@ -434,10 +529,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sessions-1", type=int, default=12, help="sessions at 1 client (interleaved one by one)")
     p.add_argument("--rounds", type=int, default=1, help="sessions per client at >1 clients")
     p.add_argument("--reps", type=int, default=1, help="interleaved repetitions per arm at >1 clients")
-    p.add_argument("--delays", type=float, nargs="+", default=[50.0, 1000.0, 2000.0],
-                   help="stub generation delay (ms) per level; 128 tokens at a real engine take 1-5 s")
-    p.add_argument("--jitter", type=float, default=0.5,
-                   help="each call's delay is drawn from delay x U(1-j, 1+j): clients drift out of lockstep")
+    p.add_argument(
+        "--delays",
+        type=float,
+        nargs="+",
+        default=[50.0, 1000.0, 2000.0],
+        help="stub generation delay (ms) per level; 128 tokens at a real engine take 1-5 s",
+    )
+    p.add_argument(
+        "--jitter",
+        type=float,
+        default=0.5,
+        help="each call's delay is drawn from delay x U(1-j, 1+j): clients drift out of lockstep",
+    )
     p.add_argument("--store-turns", type=int, default=200, help="turns of the store-memory comparison (0: skip)")
     p.add_argument("--openenv-max", type=int, default=64, help="largest client count for the openenv arm")
     p.add_argument("--no-openenv", action="store_true", help="skip the OpenEnv arm")

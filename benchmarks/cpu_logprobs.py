@@ -47,8 +47,10 @@ def main() -> None:
             times[name] = min(step() for _ in range(args.repeats))
         scoring.restore()
         (a, ta), (b, tb) = times.items()
-        print(f"{args.model}, prompt {prompt} + completion {args.completion} tokens: {a} {ta:.2f} s, {b} {tb:.2f} s, "
-              f"ratio {ta / tb:.1f}x")
+        print(
+            f"{args.model}, prompt {prompt} + completion {args.completion} tokens: {a} {ta:.2f} s, {b} {tb:.2f} s, "
+            f"ratio {ta / tb:.1f}x"
+        )
 
 
 if __name__ == "__main__":

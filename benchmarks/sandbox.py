@@ -86,8 +86,21 @@ def breakdown(args: Args) -> None:
 
     _row("spawn /bin/true", _time(spawn("/bin/true"), args.runs))
     _row("spawn bash -c true", _time(spawn("bash", "-c", "true"), args.runs))
-    system = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
-              "/lib", "--symlink", "usr/lib64", "/lib64", "true"]
+    system = [
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "true",
+    ]
     if not shutil.which("bwrap"):
         print("  bwrap not installed")
         return
@@ -99,7 +112,7 @@ def breakdown(args: Args) -> None:
 def main(args: Args) -> None:
     if args.parent_gb:
         ballast = bytearray(int(args.parent_gb * 2**30))
-        ballast[:: 4096] = b"\1" * len(range(0, len(ballast), 4096))
+        ballast[::4096] = b"\1" * len(range(0, len(ballast), 4096))
         globals()["_ballast"] = ballast
     with tempfile.TemporaryDirectory() as d:
         base = Path(d)
@@ -114,6 +127,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=Args.runs, help="samples per figure")
     p.add_argument("--staged-mb", type=int, default=Args.staged_mb, help="staged file size (MB)")
-    p.add_argument("--parent-gb", type=float, default=Args.parent_gb,
-                   help="grow this process to N GB first, as a trainer would be")
+    p.add_argument(
+        "--parent-gb", type=float, default=Args.parent_gb, help="grow this process to N GB first, as a trainer would be"
+    )
     main(Args(**vars(p.parse_args())))

@@ -68,8 +68,16 @@ print("ready", flush=True)
 time.sleep(10**6)
 """
 SYSTEM = {"role": "system", "content": "You are a data agent. " * 40}
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command",
-                                          "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 class Tally:
@@ -118,8 +126,12 @@ async def episodes(base: str, n: int, args, stop_at: float, tally: Tally) -> Non
             eid = r.json()["observation"]["episode_id"]
             for j in range(args.calls):
                 command = PLANTED_COMMAND if planted and j == args.calls - 1 else COMMAND
-                body = {"jsonrpc": "2.0", "id": j, "method": "tools/call",
-                        "params": {"name": "bash", "arguments": {"command": command, "episode_id": eid}}}
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": j,
+                    "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": command, "episode_id": eid}},
+                }
                 t = time.perf_counter()
                 r = await c.post("/mcp", json=body)
                 if command == COMMAND:
@@ -129,8 +141,12 @@ async def episodes(base: str, n: int, args, stop_at: float, tally: Tally) -> Non
                 if command == COMMAND and (not res.ok or res.output.strip() != "200"):
                     return tally.bad("misscored", f"episode {k}: bash gave {res}")
             if not planted:
-                body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
-                        "params": {"name": "submit_solution", "arguments": {"answer": 200, "episode_id": eid}}}
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": 99,
+                    "method": "tools/call",
+                    "params": {"name": "submit_solution", "arguments": {"answer": 200, "episode_id": eid}},
+                }
                 (await c.post("/mcp", json=body)).raise_for_status()
             r = await c.delete(f"/data_agent/episodes/{eid}")
             r.raise_for_status()
@@ -159,8 +175,11 @@ async def sessions(proxy: str, n: int, args, stop_at: float, tally: Tally) -> No
             sid, key = r.json()["session_id"], r.json()["api_key"]
             messages = [SYSTEM, {"role": "user", "content": f"task {k}: how many rows?"}]
             for t in range(args.turns):
-                r = await c.post(f"{proxy}/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
-                                 json={"model": "stub", "messages": messages, "tools": TOOLS, "max_tokens": 128})
+                r = await c.post(
+                    f"{proxy}/v1/chat/completions",
+                    headers={"authorization": f"Bearer {key}"},
+                    json={"model": "stub", "messages": messages, "tools": TOOLS, "max_tokens": 128},
+                )
                 r.raise_for_status()
                 message = r.json()["choices"][0]["message"]
                 messages = [*messages, message, {"role": "tool", "tool_call_id": f"c{t}", "content": f"{t} rows"}]
@@ -170,8 +189,11 @@ async def sessions(proxy: str, n: int, args, stop_at: float, tally: Tally) -> No
             want = (budget, args.turns - budget, 1, budget * 128)
             got = (status["n_turns"], doc["budget_stop_count"], status["n_roots"], doc["stats"]["n_trainable_tokens"])
             if got != want:
-                return tally.bad("misscored", f"session {k} ({'planted' if planted else 'plain'}): "
-                                              f"(turns, budget stops, roots, trainable) {got} != {want}")
+                return tally.bad(
+                    "misscored",
+                    f"session {k} ({'planted' if planted else 'plain'}): "
+                    f"(turns, budget stops, roots, trainable) {got} != {want}",
+                )
             tally.done += 1
             tally.planted += planted
         except Exception as e:  # noqa: BLE001
@@ -209,22 +231,32 @@ def main(args) -> int:
         os.environ["DAGENT_COMMAND_TIMEOUT_S"] = str(args.command_timeout)
         load = argparse.Namespace(mcp="lean", calls=args.calls + 1, tool_workers=0)
         procs = [env_load.start_server(suite, server_port, args.episodes + 8, load)]
-        procs.append(subprocess.Popen([sys.executable, str(HERE / "capture_overhead.py"), "--serve", "stub",
-                                       "--port", str(stub_port)], stdout=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(HERE / "capture_overhead.py"), "--serve", "stub", "--port", str(stub_port)],
+                stdout=subprocess.DEVNULL,
+            )
+        )
         for _ in range(100):
             try:
                 httpx.post(f"http://127.0.0.1:{stub_port}/stub/delay", content=f"{args.delay},0.5", timeout=1)
                 break
             except httpx.HTTPError:
                 time.sleep(0.2)
-        proxy = subprocess.Popen([sys.executable, "-c", PROXY, f"http://127.0.0.1:{stub_port}", str(proxy_port),
-                                  str(tmp / "capture.db")], stdout=subprocess.PIPE, text=True)
+        proxy = subprocess.Popen(
+            [sys.executable, "-c", PROXY, f"http://127.0.0.1:{stub_port}", str(proxy_port), str(tmp / "capture.db")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         procs.append(proxy)
         try:
             assert proxy.stdout.readline().strip() == "ready"
-            print(f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-                  f"{args.episodes} episodes + {args.sessions} capture sessions in flight for {args.minutes} min; "
-                  f"every {args.fault_every}th planted; stub delay {args.delay:g} ms", flush=True)
+            print(
+                f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+                f"{args.episodes} episodes + {args.sessions} capture sessions in flight for {args.minutes} min; "
+                f"every {args.fault_every}th planted; stub delay {args.delay:g} ms",
+                flush=True,
+            )
             start = time.monotonic()
             stop_at = start + args.minutes * 60
             rss: list[tuple[float, float, float]] = []
@@ -242,8 +274,10 @@ def main(args) -> int:
             env_t, cap_t = Tally(), Tally()
 
             async def both() -> None:
-                await asyncio.gather(episodes(f"http://127.0.0.1:{server_port}", args.episodes, args, stop_at, env_t),
-                                     sessions(f"http://127.0.0.1:{proxy_port}", args.sessions, args, stop_at, cap_t))
+                await asyncio.gather(
+                    episodes(f"http://127.0.0.1:{server_port}", args.episodes, args, stop_at, env_t),
+                    sessions(f"http://127.0.0.1:{proxy_port}", args.sessions, args, stop_at, cap_t),
+                )
 
             asyncio.run(both())
             for t in direct_threads:
@@ -262,17 +296,24 @@ def main(args) -> int:
     pct = env_load.pct
     print(f"wall {wall:.0f} s (the window, then the episodes in flight finish)")
     for name, t in (("episodes", env_t), ("capture sessions", cap_t)):
-        print(f"{name:>16}: completed {t.done} ({t.planted} planted faults handled), lost {t.lost}, "
-              f"mis-scored {t.misscored}")
+        print(
+            f"{name:>16}: completed {t.done} ({t.planted} planted faults handled), lost {t.lost}, "
+            f"mis-scored {t.misscored}"
+        )
         for p in t.problems:
             print(f"{'':>18}{p}")
-    print(f"bash over HTTP: p50 {pct(env_t.lat, .5):.1f} ms p99 {pct(env_t.lat, .99):.1f} ms ({len(env_t.lat)} calls); "
-          f"direct sandbox.exec meanwhile: p50 {pct(direct_lat, .5):.1f} ms p99 {pct(direct_lat, .99):.1f} ms; "
-          f"overhead p50 {pct(env_t.lat, .5) - pct(direct_lat, .5):+.1f} ms p99 "
-          f"{pct(env_t.lat, .99) - pct(direct_lat, .99):+.1f} ms")
-    overhead_p99 = pct(env_t.lat, .99) - pct(direct_lat, .99)
-    target = ("none set (--max-p99-overhead-ms): reported, not judged" if args.max_p99_overhead_ms is None else
-              f"< {args.max_p99_overhead_ms:.0f} ms: {'met' if overhead_p99 < args.max_p99_overhead_ms else 'NOT met'}")
+    print(
+        f"bash over HTTP: p50 {pct(env_t.lat, 0.5):.1f} ms p99 {pct(env_t.lat, 0.99):.1f} ms ({len(env_t.lat)} calls); "
+        f"direct sandbox.exec meanwhile: p50 {pct(direct_lat, 0.5):.1f} ms p99 {pct(direct_lat, 0.99):.1f} ms; "
+        f"overhead p50 {pct(env_t.lat, 0.5) - pct(direct_lat, 0.5):+.1f} ms p99 "
+        f"{pct(env_t.lat, 0.99) - pct(direct_lat, 0.99):+.1f} ms"
+    )
+    overhead_p99 = pct(env_t.lat, 0.99) - pct(direct_lat, 0.99)
+    target = (
+        "none set (--max-p99-overhead-ms): reported, not judged"
+        if args.max_p99_overhead_ms is None
+        else f"< {args.max_p99_overhead_ms:.0f} ms: {'met' if overhead_p99 < args.max_p99_overhead_ms else 'NOT met'}"
+    )
     print(f"tool throughput {len(env_t.lat) / wall:.1f} bash calls/s over HTTP; p99 overhead target {target}")
     warm = 60.0 if args.minutes >= 4 else 0.0
     kept = [r for r in rss if r[0] >= warm] or rss
@@ -282,8 +323,10 @@ def main(args) -> int:
         first, last = statistics.median(r[i] for r in kept[:q]), statistics.median(r[i] for r in kept[-q:])
         ok = last <= first * 1.10 + 20
         flat &= ok
-        print(f"RSS {name}: first quarter {first:.0f} MiB, last quarter {last:.0f} MiB, max "
-              f"{max(r[i] for r in rss):.0f} MiB -> {'flat' if ok else 'GROWING'}")
+        print(
+            f"RSS {name}: first quarter {first:.0f} MiB, last quarter {last:.0f} MiB, max "
+            f"{max(r[i] for r in rss):.0f} MiB -> {'flat' if ok else 'GROWING'}"
+        )
     if args.plot:
         import matplotlib
 
@@ -300,12 +343,18 @@ def main(args) -> int:
         fig.tight_layout()
         fig.savefig(args.plot, dpi=120)
         print(f"plot: {args.plot}")
-    return verdict(lost=env_t.lost + cap_t.lost, misscored=env_t.misscored + cap_t.misscored, flat=flat,
-                   overhead_p99_ms=overhead_p99, max_p99_overhead_ms=args.max_p99_overhead_ms)
+    return verdict(
+        lost=env_t.lost + cap_t.lost,
+        misscored=env_t.misscored + cap_t.misscored,
+        flat=flat,
+        overhead_p99_ms=overhead_p99,
+        max_p99_overhead_ms=args.max_p99_overhead_ms,
+    )
 
 
-def verdict(*, lost: int, misscored: int, flat: bool, overhead_p99_ms: float,
-            max_p99_overhead_ms: float | None = None) -> int:
+def verdict(
+    *, lost: int, misscored: int, flat: bool, overhead_p99_ms: float, max_p99_overhead_ms: float | None = None
+) -> int:
     """The exit code: 1 when something was lost or mis-scored, or memory grew; latency only when a
     target was asked for. At saturation (every core busy with sandboxes) the p99 over direct exec is
     queueing for a core, not the server's cost: a fixed default target failed every healthy run here
@@ -326,8 +375,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--command-timeout", type=float, default=3.0, help="the server's command timeout (s)")
     p.add_argument("--delay", type=float, default=500.0, help="stub generation delay per call (ms)")
     p.add_argument("--plot", default="", help="write the RSS plot here (PNG)")
-    p.add_argument("--max-p99-overhead-ms", type=float, default=None,
-                   help="fail when the p99 bash latency over HTTP exceeds direct exec by this much (default: report only)")
+    p.add_argument(
+        "--max-p99-overhead-ms",
+        type=float,
+        default=None,
+        help="fail when the p99 bash latency over HTTP exceeds direct exec by this much (default: report only)",
+    )
     return p.parse_args()
 
 

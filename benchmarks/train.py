@@ -64,8 +64,10 @@ def table(steps: list[dict[str, float]]) -> str:
     rows.append(f"{'all':>4} {total:>8.1f} " + " ".join(f"{sums[p]:>13.2f}" for p in PHASES))
     rows.append(f"{'%':>4} {100.0:>8.1f} " + " ".join(f"{100 * sums[p] / total:>13.1f}" for p in PHASES))
     env = sums["env_overhead"] + sums["sandbox_setup"]
-    rows.append(f"environment share (overhead + sandbox set-up): {100 * env / total:.1f}% of a step "
-                f"(target < 10%); tools in the sandbox {100 * sums['sandbox_tools'] / total:.1f}%")
+    rows.append(
+        f"environment share (overhead + sandbox set-up): {100 * env / total:.1f}% of a step "
+        f"(target < 10%); tools in the sandbox {100 * sums['sandbox_tools'] / total:.1f}%"
+    )
     return "\n".join(rows)
 
 
@@ -93,13 +95,25 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=None, help="rollouts a step (groups x G; default: the preset's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
-    p.add_argument("--generation-dtype", default="auto", choices=["auto", "float32"],
-                   help="auto: bfloat16 generation on a CPU with native bfloat16; float32: as TRL does")
-    p.add_argument("--generator", default=None, choices=["transformers", "engine"],
-                   help="transformers: TRL's generate; engine: dagent's continuous batching over the same module "
-                        "(default: the preset's)")
-    p.add_argument("--gradient-checkpointing", default=None, choices=["on", "off"],
-                   help="recompute activations in the backward pass (default: the preset's)")
+    p.add_argument(
+        "--generation-dtype",
+        default="auto",
+        choices=["auto", "float32"],
+        help="auto: bfloat16 generation on a CPU with native bfloat16; float32: as TRL does",
+    )
+    p.add_argument(
+        "--generator",
+        default=None,
+        choices=["transformers", "engine"],
+        help="transformers: TRL's generate; engine: dagent's continuous batching over the same module "
+        "(default: the preset's)",
+    )
+    p.add_argument(
+        "--gradient-checkpointing",
+        default=None,
+        choices=["on", "off"],
+        help="recompute activations in the backward pass (default: the preset's)",
+    )
     p.add_argument("--from", dest="from_run", default=None, help="Print the split a finished run logged.")
     args = p.parse_args()
     if args.from_run:
@@ -112,35 +126,56 @@ def main() -> None:
     from dagent.tools.episode import close_all
     from dagent.train.grpo import build_trainer
 
-    given = {k: v for k, v in dict(num_generations=args.num_generations, per_device_train_batch_size=args.batch,
-                                   max_completion_length=args.max_completion_length,
-                                   generator=args.generator,
-                                   gradient_checkpointing=None if args.gradient_checkpointing is None
-                                   else args.gradient_checkpointing == "on").items() if v is not None}
-    recipe = WhiteboxRecipe.cpu(split=args.split, max_steps=args.steps, save_steps=10_000, seed=args.seed,
-                        generation_dtype=args.generation_dtype, **given)
+    given = {
+        k: v
+        for k, v in dict(
+            num_generations=args.num_generations,
+            per_device_train_batch_size=args.batch,
+            max_completion_length=args.max_completion_length,
+            generator=args.generator,
+            gradient_checkpointing=None if args.gradient_checkpointing is None else args.gradient_checkpointing == "on",
+        ).items()
+        if v is not None
+    }
+    recipe = WhiteboxRecipe.cpu(
+        split=args.split,
+        max_steps=args.steps,
+        save_steps=10_000,
+        seed=args.seed,
+        generation_dtype=args.generation_dtype,
+        **given,
+    )
     peft_config = None
     if args.lora:
         try:
             from peft import LoraConfig
         except ImportError as e:
-            raise SystemExit("--lora needs peft: .venv/bin/pip install peft==0.21.2 (not a dependency of dagent: "
-                             "LoRA measured slower than full fine-tuning on a CPU, see the module's docstring)") from e
-        peft_config = LoraConfig(r=args.lora, lora_alpha=2 * args.lora, target_modules="all-linear", task_type="CAUSAL_LM")
+            raise SystemExit(
+                "--lora needs peft: .venv/bin/pip install peft==0.21.2 (not a dependency of dagent: "
+                "LoRA measured slower than full fine-tuning on a CPU, see the module's docstring)"
+            ) from e
+        peft_config = LoraConfig(
+            r=args.lora, lora_alpha=2 * args.lora, target_modules="all-linear", task_type="CAUSAL_LM"
+        )
     with tempfile.TemporaryDirectory() as out:
         run = build_trainer(model_dir(args.model), load_tasks(None), recipe, out, force=True, peft_config=peft_config)
         try:
             run.trainer.train()
         finally:
             close_all()
-    print(f"{args.model}: {args.steps} steps, G={recipe.num_generations}, "
-          f"{recipe.max_completion_length} completion tokens, split {args.split}, generation {args.generation_dtype} by {recipe.generator}, "
-          f"gradient checkpointing {'on' if recipe.gradient_checkpointing else 'off'}, "
-          f"{f'LoRA rank {args.lora}' if args.lora else 'full fine-tuning'}")
+    print(
+        f"{args.model}: {args.steps} steps, G={recipe.num_generations}, "
+        f"{recipe.max_completion_length} completion tokens, split {args.split}, generation {args.generation_dtype} "
+        f"by {recipe.generator}, "
+        f"gradient checkpointing {'on' if recipe.gradient_checkpointing else 'off'}, "
+        f"{f'LoRA rank {args.lora}' if args.lora else 'full fine-tuning'}"
+    )
     print(table(run.timer.steps))
     rollouts = args.steps * recipe.per_device_train_batch_size
-    print(f"rollouts trained per hour: {3600 * rollouts / sum(s['step'] for s in run.timer.steps):.0f} "
-          f"({rollouts} rollouts, {recipe.per_device_train_batch_size} a step)")
+    print(
+        f"rollouts trained per hour: {3600 * rollouts / sum(s['step'] for s in run.timer.steps):.0f} "
+        f"({rollouts} rollouts, {recipe.per_device_train_batch_size} a step)"
+    )
     import resource
 
     print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")

@@ -69,8 +69,7 @@ def make_trace(shape: str, n: int, growth: int, completion: int, shared: bool, s
     length = 300
     for k in range(n):
         if shape == "rerender":  # system prompt kept, history re-rendered from token 40 on
-            prompt = ids(0, 40) + tuple(rng.randrange(300, 151_000) for _ in range(2)) + ids(
-                42, length)
+            prompt = ids(0, 40) + tuple(rng.randrange(300, 151_000) for _ in range(2)) + ids(42, length)
         else:
             prompt = ids(0, length)
         calls.append((prompt, ids(length, length + completion), 3))
@@ -85,35 +84,46 @@ def make_trace(shape: str, n: int, growth: int, completion: int, shared: bool, s
 def ours(calls):
     """Turns built from `array('I')` ids, the capture store's own form (outside the timing, as
     OpenEnv's TurnNodes are built outside its arm)."""
-    turns = [CapturedTurn(f"n{i}", "s", i, array("I", p), array("I", c), (-0.1,) * len(c),
-                          messages=SYSTEM, tools_offered=tools)
-             for i, (p, c, tools) in enumerate(calls)]
+    turns = [
+        CapturedTurn(
+            f"n{i}", "s", i, array("I", p), array("I", c), (-0.1,) * len(c), messages=SYSTEM, tools_offered=tools
+        )
+        for i, (p, c, tools) in enumerate(calls)
+    ]
 
     def run():
         trajectory = analyse(turns)
         trajectory.sequences()
         return trajectory
+
     return run
 
 
 def ours_converting(calls):
     """The same, timing the conversion too: ids arriving as Python int tuples (a JSON decode, an
     OpenEnv trace), each turn packed into `array('I')` on construction."""
+
     def run():
-        turns = [CapturedTurn(f"n{i}", "s", i, p, c, (-0.1,) * len(c), messages=SYSTEM,
-                              tools_offered=tools) for i, (p, c, tools) in enumerate(calls)]
+        turns = [
+            CapturedTurn(f"n{i}", "s", i, p, c, (-0.1,) * len(c), messages=SYSTEM, tools_offered=tools)
+            for i, (p, c, tools) in enumerate(calls)
+        ]
         trajectory = analyse(turns)
         trajectory.sequences()
         return trajectory
+
     return run
 
 
 def openenv_graph(calls):
     from openenv.core.harness.capture.graph import RolloutGraph, TurnNode
 
-    nodes = [TurnNode(node_id=f"n{i}", prompt_ids=list(p), sampled_ids=list(c),
-                      sampled_logprobs=[-0.1] * len(c), n_tools=tools)
-             for i, (p, c, tools) in enumerate(calls)]
+    nodes = [
+        TurnNode(
+            node_id=f"n{i}", prompt_ids=list(p), sampled_ids=list(c), sampled_logprobs=[-0.1] * len(c), n_tools=tools
+        )
+        for i, (p, c, tools) in enumerate(calls)
+    ]
 
     def run():
         graph = RolloutGraph()
@@ -122,6 +132,7 @@ def openenv_graph(calls):
         graph.stats()
         graph.sequences()
         return graph
+
     return run
 
 
@@ -136,10 +147,17 @@ def openenv_ingest(calls):
         for i, (prompt, sampled, logprobs, tools) in enumerate(payloads):
             index = graph.stats()["n_turns"]
             check_turn(prompt, sampled, logprobs, finish_reason="stop", index=index)
-            graph.add_turn(TurnNode(node_id=f"n{i}", prompt_ids=list(prompt),
-                                    sampled_ids=list(sampled), sampled_logprobs=list(logprobs),
-                                    n_tools=tools))
+            graph.add_turn(
+                TurnNode(
+                    node_id=f"n{i}",
+                    prompt_ids=list(prompt),
+                    sampled_ids=list(sampled),
+                    sampled_logprobs=list(logprobs),
+                    n_tools=tools,
+                )
+            )
         return graph
+
     return run
 
 
@@ -167,12 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per arm; min is kept")
     parser.add_argument("--shared-ints", action="store_true", help="reuse int objects across calls")
     parser.add_argument("--no-ingest", action="store_true", help="skip the CaptureServer ingest arm")
-    parser.add_argument("--budget", type=float, default=120.0,
-                        help="skip an OpenEnv arm predicted (cubic) to run longer than this (s)")
+    parser.add_argument(
+        "--budget", type=float, default=120.0, help="skip an OpenEnv arm predicted (cubic) to run longer than this (s)"
+    )
     args = parser.parse_args(argv)
 
-    print(f"{'shape':<10}{'calls':>6}{'context':>9}{'tokens':>12}{'ours s':>9}{'ns/tok':>8}"
-          f"{'+conv s':>9}{'graph s':>9}{'x':>7}{'x conv':>7}{'ingest s':>10}{'x':>7}  check")
+    print(
+        f"{'shape':<10}{'calls':>6}{'context':>9}{'tokens':>12}{'ours s':>9}{'ns/tok':>8}"
+        f"{'+conv s':>9}{'graph s':>9}{'x':>7}{'x conv':>7}{'ingest s':>10}{'x':>7}  check"
+    )
     for shape in args.shapes:
         sizes = args.rerender_sizes if shape == "rerender" else args.sizes
         last: dict[str, tuple[int, float]] = {}
@@ -195,18 +216,23 @@ def main(argv: list[str] | None = None) -> int:
                 cells[arm] = seconds
                 last[arm] = (n, seconds)
             stats = trajectory.stats
-            check = (f"samples={stats.samples_per_rollout} roots={stats.roots} "
-                     f"aux={stats.auxiliary_roots} openenv_roots="
-                     f"{len(graph.roots()) if graph is not None else '-'}")
+            check = (
+                f"samples={stats.samples_per_rollout} roots={stats.roots} "
+                f"aux={stats.auxiliary_roots} openenv_roots="
+                f"{len(graph.roots()) if graph is not None else '-'}"
+            )
 
             def fmt(value):
-                return (f"{value:>10.3f}{value / t_ours:>6.1f}x" if value is not None
-                        else f"{'skipped':>10}{'':>7}")
+                return f"{value:>10.3f}{value / t_ours:>6.1f}x" if value is not None else f"{'skipped':>10}{'':>7}"
+
             graph_s = cells["graph"]
             conv_x = f"{graph_s / t_conv:>6.1f}x" if graph_s is not None else f"{'':>7}"
-            print(f"{shape:<10}{len(calls):>6}{len(calls[-2 if shape == 'aux' else -1][0]):>9}"
-                  f"{tokens:>12}{t_ours:>9.3f}{t_ours / tokens * 1e9:>8.1f}{t_conv:>9.3f}"
-                  f"{fmt(graph_s)}{conv_x}{fmt(cells['ingest'])}  {check}", flush=True)
+            print(
+                f"{shape:<10}{len(calls):>6}{len(calls[-2 if shape == 'aux' else -1][0]):>9}"
+                f"{tokens:>12}{t_ours:>9.3f}{t_ours / tokens * 1e9:>8.1f}{t_conv:>9.3f}"
+                f"{fmt(graph_s)}{conv_x}{fmt(cells['ingest'])}  {check}",
+                flush=True,
+            )
             del calls, trajectory
             gc.collect()
     return 0

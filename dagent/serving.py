@@ -27,8 +27,16 @@ def free_port(prefer: int = 0) -> int:
 class ThreadedServer:
     """`with ThreadedServer(app) as s: httpx.get(s.url + "/health")`; uvicorn settings pass through."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int | None = None, log_level: str = "warning",
-                 sock: socket.socket | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_level: str = "warning",
+        sock: socket.socket | None = None,
+        **settings: Any,
+    ) -> None:
         """`sock`: a socket the caller bound already (its own options, its own bind error); the
         server listens on it instead of binding host:port."""
         self.app, self.host, self.port, self.sock = app, host, port or 0, sock
@@ -40,7 +48,11 @@ class ThreadedServer:
     def url(self) -> str:
         if not self.port or self._server is None:
             raise DagentError("the server is not serving: call start()")
-        return f"http://127.0.0.1:{self.port}" if self.host in ("0.0.0.0", "127.0.0.1") else f"http://{self.host}:{self.port}"
+        return (
+            f"http://127.0.0.1:{self.port}"
+            if self.host in ("0.0.0.0", "127.0.0.1")
+            else f"http://{self.host}:{self.port}"
+        )
 
     def start(self, timeout_s: float = 60.0) -> ThreadedServer:
         import uvicorn

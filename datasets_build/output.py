@@ -52,10 +52,14 @@ Each table keeps the licence its publisher states; see the table list below.
 """
 
 
-def report(tables: Sequence[dict], cands: Sequence[Candidate], dropped: Sequence,
-           dedup: DedupReport, splits: Mapping[str, Sequence[Task]]) -> dict:
-    counts = {s: {tier: sum(t.difficulty_tier == tier for t in ts) for tier in TIERS}
-              for s, ts in splits.items()}
+def report(
+    tables: Sequence[dict],
+    cands: Sequence[Candidate],
+    dropped: Sequence,
+    dedup: DedupReport,
+    splits: Mapping[str, Sequence[Task]],
+) -> dict:
+    counts = {s: {tier: sum(t.difficulty_tier == tier for t in ts) for tier in TIERS} for s, ts in splits.items()}
     every = [t for ts in splits.values() for t in ts]
     pairs = {s: len({(t.sources[0].table_id, t.template_id) for t in ts}) for s, ts in splits.items()}
     return {
@@ -70,13 +74,17 @@ def report(tables: Sequence[dict], cands: Sequence[Candidate], dropped: Sequence
         },
         "dedup": dedup.summary(),
         "dedup_report": {
-            "tasks_in": dedup.tasks_in, "tasks_out": dedup.tasks_out,
-            "duplicate_instructions": dedup.duplicate_instructions, "dropped_tasks": dedup.dropped_tasks,
+            "tasks_in": dedup.tasks_in,
+            "tasks_out": dedup.tasks_out,
+            "duplicate_instructions": dedup.duplicate_instructions,
+            "dropped_tasks": dedup.dropped_tasks,
             "conflicting_golds": dedup.conflicting_golds,
             "conflicts": [{"instruction": i, "golds": list(g)} for i, g in dedup.conflicts],
         },
         "answer_types": dict(sorted(Counter(t.answer_type for t in every).items())),
-        "sizing": {f"{c} cpu / {m} MB": n for (c, m), n in sorted(Counter((t.cpus, t.memory_mb) for t in every).items())},
+        "sizing": {
+            f"{c} cpu / {m} MB": n for (c, m), n in sorted(Counter((t.cpus, t.memory_mb) for t in every).items())
+        },
         "with_shell_example": sum(has_example(t.task_id) for t in every),
         "tables": list(tables),
         "packages": sorted({t["package"] for t in tables}),
@@ -87,11 +95,11 @@ def card(tables: Sequence[dict], rep: dict) -> str:
     lines = [CARD_HEAD, "## Counts", "", "| split | easy | medium | hard | total |", "|---|---|---|---|---|"]
     for s, tiers in rep["counts"].items():
         lines.append(f"| {s} | {tiers['easy']} | {tiers['medium']} | {tiers['hard']} | {rep['totals'][s]} |")
-    lines += ["", "## Tables", "", "| table | file | rows | package | origin | licence |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "## Tables", "", "| table | file | rows | package | origin | licence |", "|---|---|---|---|---|---|"]
     for t in tables:
-        lines.append(f"| {t['table_id']} | tables/{t['file']} | {t['rows']} | {t['package']} | "
-                     f"{t['origin']} | {t['licence']} |")
+        lines.append(
+            f"| {t['table_id']} | tables/{t['file']} | {t['rows']} | {t['package']} | {t['origin']} | {t['licence']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -103,13 +111,11 @@ def write(out_dir: Path, splits: Mapping[str, Sequence[Task]], rep: dict, tables
     quiet = datasets.utils.logging.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
-        dd = datasets.DatasetDict({s: datasets.Dataset.from_list([t.to_row() for t in ts])
-                                   for s, ts in splits.items()})
+        dd = datasets.DatasetDict({s: datasets.Dataset.from_list([t.to_row() for t in ts]) for s, ts in splits.items()})
         for s, ds in dd.items():
             ds.to_parquet(str(data / f"{s}-00000-of-00001.parquet"))
     finally:
         if quiet:
             datasets.enable_progress_bars()
     (out_dir / "README.md").write_text(card(tables, rep), encoding="utf-8")
-    (out_dir / "build_report.json").write_text(json.dumps(rep, indent=2, sort_keys=True) + "\n",
-                                               encoding="utf-8")
+    (out_dir / "build_report.json").write_text(json.dumps(rep, indent=2, sort_keys=True) + "\n", encoding="utf-8")

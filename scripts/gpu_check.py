@@ -89,22 +89,38 @@ def sft(device: str, out: Path) -> dict[str, Any]:
     path = tiny_qwen3()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     call = {"type": "function", "function": {"name": "submit_solution", "arguments": {"answer": "3"}}}
-    messages = [{"role": "user", "content": "How many data rows does /workdir/input/t.csv have?"},
-                {"role": "assistant", "content": "", "tool_calls": [call]},
-                {"role": "tool", "name": "submit_solution", "content": "submitted"},
-                {"role": "assistant", "content": "I submitted 3."}]  # the shape of dagent.train.sft.demonstration
+    messages = [
+        {"role": "user", "content": "How many data rows does /workdir/input/t.csv have?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "submit_solution", "content": "submitted"},
+        {"role": "assistant", "content": "I submitted 3."},
+    ]  # the shape of dagent.train.sft.demonstration
     row = tokenize_demonstration(messages, tokenizer, select("bash"), chat_template=trainer_chat_template(tokenizer))
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
     before = snapshot(model)
     cuda = device == "cuda"
-    trainer = sft_trainer(model, tokenizer, [row] * 4, output_dir=out, max_steps=2, batch_size=2, learning_rate=1e-3,
-                          save_steps=2, use_cpu=not cuda, bf16=cuda)
+    trainer = sft_trainer(
+        model,
+        tokenizer,
+        [row] * 4,
+        output_dir=out,
+        max_steps=2,
+        batch_size=2,
+        learning_rate=1e-3,
+        save_steps=2,
+        use_cpu=not cuda,
+        bf16=cuda,
+    )
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     changed = moved(before, trainer.model)
-    return {"ok": trainer.state.global_step == 2 and changed > 0 and (out / "checkpoint-2" / "optimizer.pt").is_file(),
-            "steps": trainer.state.global_step, "losses": losses, "tensors_changed": changed,
-            "device": str(next(trainer.model.parameters()).device)}
+    return {
+        "ok": trainer.state.global_step == 2 and changed > 0 and (out / "checkpoint-2" / "optimizer.pt").is_file(),
+        "steps": trainer.state.global_step,
+        "losses": losses,
+        "tensors_changed": changed,
+        "device": str(next(trainer.model.parameters()).device),
+    }
 
 
 def steered_run(device: str, out: Path, **recipe: Any) -> Any:
@@ -128,12 +144,26 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
     tasks = [t for t in demo_tasks(0) if t.gold == "3"]  # every train task's gold is 3: every group can split
     pq.write_table(pa.Table.from_pylist([t.to_row() for t in tasks]), root / "data" / "train-00000-of-00001.parquet")
     cuda = device == "cuda"
-    settings = dict(split="train", num_generations=4, per_device_train_batch_size=8, max_completion_length=192,
-                    output_chars=100, max_tool_calling_iterations=2, learning_rate=1e-3, warmup_steps=0,
-                    use_cpu=not cuda, bf16=False)
-    return build_trainer(path, load_tasks(root), WhiteboxRecipe.cpu(**{**settings, **recipe}), out / "grpo",
-                         backend=LocalBackend(base_dir=out / "sandboxes"),
-                         generation_kwargs={"sequence_bias": steer(tokenizer)})
+    settings = dict(
+        split="train",
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=192,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        use_cpu=not cuda,
+        bf16=False,
+    )
+    return build_trainer(
+        path,
+        load_tasks(root),
+        WhiteboxRecipe.cpu(**{**settings, **recipe}),
+        out / "grpo",
+        backend=LocalBackend(base_dir=out / "sandboxes"),
+        generation_kwargs={"sequence_bias": steer(tokenizer)},
+    )
 
 
 def direction(device: str, out: Path) -> dict[str, Any]:
@@ -158,8 +188,12 @@ def direction(device: str, out: Path) -> dict[str, Any]:
         caught = False
     except DirectionError:
         caught = True
-    return {"ok": real.follows() and caught, "real": real.summary(), "sign_fault_caught": caught,
-            "device": str(next(trainer.model.parameters()).device)}
+    return {
+        "ok": real.follows() and caught,
+        "real": real.summary(),
+        "sign_fault_caught": caught,
+        "device": str(next(trainer.model.parameters()).device),
+    }
 
 
 def learning(device: str, out: Path, minutes: float = 8.0) -> dict[str, Any]:
@@ -182,8 +216,13 @@ def learning(device: str, out: Path, minutes: float = 8.0) -> dict[str, Any]:
     rollouts = steps * run.trainer.args.per_device_train_batch_size
     for k, r in enumerate(rewards, 1):
         print(f"  step {k:3d} reward {r:.3f} " + "#" * int(r * 20), flush=True)
-    return {"ok": steps > 0 and bool(rewards), "steps": steps, "rollouts_per_hour": round(rollouts / seconds * 3600),
-            "rewards": rewards, "seconds": round(seconds, 1)}
+    return {
+        "ok": steps > 0 and bool(rewards),
+        "steps": steps,
+        "rollouts_per_hour": round(rollouts / seconds * 3600),
+        "rewards": rewards,
+        "seconds": round(seconds, 1),
+    }
 
 
 def grpo(device: str, out: Path) -> dict[str, Any]:
@@ -202,11 +241,28 @@ def grpo(device: str, out: Path) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     suite = load_tasks(write_suite(out / "suite"))
     cuda = device == "cuda"
-    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
-                        max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
-                        learning_rate=1e-3, warmup_steps=0, use_cpu=not cuda, bf16=cuda)
-    run = build_trainer(path, suite, recipe, out / "grpo", backend=LocalBackend(base_dir=out / "sandboxes"),
-                        generation_kwargs={"sequence_bias": steer(tokenizer)})
+    recipe = WhiteboxRecipe.cpu(
+        split="train",
+        max_steps=2,
+        save_steps=2,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=192,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        use_cpu=not cuda,
+        bf16=cuda,
+    )
+    run = build_trainer(
+        path,
+        suite,
+        recipe,
+        out / "grpo",
+        backend=LocalBackend(base_dir=out / "sandboxes"),
+        generation_kwargs={"sequence_bias": steer(tokenizer)},
+    )
     before = snapshot(run.trainer.model)
     try:
         run.trainer.train()
@@ -215,9 +271,14 @@ def grpo(device: str, out: Path) -> dict[str, Any]:
     changed = moved(before, run.trainer.model)
     rewards = [h.get("reward") for h in run.trainer.state.log_history if "reward" in h]
     ckpt = out / "grpo" / "checkpoint-2"
-    return {"ok": changed > 0 and (ckpt / "optimizer.pt").is_file(), "tensors_changed": changed, "rewards": rewards,
-            "device": str(next(run.trainer.model.parameters()).device), "bf16": bool(run.trainer.args.bf16),
-            "cuda": torch.cuda.is_available()}
+    return {
+        "ok": changed > 0 and (ckpt / "optimizer.pt").is_file(),
+        "tensors_changed": changed,
+        "rewards": rewards,
+        "device": str(next(run.trainer.model.parameters()).device),
+        "bf16": bool(run.trainer.args.bf16),
+        "cuda": torch.cuda.is_available(),
+    }
 
 
 def inprocess(device: str, out: Path) -> dict[str, Any]:
@@ -242,32 +303,47 @@ def inprocess(device: str, out: Path) -> dict[str, Any]:
             messages = [{"role": "user", "content": "Count the rows of /workdir/input/t.csv."}]
             with httpx.Client(timeout=300) as client:
                 for _ in range(2):  # an appending agent: the second call extends the first
-                    r = client.post(f"{session.base_url}/chat/completions", headers={
-                        "Authorization": f"Bearer {session.api_key}"}, json={
-                        "model": "tiny", "messages": messages, "max_tokens": 16})
+                    r = client.post(
+                        f"{session.base_url}/chat/completions",
+                        headers={"Authorization": f"Bearer {session.api_key}"},
+                        json={"model": "tiny", "messages": messages, "max_tokens": 16},
+                    )
                     r.raise_for_status()
-                    messages += [{"role": "assistant", "content": r.json()["choices"][0]["message"]["content"] or ""},
-                                 {"role": "user", "content": "Go on."}]
+                    messages += [
+                        {"role": "assistant", "content": r.json()["choices"][0]["message"]["content"] or ""},
+                        {"role": "user", "content": "Go on."},
+                    ]
             trajectory = capture.trajectory(session.session_id)
             capture.close_session(session.session_id)
     finally:
         engine.stop()
     chain = trajectory.chain_turns()
     first, second = (chain + [None, None])[:2]
-    appended = bool(first and second and list(second.prompt_token_ids or [])[: len(first.prompt_token_ids or [])]
-                    == list(first.prompt_token_ids or []))
+    appended = bool(
+        first
+        and second
+        and list(second.prompt_token_ids or [])[: len(first.prompt_token_ids or [])]
+        == list(first.prompt_token_ids or [])
+    )
     exact = all(t.prompt_token_ids is not None and logprobs_ok(t) for t in chain)
-    return {"ok": len(chain) == 2 and appended and exact, "chain": len(chain), "one_root": len(trajectory.roots) == 1,
-            "engine_ids_and_logprobs": exact, "second_extends_first": appended,
-            "completion_tokens": [len(t.completion_token_ids) for t in chain], "findings": [f.code for f in trajectory.findings],
-            "device": str(next(model.parameters()).device)}
+    return {
+        "ok": len(chain) == 2 and appended and exact,
+        "chain": len(chain),
+        "one_root": len(trajectory.roots) == 1,
+        "engine_ids_and_logprobs": exact,
+        "second_extends_first": appended,
+        "completion_tokens": [len(t.completion_token_ids) for t in chain],
+        "findings": [f.code for f in trajectory.findings],
+        "device": str(next(model.parameters()).device),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--stages", default="sft,grpo,inprocess",
-                        help="comma-separated: sft, grpo, inprocess, direction, learning")
+    parser.add_argument(
+        "--stages", default="sft,grpo,inprocess", help="comma-separated: sft, grpo, inprocess, direction, learning"
+    )
     parser.add_argument("--minutes", type=float, default=8.0, help="the learning stage's budget")
     args = parser.parse_args(argv)
     import torch
@@ -275,16 +351,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here: run with --device cpu", file=sys.stderr)
         return 2
-    print(f"gpu_check on {args.device}: torch {torch.__version__}"
-          + (f", {torch.cuda.get_device_name(0)}" if args.device == "cuda" else ""), flush=True)
-    stages = {"sft": sft, "grpo": grpo, "inprocess": inprocess, "direction": direction,
-              "learning": lambda device, out: learning(device, out, args.minutes)}
+    print(
+        f"gpu_check on {args.device}: torch {torch.__version__}"
+        + (f", {torch.cuda.get_device_name(0)}" if args.device == "cuda" else ""),
+        flush=True,
+    )
+    stages = {
+        "sft": sft,
+        "grpo": grpo,
+        "inprocess": inprocess,
+        "direction": direction,
+        "learning": lambda device, out: learning(device, out, args.minutes),
+    }
     with tempfile.TemporaryDirectory(prefix="dagent-gpu-check-") as tmp:
         for name in args.stages.split(","):
             timed(name, lambda name=name: stages[name](args.device, Path(tmp) / name))
     failed = [r["stage"] for r in RECEIPTS if not r["ok"]]
-    print(f"gpu_check: {len(RECEIPTS) - len(failed)} of {len(RECEIPTS)} receipts pass"
-          + (f"; failing: {', '.join(failed)}" if failed else ""))
+    print(
+        f"gpu_check: {len(RECEIPTS) - len(failed)} of {len(RECEIPTS)} receipts pass"
+        + (f"; failing: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -19,8 +19,14 @@ def pytest_collection_modifyitems(config, items):
     """`failure_mode("Fnn")` takes only a code registered in dagent/failures.py."""
     from dagent.failures import FAILURE_MODES
 
-    bad = sorted({f"{item.nodeid}: {mark.args!r}" for item in items for mark in item.iter_markers("failure_mode")
-                  if len(mark.args) != 1 or mark.args[0] not in FAILURE_MODES})
+    bad = sorted(
+        {
+            f"{item.nodeid}: {mark.args!r}"
+            for item in items
+            for mark in item.iter_markers("failure_mode")
+            if len(mark.args) != 1 or mark.args[0] not in FAILURE_MODES
+        }
+    )
     if bad:
         raise pytest.UsageError("failure_mode markers name codes not in dagent/failures.py:\n  " + "\n  ".join(bad))
 
@@ -32,8 +38,9 @@ def pytest_sessionstart(session):
 def pytest_collection_finish(session):
     """The fresh machines (tests/test_fresh_machine.py) start as soon as the run knows it has them:
     their ~13 minutes of downloads and builds overlap the rest of the run instead of following it."""
-    if not session.config.option.collectonly and any(item.path.name == "test_fresh_machine.py"
-                                                       for item in session.items):
+    if not session.config.option.collectonly and any(
+        item.path.name == "test_fresh_machine.py" for item in session.items
+    ):
         from tests.test_fresh_machine import MACHINES, start_machines
 
         session.config.stash[MACHINES] = start_machines()

@@ -11,8 +11,9 @@ from dagent.serving import free_port
 SOURCE = TableSource(table_id="demo/t", path="demo/t.csv", package="demo==0", origin="test", licence="CC0")
 
 
-def make_task(i: int = 0, *, level: int = 1, gold: str = "42", answer_type: str = "number",
-              instruction: str | None = None, **kw) -> Task:
+def make_task(
+    i: int = 0, *, level: int = 1, gold: str = "42", answer_type: str = "number", instruction: str | None = None, **kw
+) -> Task:
     fields = dict(
         task_id=f"demo.t{i}",
         instruction=instruction or f"Question {i}? Write only the value to /workdir/answer.txt.",
@@ -34,21 +35,40 @@ def make_task(i: int = 0, *, level: int = 1, gold: str = "42", answer_type: str 
 
 
 TABLE = "a,b\n1,2\n3,4\n5,6\n"
-SHELL_EXAMPLE = 'Write only that value to /workdir/answer.txt (e.g. `echo -n "<value>" > /workdir/answer.txt`), then stop.'
+SHELL_EXAMPLE = (
+    'Write only that value to /workdir/answer.txt (e.g. `echo -n "<value>" > /workdir/answer.txt`), then stop.'
+)
 
 
 def demo_tasks(offset: int = 0) -> list:
     return [
-        make_task(offset + 0, level=1, gold="3",
-                  instruction=f"[{offset}] How many data rows does /workdir/input/t.csv have? "
-                              "Write only the value to /workdir/answer.txt."),
-        make_task(offset + 1, level=2, gold="12",
-                  instruction=f"[{offset}] What is the sum of column b in /workdir/input/t.csv? {SHELL_EXAMPLE}"),
-        make_task(offset + 2, level=3, gold="3",
-                  instruction=f"[{offset}] What is the mean of column a in /workdir/input/t.csv? Submit just the number."),
-        make_task(offset + 3, level=1, gold="yes", answer_type="bool",
-                  instruction=f"[{offset}] Is the largest b equal to 6? Answer yes or no. "
-                              "Write only the value to /workdir/answer.txt."),
+        make_task(
+            offset + 0,
+            level=1,
+            gold="3",
+            instruction=f"[{offset}] How many data rows does /workdir/input/t.csv have? "
+            "Write only the value to /workdir/answer.txt.",
+        ),
+        make_task(
+            offset + 1,
+            level=2,
+            gold="12",
+            instruction=f"[{offset}] What is the sum of column b in /workdir/input/t.csv? {SHELL_EXAMPLE}",
+        ),
+        make_task(
+            offset + 2,
+            level=3,
+            gold="3",
+            instruction=f"[{offset}] What is the mean of column a in /workdir/input/t.csv? Submit just the number.",
+        ),
+        make_task(
+            offset + 3,
+            level=1,
+            gold="yes",
+            answer_type="bool",
+            instruction=f"[{offset}] Is the largest b equal to 6? Answer yes or no. "
+            "Write only the value to /workdir/answer.txt.",
+        ),
     ]
 
 
@@ -62,13 +82,16 @@ def write_suite(root: Path) -> Path:
     (root / "tables" / "demo" / "t.csv").write_text(TABLE)
     for k, split in enumerate(("train", "test", "eval")):
         tasks = demo_tasks(100 * k)[: 4 if split == "train" else 2]
-        pq.write_table(pa.Table.from_pylist([t.to_row() for t in tasks]),
-                       root / "data" / f"{split}-00000-of-00001.parquet")
+        pq.write_table(
+            pa.Table.from_pylist([t.to_row() for t in tasks]), root / "data" / f"{split}-00000-of-00001.parquet"
+        )
     return root
 
 
-SOLUTIONS = {"3": "import pandas as pd\nprint(len(pd.read_csv('/workdir/input/t.csv')))",
-             "12": "import pandas as pd\nprint(pd.read_csv('/workdir/input/t.csv')['b'].sum())"}
+SOLUTIONS = {
+    "3": "import pandas as pd\nprint(len(pd.read_csv('/workdir/input/t.csv')))",
+    "12": "import pandas as pd\nprint(pd.read_csv('/workdir/input/t.csv')['b'].sum())",
+}
 
 
 def write_solvable_suite(root: Path) -> Path:

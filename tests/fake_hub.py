@@ -136,8 +136,13 @@ class FakeHub:
 
         @app.get("/api/whoami-v2")
         async def whoami():
-            return {"type": "user", "name": self.user, "fullname": self.user, "orgs": [],
-                    "auth": {"type": "access_token", "accessToken": {"displayName": "fake", "role": "write"}}}
+            return {
+                "type": "user",
+                "name": self.user,
+                "fullname": self.user,
+                "orgs": [],
+                "auth": {"type": "access_token", "accessToken": {"displayName": "fake", "role": "write"}},
+            }
 
         @app.post("/api/repos/create")
         async def create_repo(request: Request):
@@ -148,8 +153,9 @@ class FakeHub:
             repo_id = f"{body.get('organization') or self.user}/{body['name']}"
             url = f"{base(request)}/{URL_PREFIX[repo_type]}{repo_id}"
             if (repo_type, repo_id) in self.repos:
-                return JSONResponse({"error": f"You already created this {repo_type} repo", "url": url},
-                                    status_code=409)
+                return JSONResponse(
+                    {"error": f"You already created this {repo_type} repo", "url": url}, status_code=409
+                )
             settings = {k: v for k, v in body.items() if k not in ("name", "organization", "type")}
             self.repos[(repo_type, repo_id)] = FakeRepo(repo_type, repo_id, settings)
             return {"url": url, "name": repo_id}
@@ -164,9 +170,13 @@ class FakeHub:
                 return repo
             if (bad := check_revision(revision)) is not None:
                 return bad
-            return {"id": repo.repo_id, "sha": repo.sha, "private": repo.settings.get("visibility") == "private",
-                    "siblings": [{"rfilename": p} for p in sorted(repo.files)], **(
-                        {"sdk": repo.settings["sdk"]} if "sdk" in repo.settings else {})}
+            return {
+                "id": repo.repo_id,
+                "sha": repo.sha,
+                "private": repo.settings.get("visibility") == "private",
+                "siblings": [{"rfilename": p} for p in sorted(repo.files)],
+                **({"sdk": repo.settings["sdk"]} if "sdk" in repo.settings else {}),
+            }
 
         @app.post("/api/{kind}/{namespace}/{name}/preupload/{revision:path}")
         async def preupload(kind: str, namespace: str, name: str, revision: str, request: Request):
@@ -176,9 +186,17 @@ class FakeHub:
             if (bad := check_revision(revision)) is not None:
                 return bad
             files = (await request.json())["files"]
-            return {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
-                               "oid": git_sha1(repo.files[f["path"]]) if f["path"] in repo.files else None}
-                              for f in files]}
+            return {
+                "files": [
+                    {
+                        "path": f["path"],
+                        "uploadMode": "regular",
+                        "shouldIgnore": False,
+                        "oid": git_sha1(repo.files[f["path"]]) if f["path"] in repo.files else None,
+                    }
+                    for f in files
+                ]
+            }
 
         @app.post("/api/{kind}/{namespace}/{name}/commit/{revision:path}")
         async def commit(kind: str, namespace: str, name: str, revision: str, request: Request):
@@ -219,10 +237,15 @@ class FakeHub:
                 return error(400, "the commit has no header with a summary")
             oid = hashlib.sha1(json.dumps([repo.sha, header, paths]).encode()).hexdigest()
             repo.files = files
-            repo.commits.append({"oid": oid, "summary": header["summary"],
-                                 "description": header.get("description", ""), "paths": paths})
-            return {"commitUrl": f"{base(request)}/{URL_PREFIX[repo.repo_type]}{repo.repo_id}/commit/{oid}",
-                    "commitOid": oid, "pullRequestUrl": None, "success": True}
+            repo.commits.append(
+                {"oid": oid, "summary": header["summary"], "description": header.get("description", ""), "paths": paths}
+            )
+            return {
+                "commitUrl": f"{base(request)}/{URL_PREFIX[repo.repo_type]}{repo.repo_id}/commit/{oid}",
+                "commitOid": oid,
+                "pullRequestUrl": None,
+                "success": True,
+            }
 
         @app.post("/api/validate-yaml")
         async def validate_yaml():
@@ -240,10 +263,13 @@ class FakeHub:
                 return error(404, f"Invalid rev id: {revision}", "RevisionNotFound")
             prefix = path.strip("/") + "/" if path.strip("/") else ""
             files = sorted(p for p in repo.files if p.startswith(prefix))
-            dirs = sorted({"/".join(p.split("/")[:k]) for p in files for k in range(1, p.count("/") + 1)}
-                          - ({prefix.rstrip("/")} if prefix else set()))
-            return [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in dirs if d.startswith(prefix)] + [
-                {"type": "file", "oid": git_sha1(repo.files[p]), "size": len(repo.files[p]), "path": p} for p in files]
+            dirs = sorted(
+                {"/".join(p.split("/")[:k]) for p in files for k in range(1, p.count("/") + 1)}
+                - ({prefix.rstrip("/")} if prefix else set())
+            )
+            return [
+                {"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in dirs if d.startswith(prefix)
+            ] + [{"type": "file", "oid": git_sha1(repo.files[p]), "size": len(repo.files[p]), "path": p} for p in files]
 
         @app.post("/api/spaces/{namespace}/{name}/secrets")
         @app.post("/api/spaces/{namespace}/{name}/variables")
@@ -264,8 +290,10 @@ class FakeHub:
                 return repo
             if request.method == "POST":
                 repo.settings["restarts"] = repo.settings.get("restarts", 0) + 1
-            return {"stage": "RUNNING" if repo.settings.get("restarts") else "BUILDING",
-                    "hardware": {"current": "cpu-basic", "requested": "cpu-basic"}}
+            return {
+                "stage": "RUNNING" if repo.settings.get("restarts") else "BUILDING",
+                "hardware": {"current": "cpu-basic", "requested": "cpu-basic"},
+            }
 
         @app.post("/api/{kind}/{namespace}/{name}/duplicate")
         async def duplicate(kind: str, namespace: str, name: str, request: Request):
@@ -285,19 +313,30 @@ class FakeHub:
             return {"url": f"{base(request)}/{URL_PREFIX[repo.repo_type]}{target}"}
 
         def job_info(job: dict[str, Any]) -> dict[str, Any]:
-            return {"id": job["id"], "createdAt": "2026-12-02T00:00:00Z", "owner": {"id": "u1", "name": job["ns"],
-                                                                                  "type": "user"},
-                    "dockerImage": job["spec"].get("dockerImage"), "command": job["spec"].get("command"),
-                    "arguments": job["spec"].get("arguments"), "environment": job["spec"].get("environment"),
-                    "secrets": sorted(job["spec"].get("secrets") or {}),  # names back, never values
-                    "flavor": job["spec"].get("flavor"), "labels": job["spec"].get("labels"),
-                    "status": {"stage": job["stage"], "message": None}}
+            return {
+                "id": job["id"],
+                "createdAt": "2026-12-02T00:00:00Z",
+                "owner": {"id": "u1", "name": job["ns"], "type": "user"},
+                "dockerImage": job["spec"].get("dockerImage"),
+                "command": job["spec"].get("command"),
+                "arguments": job["spec"].get("arguments"),
+                "environment": job["spec"].get("environment"),
+                "secrets": sorted(job["spec"].get("secrets") or {}),  # names back, never values
+                "flavor": job["spec"].get("flavor"),
+                "labels": job["spec"].get("labels"),
+                "status": {"stage": job["stage"], "message": None},
+            }
 
         @app.post("/api/jobs/{namespace}")
         async def run_job(namespace: str, request: Request):
             spec = await request.json()
-            job = {"id": f"job{len(self.jobs) + 1:04d}", "ns": namespace, "spec": spec, "stage": "COMPLETED",
-                   "logs": [f"uv run {' '.join(spec.get('command') or [])}", "done"]}
+            job = {
+                "id": f"job{len(self.jobs) + 1:04d}",
+                "ns": namespace,
+                "spec": spec,
+                "stage": "COMPLETED",
+                "logs": [f"uv run {' '.join(spec.get('command') or [])}", "done"],
+            }
             self.jobs[job["id"]] = job
             return job_info(job)
 
@@ -323,8 +362,11 @@ class FakeHub:
             files = self.buckets.get(f"{namespace}/{name}")
             if files is None:
                 return error(404, "Bucket not found")
-            return [{"type": "file", "path": p, "size": len(data), "xetHash": git_sha1(data)}
-                    for p, data in sorted(files.items()) if p.startswith(prefix)]
+            return [
+                {"type": "file", "path": p, "size": len(data), "xetHash": git_sha1(data)}
+                for p, data in sorted(files.items())
+                if p.startswith(prefix)
+            ]
 
         def resolve(kind: str, namespace: str, name: str, revision: str, path: str, head: bool) -> Response:
             repo = find(kind, namespace, name)
@@ -339,12 +381,15 @@ class FakeHub:
             return Response(b"" if head else data, headers=headers, media_type="application/octet-stream")
 
         for prefix, kind in (("/datasets", "datasets"), ("/spaces", "spaces"), ("", "models")):
+
             def make(kind: str = kind):
                 async def get_file(namespace: str, name: str, revision: str, path: str, request: Request):
                     return resolve(kind, namespace, name, revision, path, request.method == "HEAD")
+
                 return get_file
 
-            app.add_api_route(prefix + "/{namespace}/{name}/resolve/{revision}/{path:path}", make(),
-                              methods=["GET", "HEAD"])
+            app.add_api_route(
+                prefix + "/{namespace}/{name}/resolve/{revision}/{path:path}", make(), methods=["GET", "HEAD"]
+            )
 
         return app

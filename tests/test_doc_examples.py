@@ -19,8 +19,11 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, re.S | re.M)
 
 
-BLOCKS = [(page.relative_to(ROOT).as_posix(), i, code) for page in PAGES
-          for i, code in enumerate(python_blocks(page.read_text()))]
+BLOCKS = [
+    (page.relative_to(ROOT).as_posix(), i, code)
+    for page in PAGES
+    for i, code in enumerate(python_blocks(page.read_text()))
+]
 
 
 def test_the_readme_holds_an_example_of_each_loop_and_every_block_is_found():

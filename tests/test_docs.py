@@ -24,8 +24,12 @@ def mkdocs_build(config: Path, site: Path):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_docs_build_strict_and_a_broken_link_fails_the_build(tmp_path):
@@ -70,8 +74,21 @@ def test_the_readme_is_a_landing_page_with_the_two_commands_and_the_picture():
     assert "](docs/images/flow.svg)" in readme
     svg = ET.parse(ROOT / "docs" / "images" / "flow.svg").getroot()
     words = " ".join(t.text or "" for t in svg.iter() if t.tag.endswith("text"))
-    assert all(step in words for step in ("task", "sandbox", "agent / engine", "capture", "trajectory", "grade",
-                                          "reward", "trainer or report", "white-box", "black-box"))
+    assert all(
+        step in words
+        for step in (
+            "task",
+            "sandbox",
+            "agent / engine",
+            "capture",
+            "trajectory",
+            "grade",
+            "reward",
+            "trainer or report",
+            "white-box",
+            "black-box",
+        )
+    )
     linked = set(re.findall(r"\]\(docs/([a-z_]+\.md)", readme))
     assert {"index.md", "architecture.md", "concepts.md", "results.md"} <= linked
 
@@ -92,4 +109,6 @@ def test_the_readmes_links_into_docs_reach_a_page_and_a_heading():
         if anchor:
             headings = {slug(h) for h in re.findall(r"^#+ (.+)$", (ROOT / path).read_text(), re.M)}
             assert anchor in headings, (path, anchor, sorted(headings))
-    assert slug("The black-box warm start: the harness's own format") == "the-black-box-warm-start-the-harnesss-own-format"
+    assert (
+        slug("The black-box warm start: the harness's own format") == "the-black-box-warm-start-the-harnesss-own-format"
+    )

@@ -43,10 +43,16 @@ def test_unknown_code_is_a_key_error_that_names_the_registry():
 
 
 def test_the_marker_refuses_an_unregistered_code(pytester):
-    pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text().replace("from tests.factories import write_suite\n", "")
-                          .replace('pytest_plugins = ["pytester"]\n', ""))
+    pytester.makeconftest(
+        (ROOT / "tests" / "conftest.py")
+        .read_text()
+        .replace("from tests.factories import write_suite\n", "")
+        .replace('pytest_plugins = ["pytester"]\n', "")
+    )
     pytester.makeini("[pytest]\nmarkers =\n    failure_mode(code): planted fault\n")
-    pytester.makepyfile(test_planted='import pytest\n\n@pytest.mark.failure_mode("F99")\ndef test_x():\n    assert True\n')
+    pytester.makepyfile(
+        test_planted='import pytest\n\n@pytest.mark.failure_mode("F99")\ndef test_x():\n    assert True\n'
+    )
     result = pytester.runpytest_inprocess()
     assert result.ret not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)  # refused, not run
     result.stderr.fnmatch_lines(["*failure_mode markers name codes not in dagent/failures.py*", "*test_x*F99*"])

@@ -58,8 +58,14 @@ class Machine:
 
     def __init__(self, dist: str) -> None:
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen(["bash", "scripts/fresh_machine.sh"], cwd=ROOT, stdout=self.out,
-                                     stderr=self.err, text=True, env={**os.environ, "DIST": dist, "LIMIT": "20"})
+        self.proc = subprocess.Popen(
+            ["bash", "scripts/fresh_machine.sh"],
+            cwd=ROOT,
+            stdout=self.out,
+            stderr=self.err,
+            text=True,
+            env={**os.environ, "DIST": dist, "LIMIT": "20"},
+        )
 
     def result(self, timeout_s: float = 2700) -> tuple[int, str, str]:
         try:

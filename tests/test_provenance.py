@@ -62,7 +62,9 @@ def test_an_evaluation_records_it_and_a_void_run_drops_out(suite, backend, tmp_p
     run_eval(suite, "train", OracleAgent(), backend, workers=1, out_dir=other)
     r = CliRunner().invoke(app, ["eval", "compare", str(out), str(other)])
     assert isinstance(r.exception, ConfigError) and "is void" in str(r.exception)
-    r = CliRunner().invoke(app, ["eval", "compare", str(out), str(other), "--include-void", "--out", str(tmp_path / "cmp")])
+    r = CliRunner().invoke(
+        app, ["eval", "compare", str(out), str(other), "--include-void", "--out", str(tmp_path / "cmp")]
+    )
     assert r.exit_code == 0, r.output
 
 

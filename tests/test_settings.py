@@ -16,8 +16,12 @@ from dagent.errors import ConfigError
 from dagent.settings import PASSED_TO_PROCESSES, VARIABLES, BlackboxServerSettings, WhiteboxServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [*sorted((ROOT / "dagent").rglob("*.py")), ROOT / "app.py", *sorted((ROOT / "spaces").rglob("*.py")),
-           *sorted((ROOT / "jobs").glob("*.py"))]
+SOURCES = [
+    *sorted((ROOT / "dagent").rglob("*.py")),
+    ROOT / "app.py",
+    *sorted((ROOT / "spaces").rglob("*.py")),
+    *sorted((ROOT / "jobs").glob("*.py")),
+]
 
 
 def direct_reads(path: Path, text: str | None = None) -> list[str]:
@@ -33,8 +37,9 @@ def direct_reads(path: Path, text: str | None = None) -> list[str]:
         return None
 
     def environ_like(node: ast.AST) -> bool:
-        return ((isinstance(node, ast.Attribute) and node.attr == "environ")
-                or (isinstance(node, ast.Name) and node.id in ("environ", "env")))
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id in ("environ", "env")
+        )
 
     for node in ast.walk(tree):
         name = None
@@ -54,10 +59,15 @@ def test_no_module_reads_a_setting_but_dagent_settings():
 
 
 def test_the_scanner_names_a_planted_direct_read():
-    planted = ('import os\nx = os.environ.get("DAGENT_SUITE")\ny = os.environ["PORT"]\nz = os.getenv("DAGENT_NEW")\n'
-               'os.environ["DAGENT_PROJECT_URL"] = "set, not read"\nw = os.environ.get("DAGENT_TOOL_ARGS")\n')
+    planted = (
+        'import os\nx = os.environ.get("DAGENT_SUITE")\ny = os.environ["PORT"]\nz = os.getenv("DAGENT_NEW")\n'
+        'os.environ["DAGENT_PROJECT_URL"] = "set, not read"\nw = os.environ.get("DAGENT_TOOL_ARGS")\n'
+    )
     assert direct_reads(Path("planted.py"), planted) == [
-        "planted.py:2 DAGENT_SUITE", "planted.py:3 PORT", "planted.py:4 DAGENT_NEW"]
+        "planted.py:2 DAGENT_SUITE",
+        "planted.py:3 PORT",
+        "planted.py:4 DAGENT_NEW",
+    ]
 
 
 def test_every_listed_variable_is_documented_and_the_page_names_no_other():
@@ -71,8 +81,10 @@ def test_every_listed_variable_is_documented_and_the_page_names_no_other():
 
 
 def test_read_takes_empty_as_unset_and_refuses_an_unlisted_name():
-    assert settings.read("DAGENT_SANDBOX", {}) == "local" and settings.read("DAGENT_SANDBOX", {"DAGENT_SANDBOX": ""}) \
-        == "local"
+    assert (
+        settings.read("DAGENT_SANDBOX", {}) == "local"
+        and settings.read("DAGENT_SANDBOX", {"DAGENT_SANDBOX": ""}) == "local"
+    )
     assert settings.read("DAGENT_SANDBOX", {"DAGENT_SANDBOX": "e2b"}) == "e2b"
     assert settings.read("DAGENT_SUITE", {}) is None
     with pytest.raises(ConfigError, match="DAGENT_NOPE is not a listed setting: add it to dagent.settings.VARIABLES"):
@@ -80,17 +92,30 @@ def test_read_takes_empty_as_unset_and_refuses_an_unlisted_name():
 
 
 def test_each_server_reads_its_settings_once_into_a_record():
-    white = WhiteboxServerSettings.from_env({"DAGENT_MAX_EPISODES": "8", "DAGENT_COMMAND_TIMEOUT_S": "2.5",
-                                             "DAGENT_TOOLS": "bash", "DAGENT_SANDBOX": "e2b"})
-    assert (white.max_episodes, white.command_timeout_s, white.tools, white.sandbox, white.max_steps) == \
-        (8, 2.5, "bash", "e2b", None)
+    white = WhiteboxServerSettings.from_env(
+        {"DAGENT_MAX_EPISODES": "8", "DAGENT_COMMAND_TIMEOUT_S": "2.5", "DAGENT_TOOLS": "bash", "DAGENT_SANDBOX": "e2b"}
+    )
+    assert (white.max_episodes, white.command_timeout_s, white.tools, white.sandbox, white.max_steps) == (
+        8,
+        2.5,
+        "bash",
+        "e2b",
+        None,
+    )
     assert WhiteboxServerSettings.from_env({}) == WhiteboxServerSettings()
     with pytest.raises(ConfigError, match="DAGENT_MAX_EPISODES='many' is not a whole number"):
         WhiteboxServerSettings.from_env({"DAGENT_MAX_EPISODES": "many"})
-    black = BlackboxServerSettings.from_env({"DAGENT_ENGINE_URL": "http://e:1/v1", "DAGENT_STEPS": "9",
-                                             "DAGENT_PRESET": "cpu", "SPACE_HOST": "me.hf.space"})
-    assert (black.engine_url, black.model, black.steps, black.preset, black.max_rollouts, black.space_host) == \
-        ("http://e:1/v1", None, 9, "cpu", 16, "me.hf.space")
+    black = BlackboxServerSettings.from_env(
+        {"DAGENT_ENGINE_URL": "http://e:1/v1", "DAGENT_STEPS": "9", "DAGENT_PRESET": "cpu", "SPACE_HOST": "me.hf.space"}
+    )
+    assert (black.engine_url, black.model, black.steps, black.preset, black.max_rollouts, black.space_host) == (
+        "http://e:1/v1",
+        None,
+        9,
+        "cpu",
+        16,
+        "me.hf.space",
+    )
     with pytest.raises(ConfigError, match="DAGENT_ENGINE_URL is not set"):
         BlackboxServerSettings.from_env({})
     assert settings.listen({"PORT": "7860"}) == {"host": "0.0.0.0", "port": 7860, "log_level": "info"}

@@ -21,8 +21,9 @@ def test_the_typed_rooms_check_clean():
 
 def test_a_planted_type_error_is_caught(tmp_path):
     planted = tmp_path / "reward.py"
-    planted.write_text((ROOT / "dagent/core/reward.py").read_text(encoding="utf-8") + '\nx: int = "planted"\n',
-                       encoding="utf-8")
+    planted.write_text(
+        (ROOT / "dagent/core/reward.py").read_text(encoding="utf-8") + '\nx: int = "planted"\n', encoding="utf-8"
+    )
     r = mypy("--config-file", str(ROOT / "pyproject.toml"), str(planted))
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-3000:]

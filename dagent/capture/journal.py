@@ -81,9 +81,10 @@ class Journal:
 
     def opened(self, state: SessionState) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO sessions (session_id, max_model_calls, metadata, created) "
-                             "VALUES (?, ?, ?, ?)", (state.session_id, state.max_model_calls,
-                                                     json.dumps(state.metadata), state.created))
+            self._db.execute(
+                "INSERT OR REPLACE INTO sessions (session_id, max_model_calls, metadata, created) VALUES (?, ?, ?, ?)",
+                (state.session_id, state.max_model_calls, json.dumps(state.metadata), state.created),
+            )
 
     def closed(self, session_id: str) -> None:
         with self._lock:
@@ -95,24 +96,38 @@ class Journal:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, rec.seq, _pack(prompt, "I"), _pack(rec.completion or (), "I") or b"",
-                 _pack(rec.logprobs, "d"), rec.finish_reason, json.dumps(rec.messages),
-                 None if rec.tools is None else json.dumps(rec.tools), json.dumps(rec.metadata)))
+                (
+                    session_id,
+                    rec.seq,
+                    _pack(prompt, "I"),
+                    _pack(rec.completion or (), "I") or b"",
+                    _pack(rec.logprobs, "d"),
+                    rec.finish_reason,
+                    json.dumps(rec.messages),
+                    None if rec.tools is None else json.dumps(rec.tools),
+                    json.dumps(rec.metadata),
+                ),
+            )
 
     def counted(self, state: SessionState) -> None:
         counters = {name: getattr(state, name) for name in COUNTERS}
         counters.update(engine_errors=state.engine_errors, overridden=state.overridden)
         with self._lock:
-            self._db.execute("UPDATE sessions SET counters = ? WHERE session_id = ?",
-                             (json.dumps(counters), state.session_id))
+            self._db.execute(
+                "UPDATE sessions SET counters = ? WHERE session_id = ?", (json.dumps(counters), state.session_id)
+            )
 
     def reopen(self) -> list[SessionState]:
         """Every session not closed, with its counters and its calls (compacted as live ones)."""
         with self._lock:
-            sessions = self._db.execute("SELECT session_id, max_model_calls, metadata, created, counters "
-                                        "FROM sessions WHERE closed = 0 ORDER BY created").fetchall()
-            turns = self._db.execute("SELECT t.* FROM turns t JOIN sessions s USING (session_id) "
-                                     "WHERE s.closed = 0 ORDER BY t.session_id, t.seq").fetchall()
+            sessions = self._db.execute(
+                "SELECT session_id, max_model_calls, metadata, created, counters "
+                "FROM sessions WHERE closed = 0 ORDER BY created"
+            ).fetchall()
+            turns = self._db.execute(
+                "SELECT t.* FROM turns t JOIN sessions s USING (session_id) "
+                "WHERE s.closed = 0 ORDER BY t.session_id, t.seq"
+            ).fetchall()
         by_session: dict[str, list[tuple]] = {}
         for row in turns:
             by_session.setdefault(row[0], []).append(row)
@@ -126,9 +141,16 @@ class Journal:
             state.engine_errors = list(saved.get("engine_errors", []))
             state.overridden = dict(saved.get("overridden", {}))
             for _, seq, prompt, completion, logprobs, finish, messages, tools, meta in by_session.get(sid, []):
-                rec = TurnRecord(seq, (None, 0, _unpack(prompt, "I")), _unpack(completion, "I"),
-                                 _unpack(logprobs, "d"), finish, json.loads(messages),
-                                 None if tools is None else json.loads(tools), json.loads(meta))
+                rec = TurnRecord(
+                    seq,
+                    (None, 0, _unpack(prompt, "I")),
+                    _unpack(completion, "I"),
+                    _unpack(logprobs, "d"),
+                    finish,
+                    json.loads(messages),
+                    None if tools is None else json.loads(tools),
+                    json.loads(meta),
+                )
                 state.records.append(rec)
                 state.compact(rec)
             if state.records:  # a call recorded after the last counters were saved still counts

@@ -32,17 +32,23 @@ class Forwarder:
     """The data plane: one authenticated chat call from an agent to the engine and back, recorded.
     Lives on the serving event loop (the engine connection pool is made there on first use)."""
 
-    def __init__(self, upstream: str, sampling: Sampling, *, model: str | None,
-                 max_output_tokens: int | None, max_connections: int, timeout_s: float) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        sampling: Sampling,
+        *,
+        model: str | None,
+        max_output_tokens: int | None,
+        max_connections: int,
+        timeout_s: float,
+    ) -> None:
         self.upstream, self.sampling, self.model = upstream, sampling, model
-        self.max_output_tokens, self.max_connections, self.timeout_s = (
-            max_output_tokens, max_connections, timeout_s)
+        self.max_output_tokens, self.max_connections, self.timeout_s = (max_output_tokens, max_connections, timeout_s)
         self._engine: EngineClient | None = None
 
     def engine(self) -> EngineClient:
         if self._engine is None:
-            self._engine = EngineClient(self.upstream, max_connections=self.max_connections,
-                                        timeout_s=self.timeout_s)
+            self._engine = EngineClient(self.upstream, max_connections=self.max_connections, timeout_s=self.timeout_s)
         return self._engine
 
     def close(self) -> None:
@@ -59,14 +65,14 @@ class Forwarder:
             return
         await wire.respond(send, response.status, content)
 
-    async def chat(self, state: SessionState, headers: list[tuple[bytes, bytes]], raw: bytes,
-                   send: Any) -> None:
+    async def chat(self, state: SessionState, headers: list[tuple[bytes, bytes]], raw: bytes, send: Any) -> None:
         seq = state.next_seq()
         base = state.metadata.get(wire.SAMPLING_SEED)
         seed = call_seed(base, seq) if type(base) is int else None
         try:
-            prepared = wire.prepare(raw, self.sampling, model=self.model,
-                                    max_output_tokens=self.max_output_tokens, seed=seed)
+            prepared = wire.prepare(
+                raw, self.sampling, model=self.model, max_output_tokens=self.max_output_tokens, seed=seed
+            )
         except wire.WireError as e:
             await wire.respond(send, e.status, wire.error_body(str(e), e.err_type, e.status))
             return
@@ -75,9 +81,12 @@ class Forwarder:
             await self._stop(prepared, send)
             return
         state.model_calls += 1
-        meta = {"harness_session_id": wire.header(headers, b"x-session-id") or prepared.harness_session_id,
-                "sampling_params": {**self.sampling.as_request(), **({"seed": seed} if seed is not None else {})},
-                "requested_sampling_params": prepared.requested_sampling, "stream": prepared.stream}
+        meta = {
+            "harness_session_id": wire.header(headers, b"x-session-id") or prepared.harness_session_id,
+            "sampling_params": {**self.sampling.as_request(), **({"seed": seed} if seed is not None else {})},
+            "requested_sampling_params": prepared.requested_sampling,
+            "stream": prepared.stream,
+        }
         try:
             response = await self.engine().request("POST", "/chat/completions", prepared.body)
         except EngineError as e:
@@ -104,18 +113,23 @@ class Forwarder:
         await wire.respond(send, 200, content)  # the engine's bytes, verbatim
         state.compact(record)
 
-    async def _stream(self, state: SessionState, seq: int, prepared: wire.Prepared,
-                      meta: dict[str, Any], response: Response, send: Any) -> None:
+    async def _stream(
+        self,
+        state: SessionState,
+        seq: int,
+        prepared: wire.Prepared,
+        meta: dict[str, Any],
+        response: Response,
+        send: Any,
+    ) -> None:
         capture, started, record = wire.StreamCapture(), False, None
         try:
             if response.status != 200:
-                await self._engine_status(state, seq, prepared, send, response.status,
-                                          await response.read())
+                await self._engine_status(state, seq, prepared, send, response.status, await response.read())
                 return
             async for piece in response.stream():
                 if not started:
-                    await send({"type": "http.response.start", "status": 200,
-                                "headers": wire.SSE_HEADERS})
+                    await send({"type": "http.response.start", "status": 200, "headers": wire.SSE_HEADERS})
                     started = True
                 capture.feed(piece)
                 if capture.done and record is None:  # the end: record before the agent reads it
@@ -138,27 +152,39 @@ class Forwarder:
             state.compact(record)
 
     @staticmethod
-    def _record(state: SessionState, seq: int, capture: wire.StreamCapture, prepared: wire.Prepared,
-                meta: dict[str, Any]) -> TurnRecord:
+    def _record(
+        state: SessionState, seq: int, capture: wire.StreamCapture, prepared: wire.Prepared, meta: dict[str, Any]
+    ) -> TurnRecord:
         call = capture.call()
         meta["response_message"] = call.message
         return state.add(seq, call, prepared, meta)
 
     @staticmethod
-    async def _failed(state: SessionState, seq: int, send: Any, err_type: str, message: str,
-                      status: int = 502, body: bytes | None = None) -> None:
+    async def _failed(
+        state: SessionState,
+        seq: int,
+        send: Any,
+        err_type: str,
+        message: str,
+        status: int = 502,
+        body: bytes | None = None,
+    ) -> None:
         """Record a failed call and give the agent its named error."""
         state.engine_errors.append({"seq": seq, "type": err_type, "status": status, "message": message})
         await wire.respond(send, status, body or wire.error_body(message, err_type, status))
 
     async def _stop(self, prepared: wire.Prepared, send: Any) -> None:
         """The terminal answer the proxy gives itself, in the shape the agent asked for."""
-        await wire.respond(send, 200, wire.budget_stop(prepared.model or self.model or "capture",
-                                                       prepared.stream),
-                           wire.SSE_HEADERS if prepared.stream else wire.JSON_HEADERS)
+        await wire.respond(
+            send,
+            200,
+            wire.budget_stop(prepared.model or self.model or "capture", prepared.stream),
+            wire.SSE_HEADERS if prepared.stream else wire.JSON_HEADERS,
+        )
 
-    async def _engine_status(self, state: SessionState, seq: int, prepared: wire.Prepared, send: Any,
-                             status: int, content: bytes) -> None:
+    async def _engine_status(
+        self, state: SessionState, seq: int, prepared: wire.Prepared, send: Any, status: int, content: bytes
+    ) -> None:
         """A non-200 engine answer. A context overflow ends the agent's loop with the terminal stop
         (OpenEnv's rule: the rollout is graded on what it has, not lost); another 4xx (about the
         agent's request) goes to it as it is; a 5xx becomes 502 `engine_error`."""
@@ -167,7 +193,14 @@ class Forwarder:
             state.context_stops += 1
             await self._stop(prepared, send)
         elif 400 <= status < 500:
-            await self._failed(state, seq, send, "engine_rejected",
-                               f"the engine refused the call ({status}): {detail}", status, content or None)
+            await self._failed(
+                state,
+                seq,
+                send,
+                "engine_rejected",
+                f"the engine refused the call ({status}): {detail}",
+                status,
+                content or None,
+            )
         else:
             await self._failed(state, seq, send, "engine_error", f"the engine failed ({status}): {detail}")

@@ -96,10 +96,12 @@ def check_reachable(url: str, backend: SandboxBackend) -> None:
             f"the capture proxy would be advertised as {url} to {backend.name} sandboxes, which run on "
             "another machine and cannot reach this host's loopback or private network: every rollout "
             "would make zero model calls. Set DAGENT_CAPTURE_PUBLIC_URL (publish=...public_url) to a "
-            "URL those sandboxes can reach, or use publish mode 'gradio' for a tunnel (F08)")
+            "URL those sandboxes can reach, or use publish mode 'gradio' for a tunnel (F08)"
+        )
 
 
 # --------------------------------------------------------------------------- the socket bridge
+
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
@@ -112,8 +114,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _splice(r1: asyncio.StreamReader, w1: asyncio.StreamWriter,
-                  r2: asyncio.StreamReader, w2: asyncio.StreamWriter) -> None:
+async def _splice(
+    r1: asyncio.StreamReader, w1: asyncio.StreamWriter, r2: asyncio.StreamReader, w2: asyncio.StreamWriter
+) -> None:
     try:
         await asyncio.gather(_pipe(r1, w2), _pipe(r2, w1))
     finally:
@@ -126,8 +129,7 @@ class SocketBridge:
     `host:port` (the capture proxy). One bridge serves every sandbox; the session key in each
     request keeps rollouts apart."""
 
-    def __init__(self, host: str, port: int, directory: str | Path | None = None, *,
-                 other_uids: bool = False) -> None:
+    def __init__(self, host: str, port: int, directory: str | Path | None = None, *, other_uids: bool = False) -> None:
         """`other_uids`: sandboxes connect as uids other than this process's (the local backend's
         `mountns` tier): the directory becomes 0711 (enter, not list) and the socket 0666."""
         self.host, self.port, self.other_uids = host, port, other_uids
@@ -173,6 +175,7 @@ class SocketBridge:
     def stop(self) -> None:
         loop = self._loop
         if loop is not None and loop.is_running():
+
             async def close() -> None:
                 if self._server is not None:
                     self._server.close()
@@ -194,18 +197,21 @@ class SocketBridge:
 #: own 127.0.0.1:PORT and splices each connection to the bound Unix socket.
 #: The shell side of the forwarder, shared by every harness's launch script (the script has set
 #: `$ctl`, where forward.py was staged): start it when `DAGENT_FORWARD_SOCKET` is set, wait for its
-#: ready file (exit 97 naming its log if it dies or takes over 20 s); after the agent, stop it and
+#: ready file (exit 97 naming its log if it dies or takes over 2 minutes); after the agent, stop it and
 #: exit with the agent's code.
 FORWARD_START = r"""fwd=
 if [ -n "${DAGENT_FORWARD_SOCKET:-}" ]; then
   python3 "$ctl/forward.py" "$DAGENT_FORWARD_SOCKET" "$DAGENT_FORWARD_PORT" "$ctl/forward.ready" \
     2>"$ctl/forward.log" &
   fwd=$!
-  i=0  # at least 2 minutes (2,400 x 50 ms): a loaded machine can take seconds to start a Python; a dead one ends at once
+  # at least 2 minutes (2,400 x 50 ms): a loaded machine can take seconds to start a Python; a dead one ends at once
+  i=0
   while [ ! -e "$ctl/forward.ready" ]; do
     i=$((i + 1))
     if [ "$i" -gt 2400 ] || ! kill -0 "$fwd" 2>/dev/null; then
-      echo "dagent: the capture forwarder did not start (after $i waits of 50 ms):" >&2; cat "$ctl/forward.log" >&2; exit 97
+      echo "dagent: the capture forwarder did not start (after $i waits of 50 ms):" >&2
+      cat "$ctl/forward.log" >&2
+      exit 97
     fi
     sleep 0.05
   done
@@ -215,7 +221,7 @@ if [ -n "$fwd" ]; then kill "$fwd" 2>/dev/null; fi
 exit $rc
 """
 
-FORWARDER_SOURCE = '''\
+FORWARDER_SOURCE = """\
 import asyncio, sys
 SOCK, PORT, READY = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 async def pipe(r, w):
@@ -247,10 +253,11 @@ async def main():
     async with server:
         await server.serve_forever()
 asyncio.run(main())
-'''
+"""
 
 
 # --------------------------------------------------------------------------- tunnels
+
 
 class Tunnel(Protocol):
     def start(self, host: str, port: int) -> str: ...  # returns the public base URL
@@ -268,14 +275,16 @@ class GradioTunnel:
         try:
             from gradio import networking, tunneling
         except ImportError as e:
-            raise PublishError("gradio is not installed: `pip install gradio`, or set "
-                               "DAGENT_CAPTURE_PUBLIC_URL to a URL you published") from e
+            raise PublishError(
+                "gradio is not installed: `pip install gradio`, or set DAGENT_CAPTURE_PUBLIC_URL to a URL you published"
+            ) from e
         payload = httpx.get(networking.GRADIO_API_SERVER, timeout=10).json()[0]
         cert = Path(tempfile.gettempdir(), f"dagent-gradio-{os.getpid()}", "certificate.pem")
         cert.parent.mkdir(parents=True, exist_ok=True)
         cert.write_text(payload["root_ca"])
-        self._tunnel = tunneling.Tunnel(payload["host"], int(payload["port"]), host, port,
-                                        secrets.token_urlsafe(32), str(cert))
+        self._tunnel = tunneling.Tunnel(
+            payload["host"], int(payload["port"]), host, port, secrets.token_urlsafe(32), str(cert)
+        )
         return self._tunnel.start_tunnel()
 
     def stop(self) -> None:
@@ -304,11 +313,14 @@ def start_bounded(tunnel: Tunnel, host: str, port: int, timeout_s: float) -> str
         raise TunnelStartTimeout(
             f"the {type(tunnel).__name__} tunnel to {host}:{port} did not start within {timeout_s:.0f}s "
             "(tunnel_start_timeout): rollouts would queue behind it. Set DAGENT_CAPTURE_PUBLIC_URL to a "
-            "URL you published, or use publish mode 'direct' for local sandboxes (F09)")
+            "URL you published, or use publish mode 'direct' for local sandboxes (F09)"
+        )
     if "error" in box:
-        raise PublishError(f"the {type(tunnel).__name__} tunnel to {host}:{port} failed after "
-                           f"{time.monotonic() - started:.1f}s (tunnel_start_failed): {box['error']}. Set "
-                           "DAGENT_CAPTURE_PUBLIC_URL to a URL you published instead") from box["error"]
+        raise PublishError(
+            f"the {type(tunnel).__name__} tunnel to {host}:{port} failed after "
+            f"{time.monotonic() - started:.1f}s (tunnel_start_failed): {box['error']}. Set "
+            "DAGENT_CAPTURE_PUBLIC_URL to a URL you published instead"
+        ) from box["error"]
     url = str(box.get("url") or "")
     if not url.startswith(("http://", "https://")):
         raise PublishError(f"the tunnel returned no URL ({url!r})")
@@ -317,16 +329,27 @@ def start_bounded(tunnel: Tunnel, host: str, port: int, timeout_s: float) -> str
 
 # --------------------------------------------------------------------------- the publisher
 
+
 class Publisher:
     """Resolves, once, the URL `backend`'s sandboxes reach the proxy at `host:port` by."""
 
-    def __init__(self, backend: SandboxBackend, host: str, port: int, *, mode: str = "direct",
-                 public_url: str | None = None, tunnel: Tunnel | None = None,
-                 tunnel_timeout_s: float = DEFAULT_TUNNEL_TIMEOUT_S,
-                 bridge_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        host: str,
+        port: int,
+        *,
+        mode: str = "direct",
+        public_url: str | None = None,
+        tunnel: Tunnel | None = None,
+        tunnel_timeout_s: float = DEFAULT_TUNNEL_TIMEOUT_S,
+        bridge_dir: str | Path | None = None,
+    ) -> None:
         if mode not in MODES:
-            raise ConfigError(f"unknown publish mode {mode!r}: use one of {', '.join(MODES)} "
-                              "(an explicit public_url wins over either); set DAGENT_CAPTURE_PUBLISH")
+            raise ConfigError(
+                f"unknown publish mode {mode!r}: use one of {', '.join(MODES)} "
+                "(an explicit public_url wins over either); set DAGENT_CAPTURE_PUBLISH"
+            )
         self.backend, self.host, self.port, self.mode = backend, host, port, mode
         self.public_url = public_url or None
         self.tunnel_timeout_s = tunnel_timeout_s
@@ -346,8 +369,12 @@ class Publisher:
         return self.bridge.directory if self.bridge is not None else None
 
     def needs_bridge(self) -> bool:
-        return (self.public_url is None and self.mode == "direct" and not self.backend.remote
-                and getattr(self.backend, "loopback_only", False))
+        return (
+            self.public_url is None
+            and self.mode == "direct"
+            and not self.backend.remote
+            and getattr(self.backend, "loopback_only", False)
+        )
 
     def start(self) -> Reach:
         if self.public_url:
@@ -362,20 +389,25 @@ class Publisher:
             check_reachable(f"http://{self.host}:{self.port}", self.backend)  # raises (F08)
             self.reach = Reach(self._v1(f"http://{self.host}:{self.port}"), "loopback")
         elif self.needs_bridge():
-            self.bridge = SocketBridge(self.host, self.port, self._bridge_dir,
-                                       other_uids=getattr(self.backend, "agent_uid_isolation", False)).start()
-            self.reach = Reach(f"http://127.0.0.1:{SANDBOX_PORT}/v1", "bridge",
-                               f"{SANDBOX_SOCKET_DIR}/{SOCKET_NAME}", SANDBOX_PORT)
+            self.bridge = SocketBridge(
+                self.host, self.port, self._bridge_dir, other_uids=getattr(self.backend, "agent_uid_isolation", False)
+            ).start()
+            self.reach = Reach(
+                f"http://127.0.0.1:{SANDBOX_PORT}/v1", "bridge", f"{SANDBOX_SOCKET_DIR}/{SOCKET_NAME}", SANDBOX_PORT
+            )
         else:
             self.reach = Reach(self._v1(f"http://{self.host}:{self.port}"), "loopback")
         if getattr(self.backend, "loopback_only", False) and not self.backend.remote and self.reach.how != "bridge":
             url, self.reach = self.reach.base_url, None
             self.stop()
-            raise ConfigError(f"local bubblewrap sandboxes have loopback only: they cannot reach {url}, and every "
-                              "rollout would make zero model calls. Use publish mode 'direct' (the socket bridge) "
-                              "and no public URL for local sandboxes (F08)")
-        _LOG.info("capture proxy published to %s sandboxes as %s (%s)", self.backend.name,
-                  self.reach.base_url, self.reach.how)
+            raise ConfigError(
+                f"local bubblewrap sandboxes have loopback only: they cannot reach {url}, and every "
+                "rollout would make zero model calls. Use publish mode 'direct' (the socket bridge) "
+                "and no public URL for local sandboxes (F08)"
+            )
+        _LOG.info(
+            "capture proxy published to %s sandboxes as %s (%s)", self.backend.name, self.reach.base_url, self.reach.how
+        )
         return self.reach
 
     def stop(self, *, on_stop: Callable[[str], None] | None = None) -> None:
@@ -424,6 +456,8 @@ def verify_reach(backend: SandboxBackend, reach: Reach, timeout_s: float = 60.0)
     with backend.create(Resources(timeout_s=timeout_s)) as sandbox:
         r = sandbox.exec(f"python3 -c {shlex.quote(_REACH_PROBE)} {shlex.quote(reach.base_url)}", timeout_s=timeout_s)
     if r.exit_code != 0 or "reached" not in r.stdout:
-        raise EgressError(f"a {backend.name} sandbox cannot reach the capture proxy at {reach.base_url} ({reach.how}): "
-                          f"{(r.stderr or r.stdout).strip()[-200:]}; allow the sandbox's egress to that host (and check "
-                          "the URL answers from outside this machine), or every rollout makes zero model calls (F45)")
+        raise EgressError(
+            f"a {backend.name} sandbox cannot reach the capture proxy at {reach.base_url} ({reach.how}): "
+            f"{(r.stderr or r.stdout).strip()[-200:]}; allow the sandbox's egress to that host (and check "
+            "the URL answers from outside this machine), or every rollout makes zero model calls (F45)"
+        )

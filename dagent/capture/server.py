@@ -86,11 +86,21 @@ class CaptureServer:
     """The proxy: an ASGI app (mount it anywhere) that `start()` serves from a background thread;
     also a context manager. The session methods are safe to call from any thread."""
 
-    def __init__(self, upstream_url: str, *, sampling: Sampling = DEFAULT_SAMPLING,
-                 admin_token: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 model: str | None = None, max_output_tokens: int | None = 8192,
-                 max_connections: int = 1024, timeout_s: float = 900.0,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, journal: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        upstream_url: str,
+        *,
+        sampling: Sampling = DEFAULT_SAMPLING,
+        admin_token: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str | None = None,
+        max_output_tokens: int | None = 8192,
+        max_connections: int = 1024,
+        timeout_s: float = 900.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        journal: str | Path | None = None,
+    ) -> None:
         """upstream_url: the engine's OpenAI root (`http://h:p` gets `/v1`). sampling: pinned on
         every call (the trainer's, F05). admin_token: what the session routes require (None: a random
         one, read it as `.admin_token`). port 0: a free one. model: the served model name sent in
@@ -109,9 +119,14 @@ class CaptureServer:
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.instance = uuid.uuid4().hex
-        self.forwarder = Forwarder(self.upstream, sampling, model=model,
-                                   max_output_tokens=max_output_tokens,
-                                   max_connections=max_connections, timeout_s=timeout_s)
+        self.forwarder = Forwarder(
+            self.upstream,
+            sampling,
+            model=model,
+            max_output_tokens=max_output_tokens,
+            max_connections=max_connections,
+            timeout_s=timeout_s,
+        )
         self._sessions: dict[str, SessionState] = {}
         self._lock = threading.Lock()
         self.journal: Journal | None = None
@@ -146,11 +161,14 @@ class CaptureServer:
             sock.bind((self.host, self.port))
         except OSError as e:
             sock.close()
-            raise CaptureError(f"cannot bind the capture proxy to {self.host}:{self.port} ({e}): "
-                               "pass another port, or port=0 for a free one") from e
+            raise CaptureError(
+                f"cannot bind the capture proxy to {self.host}:{self.port} ({e}): "
+                "pass another port, or port=0 for a free one"
+            ) from e
         self.port = sock.getsockname()[1]
-        self._server = ThreadedServer(self, host=self.host, sock=sock, access_log=False, lifespan="on",
-                                      timeout_keep_alive=75, backlog=4096)
+        self._server = ThreadedServer(
+            self, host=self.host, sock=sock, access_log=False, lifespan="on", timeout_keep_alive=75, backlog=4096
+        )
         try:
             self._server.start(timeout_s)
         except DagentError as e:
@@ -171,13 +189,17 @@ class CaptureServer:
         self.stop()
 
     # -- sessions -----------------------------------------------------------------------------
-    def open_session(self, max_model_calls: int | None = None, *, metadata: dict[str, Any] | None = None,
-                     session_id: str | None = None) -> Session:
+    def open_session(
+        self,
+        max_model_calls: int | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
         """A new rollout: give the agent `base_url` and `api_key`. max_model_calls: calls forwarded
         to the engine before the proxy answers a terminal stop itself (None: unlimited)."""
         if max_model_calls is not None and (type(max_model_calls) is not int or max_model_calls < 1):
-            raise ConfigError(f"max_model_calls must be a positive int, or None for unlimited; got "
-                              f"{max_model_calls!r}")
+            raise ConfigError(f"max_model_calls must be a positive int, or None for unlimited; got {max_model_calls!r}")
         sid = session_id or f"s{secrets.token_hex(12)}"
         if not isinstance(sid, str) or not SESSION_ID.fullmatch(sid):
             raise ConfigError(f"session_id must match {SESSION_ID.pattern} (OpenEnv's rule); got {sid!r}")
@@ -193,8 +215,10 @@ class CaptureServer:
     def _state(self, session_id: str) -> SessionState:
         state = self._sessions.get(session_id)
         if state is None:
-            raise CaptureError(f"no open capture session {session_id!r}: open_session() first (a "
-                               "closed session's turns are what close_session returned)")
+            raise CaptureError(
+                f"no open capture session {session_id!r}: open_session() first (a "
+                "closed session's turns are what close_session returned)"
+            )
         return state
 
     def session_ids(self) -> list[str]:
@@ -206,9 +230,17 @@ class CaptureServer:
 
     def stats(self, session_id: str) -> CaptureStats:
         s = self._state(session_id)
-        return CaptureStats(s.session_id, s.requests, s.model_calls, len(s.records), s.budget_stops,
-                            s.context_stops, s.max_model_calls, len(s.engine_errors),
-                            round(time.time() - s.last_activity, 3))
+        return CaptureStats(
+            s.session_id,
+            s.requests,
+            s.model_calls,
+            len(s.records),
+            s.budget_stops,
+            s.context_stops,
+            s.max_model_calls,
+            len(s.engine_errors),
+            round(time.time() - s.last_activity, 3),
+        )
 
     def trajectory(self, session_id: str, fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> Trajectory:
         """`dagent.trajectory.analyse` of the session; pass the trainer's fork threshold."""
@@ -218,16 +250,15 @@ class CaptureServer:
         """The proxy's own findings (budget stops, engine errors, replaced sampling), then the
         trajectory analysis'."""
         state = self._state(session_id)
-        return [*session_findings(state, self.sampling),
-                *analyse(state.turns(), fork_threshold_tokens).findings]
+        return [*session_findings(state, self.sampling), *analyse(state.turns(), fork_threshold_tokens).findings]
 
-    def rollout_document(self, session_id: str, *, include_messages: bool = False,
-                         fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> dict[str, Any]:
+    def rollout_document(
+        self, session_id: str, *, include_messages: bool = False, fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD
+    ) -> dict[str, Any]:
         """OpenEnv's rollout document (`GET /sessions/{id}/rollout`), built by `dagent.trajectory.export`, with
         the proxy's counts and findings; a fatal proxy finding makes it untrainable."""
         state = self._state(session_id)
-        doc = to_rollout_document(analyse(state.turns(), fork_threshold_tokens),
-                                  include_messages=include_messages)
+        doc = to_rollout_document(analyse(state.turns(), fork_threshold_tokens), include_messages=include_messages)
         proxy = session_findings(state, self.sampling)
         doc["session_id"] = session_id
         doc["metadata"] = {**state.metadata, **doc["metadata"], "capture": asdict(self.stats(session_id))}
@@ -237,8 +268,9 @@ class CaptureServer:
             doc["trainable"] = False
         return doc
 
-    def trace_entries(self, session_id: str,
-                      fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> list[dict[str, Any]]:
+    def trace_entries(
+        self, session_id: str, fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD
+    ) -> list[dict[str, Any]]:
         """OpenEnv `TraceEntry` dicts of the agent chain (what TRL's loop-owning worker reads)."""
         return to_trace_entries(self.trajectory(session_id, fork_threshold_tokens))
 
@@ -269,20 +301,28 @@ class CaptureServer:
         path, method = scope["path"], scope["method"]
         root = scope.get("root_path") or ""
         if root and path.startswith(root):  # mounted under a prefix (the black-box Space's /capture)
-            path = path[len(root):] or "/"
+            path = path[len(root) :] or "/"
             scope = {**scope, "path": path}
         if method == "POST" and path in CHAT_PATHS:
             key = wire.api_key(scope["headers"])
             state = self._sessions.get(key) if key else None
             if state is None:
-                await wire.respond(send, 401, wire.error_body(
-                    "unknown API key: give the agent a live capture session id as its API key "
-                    "(CaptureServer.open_session or POST /sessions)", "invalid_request_error", 401,
-                    "invalid_api_key"))
+                await wire.respond(
+                    send,
+                    401,
+                    wire.error_body(
+                        "unknown API key: give the agent a live capture session id as its API key "
+                        "(CaptureServer.open_session or POST /sessions)",
+                        "invalid_request_error",
+                        401,
+                        "invalid_api_key",
+                    ),
+                )
                 return
             try:
-                raw = await wire.read_body(receive, self.max_body_bytes, scope["headers"],
-                                           "CaptureServer(max_body_bytes=...)")
+                raw = await wire.read_body(
+                    receive, self.max_body_bytes, scope["headers"], "CaptureServer(max_body_bytes=...)"
+                )
             except wire.WireError as e:  # 413: nothing forwarded, nothing recorded
                 state.rejected_bodies += 1
                 if self.journal is not None:
@@ -301,24 +341,39 @@ class CaptureServer:
         elif path == "/sessions" or path.startswith("/sessions/"):
             await self._admin(scope, receive, send)
         else:
-            await wire.respond(send, 404, wire.error_body(
-                f"{method} {path} is not served: the capture proxy speaks OpenAI chat completions "
-                f"({CHAT_PATHS[0]}, {MODELS_PATHS[0]}) and the /sessions admin routes",
-                "not_found_error", 404))
+            await wire.respond(
+                send,
+                404,
+                wire.error_body(
+                    f"{method} {path} is not served: the capture proxy speaks OpenAI chat completions "
+                    f"({CHAT_PATHS[0]}, {MODELS_PATHS[0]}) and the /sessions admin routes",
+                    "not_found_error",
+                    404,
+                ),
+            )
 
     def _health(self) -> dict[str, Any]:
-        return {"status": "ok", "instance": self.instance, "upstream": self.upstream,
-                "engine": "unknown", "model": self.model, "sessions": len(self._sessions),
-                "require_registered": True, "capture_level": "tokens", "rollout_type": "train",
-                "sampling": self.sampling.as_request()}
+        return {
+            "status": "ok",
+            "instance": self.instance,
+            "upstream": self.upstream,
+            "engine": "unknown",
+            "model": self.model,
+            "sessions": len(self._sessions),
+            "require_registered": True,
+            "capture_level": "tokens",
+            "rollout_type": "train",
+            "sampling": self.sampling.as_request(),
+        }
 
     # -- OpenEnv's session routes -------------------------------------------------------------
     async def _admin(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         offered = wire.api_key(scope["headers"]) or ""
         raw = await wire.read_body(receive)
         if not secrets.compare_digest(offered.encode(), self.admin_token.encode()):
-            await wire.respond(send, 401, wire.error_body("this route requires the capture admin key",
-                                                          "invalid_request_error", 401))
+            await wire.respond(
+                send, 401, wire.error_body("this route requires the capture admin key", "invalid_request_error", 401)
+            )
             return
         method, parts = scope["method"], scope["path"].strip("/").split("/")
         query = parse_qs(scope.get("query_string", b"").decode())
@@ -337,18 +392,18 @@ class CaptureServer:
                 if self.journal is not None and body["deleted"]:
                     self.journal.closed(sid)
             elif parts[2:] == ["rollout"] and method == "GET":
-                status, body = 200, await asyncio.to_thread(self.rollout_document, sid,
-                                                            include_messages=messages)
+                status, body = 200, await asyncio.to_thread(self.rollout_document, sid, include_messages=messages)
             elif parts[2:] == ["trace_entries"] and method == "GET":
                 trajectory = await asyncio.to_thread(self.trajectory, sid)
                 if trajectory.fatal:  # OpenEnv's contract: refuse, never hand back empty token rows
-                    status, body = 409, {"error": "; ".join(map(str, trajectory.fatal)),
-                                         "session_id": sid}
+                    status, body = 409, {"error": "; ".join(map(str, trajectory.fatal)), "session_id": sid}
                 else:
                     status, body = 200, {"session_id": sid, "entries": to_trace_entries(trajectory)}
             else:
-                status, body = 404, {"error": {"message": f"no admin route {method} {scope['path']}",
-                                               "type": "not_found_error"}}
+                status, body = (
+                    404,
+                    {"error": {"message": f"no admin route {method} {scope['path']}", "type": "not_found_error"}},
+                )
         except CaptureError:
             status, body = 404, {"error": "unknown session"}
         except (ConfigError, ValueError) as e:
@@ -361,22 +416,30 @@ class CaptureServer:
             raise RequestRejected("the body must be a JSON object")
         unknown = set(payload) - SESSION_FIELDS
         if unknown:
-            raise RequestRejected(f"unsupported session fields {sorted(unknown)}: sampling is pinned by the "
-                             "server from dagent.core.sampling and the engine is the server's; send only "
-                             f"{sorted(SESSION_FIELDS)}")
+            raise RequestRejected(
+                f"unsupported session fields {sorted(unknown)}: sampling is pinned by the "
+                "server from dagent.core.sampling and the engine is the server's; send only "
+                f"{sorted(SESSION_FIELDS)}"
+            )
         budget, metadata = payload.get("max_model_calls", 0), payload.get("metadata") or {}
         if type(budget) is not int or budget < 0:
             raise RequestRejected("max_model_calls must be a non-negative integer (0: unlimited)")
         if not isinstance(metadata, dict):
             raise RequestRejected("metadata must be a JSON object")
         try:
-            session = self.open_session(budget or None, metadata=metadata,
-                                        session_id=payload.get("session_id"))
+            session = self.open_session(budget or None, metadata=metadata, session_id=payload.get("session_id"))
         except CaptureError as e:
             raise RequestRejected(str(e)) from e
-        return {"session_id": session.session_id, "capture_level": "tokens", "rollout_type": "train",
-                "max_model_calls": budget, "llm_url": self.upstream, "model": self.model,
-                "base_url": session.base_url, "api_key": session.api_key}
+        return {
+            "session_id": session.session_id,
+            "capture_level": "tokens",
+            "rollout_type": "train",
+            "max_model_calls": budget,
+            "llm_url": self.upstream,
+            "model": self.model,
+            "base_url": session.base_url,
+            "api_key": session.api_key,
+        }
 
     def _summaries(self) -> list[dict[str, Any]]:
         out = []
@@ -385,18 +448,31 @@ class CaptureServer:
                 status = self._status(sid)
             except CaptureError:
                 continue  # closed meanwhile
-            out.append({"session_id": sid, "turns": status["n_turns"], "roots": status["n_roots"],
-                        "idle_s": status["idle_s"], "upstream_errors": status["upstream_errors"],
-                        **state.metadata})
+            out.append(
+                {
+                    "session_id": sid,
+                    "turns": status["n_turns"],
+                    "roots": status["n_roots"],
+                    "idle_s": status["idle_s"],
+                    "upstream_errors": status["upstream_errors"],
+                    **state.metadata,
+                }
+            )
         return out
 
     def _status(self, session_id: str) -> dict[str, Any]:
         stats, trajectory = self.stats(session_id), self.trajectory(session_id)
         parents = {link.parent_id for link in trajectory.links if link is not None and link.kind != FORK}
-        return {"session_id": session_id, "idle_s": round(stats.idle_s, 1),
-                "upstream_errors": stats.engine_errors, "n_turns": len(trajectory.turns),
-                "n_roots": len(trajectory.roots), "n_leaves": len(trajectory.turns) - len(parents),
-                "n_forks": trajectory.stats.fork, "n_discarded": trajectory.stats.discarded_turns,
-                "model_calls": stats.model_calls,
-                "budget_stop_count": stats.budget_stops + stats.context_stops,
-                "max_model_calls": stats.max_model_calls or 0}
+        return {
+            "session_id": session_id,
+            "idle_s": round(stats.idle_s, 1),
+            "upstream_errors": stats.engine_errors,
+            "n_turns": len(trajectory.turns),
+            "n_roots": len(trajectory.roots),
+            "n_leaves": len(trajectory.turns) - len(parents),
+            "n_forks": trajectory.stats.fork,
+            "n_discarded": trajectory.stats.discarded_turns,
+            "model_calls": stats.model_calls,
+            "budget_stop_count": stats.budget_stops + stats.context_stops,
+            "max_model_calls": stats.max_model_calls or 0,
+        }

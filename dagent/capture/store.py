@@ -131,8 +131,16 @@ class SessionState:
 
     def add(self, seq: int, call: EngineCall, prepared: Prepared, metadata: dict[str, Any]) -> TurnRecord:
         """Record one engine answer as it came (cheap); `compact` it once the agent has its answer."""
-        rec = TurnRecord(seq, (None, 0, call.prompt_ids), call.completion_ids, call.logprobs,
-                         call.finish_reason, prepared.messages, prepared.tools, metadata)
+        rec = TurnRecord(
+            seq,
+            (None, 0, call.prompt_ids),
+            call.completion_ids,
+            call.logprobs,
+            call.finish_reason,
+            prepared.messages,
+            prepared.tools,
+            metadata,
+        )
         self.records.append(rec)
         if self.journal is not None:  # durable before the agent can read its answer
             self.journal.recorded(self.session_id, rec)
@@ -153,13 +161,14 @@ class SessionState:
         prompt = _ids(rec.prompt[2])
         if self._recent:
             prev = self._recent[-1][0]
-            rec.messages = [p if i < len(prev.messages) and (p := prev.messages[i]) == m else m
-                            for i, m in enumerate(rec.messages)]
+            rec.messages = [
+                p if i < len(prev.messages) and (p := prev.messages[i]) == m else m for i, m in enumerate(rec.messages)
+            ]
             if rec.tools is not None and rec.tools == prev.tools:
                 rec.tools = prev.tools
         if prompt is None:
             rec.prompt = (None, 0, None)
-            self._recent = [*self._recent[-BASE_CANDIDATES + 1:], (rec, array("I"))]
+            self._recent = [*self._recent[-BASE_CANDIDATES + 1 :], (rec, array("I"))]
             return
         best, best_len = None, 0
         for base, held in self._recent:
@@ -167,7 +176,7 @@ class SessionState:
             if n > best_len:
                 best, best_len = base, n
         rec.prompt = (best, best_len, prompt[best_len:]) if best_len >= MIN_SHARED else (None, 0, prompt)
-        self._recent = [*self._recent[-BASE_CANDIDATES + 1:], (rec, prompt + rec.completion)]
+        self._recent = [*self._recent[-BASE_CANDIDATES + 1 :], (rec, prompt + rec.completion)]
 
     def turns(self) -> list[CapturedTurn]:
         """Every recorded call as a `CapturedTurn`, in arrival order."""
@@ -176,14 +185,21 @@ class SessionState:
         out = []
         for rec, prompt in zip(records, full_prompts(records)):
             tools = rec.tools
-            out.append(CapturedTurn(
-                turn_id=f"{sid}:{rec.seq}", session_id=sid, seq=rec.seq,
-                prompt_token_ids=prompt,  # array('I'): handed over as stored, no int objects
-                completion_token_ids=_ids(rec.completion) or array("I"),
-                logprobs=tuple(rec.logprobs) if rec.logprobs is not None else None,
-                messages=tuple(rec.messages), tools_offered=len(tools) if tools else 0,
-                finish_reason=rec.finish_reason, metadata=dict(rec.metadata),
-                tools=tuple(tools) if tools else None))
+            out.append(
+                CapturedTurn(
+                    turn_id=f"{sid}:{rec.seq}",
+                    session_id=sid,
+                    seq=rec.seq,
+                    prompt_token_ids=prompt,  # array('I'): handed over as stored, no int objects
+                    completion_token_ids=_ids(rec.completion) or array("I"),
+                    logprobs=tuple(rec.logprobs) if rec.logprobs is not None else None,
+                    messages=tuple(rec.messages),
+                    tools_offered=len(tools) if tools else 0,
+                    finish_reason=rec.finish_reason,
+                    metadata=dict(rec.metadata),
+                    tools=tuple(tools) if tools else None,
+                )
+            )
         out.sort(key=lambda t: t.seq)
         return out
 
@@ -192,30 +208,62 @@ def session_findings(state: SessionState, sampling: Sampling) -> list[Finding]:
     """What the proxy itself saw of a session: budget stops, engine failures, replaced sampling."""
     out = []
     if state.budget_stops:
-        out.append(Finding("warn", "budget_exhausted", f"{state.budget_stops} call(s) past the budget "
-                           f"of {state.max_model_calls} model calls were answered by the proxy with a "
-                           "terminal stop; the engine was not called (F10)"))
+        out.append(
+            Finding(
+                "warn",
+                "budget_exhausted",
+                f"{state.budget_stops} call(s) past the budget "
+                f"of {state.max_model_calls} model calls were answered by the proxy with a "
+                "terminal stop; the engine was not called (F10)",
+            )
+        )
     if state.context_stops:
-        out.append(Finding("warn", "context_exhausted", f"{state.context_stops} call(s) overflowed the "
-                           "engine's context window (prompt + max_tokens); the proxy answered a terminal "
-                           "stop so the agent ends and is graded on what it has. If it happens on early "
-                           "calls, lower CaptureServer(max_output_tokens=...) to fit the engine"))
+        out.append(
+            Finding(
+                "warn",
+                "context_exhausted",
+                f"{state.context_stops} call(s) overflowed the "
+                "engine's context window (prompt + max_tokens); the proxy answered a terminal "
+                "stop so the agent ends and is graded on what it has. If it happens on early "
+                "calls, lower CaptureServer(max_output_tokens=...) to fit the engine",
+            )
+        )
     if state.rejected_bodies:
-        out.append(Finding("warn", "request_too_large", f"{state.rejected_bodies} request(s) were over the "
-                           "proxy's body limit and answered 413; the engine was not called. A real agent "
-                           "never sends that much: raise CaptureServer(max_body_bytes=...) only if it does"))
+        out.append(
+            Finding(
+                "warn",
+                "request_too_large",
+                f"{state.rejected_bodies} request(s) were over the "
+                "proxy's body limit and answered 413; the engine was not called. A real agent "
+                "never sends that much: raise CaptureServer(max_body_bytes=...) only if it does",
+            )
+        )
     if state.engine_errors:
         last_ok = max((r.seq for r in state.records), default=-1)
         last_bad = max(e["seq"] for e in state.engine_errors)
         kinds = ", ".join(sorted({e["type"] for e in state.engine_errors}))
         fatal = last_bad > last_ok
-        out.append(Finding("fatal" if fatal else "warn", "engine_error",
-                           f"{len(state.engine_errors)} call(s) failed at the engine ({kinds}; last: "
-                           f"{state.engine_errors[-1]['message']:.200})"
-                           + (": the agent's loop ended on an infrastructure failure, so its answer "
-                              "is UNGRADED, never 0.0 (F07)" if fatal else "; a later call succeeded")))
+        out.append(
+            Finding(
+                "fatal" if fatal else "warn",
+                "engine_error",
+                f"{len(state.engine_errors)} call(s) failed at the engine ({kinds}; last: "
+                f"{state.engine_errors[-1]['message']:.200})"
+                + (
+                    ": the agent's loop ended on an infrastructure failure, so its answer is UNGRADED, never 0.0 (F07)"
+                    if fatal
+                    else "; a later call succeeded"
+                ),
+            )
+        )
     if state.overridden:
         asked = ", ".join(f"{k}={v!r}" for k, v in sorted(state.overridden.items()))
-        out.append(Finding("info", "sampling_pinned", f"the agent asked for {asked}; the engine was "
-                           f"sent {sampling.as_request()} from dagent.core.sampling (F05)"))
+        out.append(
+            Finding(
+                "info",
+                "sampling_pinned",
+                f"the agent asked for {asked}; the engine was "
+                f"sent {sampling.as_request()} from dagent.core.sampling (F05)",
+            )
+        )
     return out

@@ -158,13 +158,13 @@ class Response:
                 end = buf.find(b"\r\n\r\n", line_end)
                 if end < 0:
                     break
-                del buf[:end + 4]
+                del buf[: end + 4]
                 return b"".join(parts), True
             start = line_end + 2
             if len(buf) < start + size + 2:
                 break
-            parts.append(bytes(buf[start:start + size]))
-            del buf[:start + size + 2]
+            parts.append(bytes(buf[start : start + size]))
+            del buf[: start + size + 2]
         return b"".join(parts), False
 
     async def read(self) -> bytes:
@@ -174,16 +174,21 @@ class Response:
         """Give the connection back (body complete) or drop it (abandoned mid-body)."""
         if not self.done:
             self.done = True
-            self.pool.release(self.conn, reusable=self.complete and not self.conn.buf
-                              and self.headers.get(b"connection", b"").lower() != b"close")
+            self.pool.release(
+                self.conn,
+                reusable=self.complete
+                and not self.conn.buf
+                and self.headers.get(b"connection", b"").lower() != b"close",
+            )
 
 
 class EngineClient:
     """A keep-alive connection pool to one engine (`base_url` like `http://h:p/v1`). Create it on
     the event loop that uses it."""
 
-    def __init__(self, base_url: str, *, max_connections: int = 1024, connect_timeout_s: float = 10.0,
-                 timeout_s: float = 900.0) -> None:
+    def __init__(
+        self, base_url: str, *, max_connections: int = 1024, connect_timeout_s: float = 10.0, timeout_s: float = 900.0
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise EngineError(f"the engine URL must be http(s)://host[:port][/path], got {base_url!r}")
@@ -200,10 +205,10 @@ class EngineClient:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl), self.connect_timeout)
+                loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl), self.connect_timeout
+            )
         except (OSError, TimeoutError) as e:
-            raise EngineError(f"could not connect to the engine at {self.url}: "
-                              f"{type(e).__name__}: {e}") from e
+            raise EngineError(f"could not connect to the engine at {self.url}: {type(e).__name__}: {e}") from e
         return conn
 
     def _pooled(self) -> _Conn | None:
@@ -227,9 +232,15 @@ class EngineClient:
     async def request(self, method: str, path: str, body: bytes = b"") -> Response:
         """Send one request; return once the status and headers are in (the body is the caller's
         to read or stream, which gives the connection back). EngineError on any failure."""
-        head = (f"{method} ".encode() + self.prefix + path.encode() + b" HTTP/1.1\r\nhost: "
-                + self.host_header + b"\r\ncontent-type: application/json\r\naccept: */*\r\n"
-                + b"content-length: %d\r\n\r\n" % len(body))
+        head = (
+            f"{method} ".encode()
+            + self.prefix
+            + path.encode()
+            + b" HTTP/1.1\r\nhost: "
+            + self.host_header
+            + b"\r\ncontent-type: application/json\r\naccept: */*\r\n"
+            + b"content-length: %d\r\n\r\n" % len(body)
+        )
         await self._slots.acquire()
         conn = self._pooled()
         fresh = conn is None
@@ -242,16 +253,16 @@ class EngineClient:
                 except ConnectionError as e:
                     conn.drop()
                     if fresh:
-                        raise EngineError(f"the engine at {self.url} closed the connection before "
-                                          f"answering: {e}") from e
+                        raise EngineError(
+                            f"the engine at {self.url} closed the connection before answering: {e}"
+                        ) from e
                     conn = None  # a stale pooled connection: once more on a fresh one
         except BaseException as e:
             if conn is not None:
                 conn.drop()
             self._slots.release()
             if isinstance(e, TimeoutError):
-                raise EngineError(f"the engine at {self.url} did not answer within "
-                                  f"{self.timeout:.0f} s") from e
+                raise EngineError(f"the engine at {self.url} did not answer within {self.timeout:.0f} s") from e
             raise
 
     async def _exchange(self, conn: _Conn, data: bytes) -> Response:
@@ -264,8 +275,9 @@ class EngineClient:
         try:
             status = int(head[0].split(b" ", 2)[1])
         except (IndexError, ValueError):
-            raise EngineError(f"the engine at {self.url} answered something that is not HTTP: "
-                              f"{head[0][:80]!r}") from None
+            raise EngineError(
+                f"the engine at {self.url} answered something that is not HTTP: {head[0][:80]!r}"
+            ) from None
         headers = {}
         for line in head[1:]:
             name, _, value = line.partition(b":")

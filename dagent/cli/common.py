@@ -15,12 +15,21 @@ from dagent.suites.sources import default_suite_dir, load_tasks
 console = Console(stderr=True)
 out = Console()
 
-SuiteOpt = Annotated[Optional[str], typer.Option("--suite", help="Local build dir, Hub repo id or hf://datasets/... (default: the bundled build).")]
+SuiteOpt = Annotated[
+    Optional[str],
+    typer.Option("--suite", help="Local build dir, Hub repo id or hf://datasets/... (default: the bundled build)."),
+]
 
 
 def progress_bar() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
 
 
 def build_with_progress(out_dir: Path) -> dict:

@@ -24,6 +24,7 @@ class GradeLike(Protocol):
     @property
     def correct(self) -> bool | None: ...
 
+
 #: Why an episode is ungraded: the one vocabulary every module that sets a cause uses.
 UngradedCause = Literal[
     "sandbox_unavailable",  # the backend could not create a sandbox
@@ -83,13 +84,17 @@ class EvalRecord(BaseModel):
     model_calls: int | None = None
     tool_calls: int | None = None
     duration_s: float = 0.0
-    cutoff: Cutoff | None = Field(default=None, description="Where the episode was cut off (CUTOFFS); "
-                                  "None when it ended on its own or the agent does not say.")
+    cutoff: Cutoff | None = Field(
+        default=None,
+        description="Where the episode was cut off (CUTOFFS); None when it ended on its own or the agent does not say.",
+    )
     transcript: list[dict[str, Any]] | None = Field(
-        default=None, exclude=True,
+        default=None,
+        exclude=True,
         description="The episode's conversation as the agent held it (a model's episodes; None for the oracle). "
-                    "Left out of records.jsonl; `dagent.harness.play.write_records` writes it to "
-                    "transcripts.jsonl.gz beside it.")
+        "Left out of records.jsonl; `dagent.harness.play.write_records` writes it to "
+        "transcripts.jsonl.gz beside it.",
+    )
 
 
 class TierSummary(BaseModel):

@@ -55,8 +55,9 @@ class Sampling:
         so raw logprobs are exactly the sampling distribution's."""
         return not self.truncates and abs(self.temperature - 1.0) < GREEDY_EPS
 
-    def merged(self, temperature: float | None = None, top_p: float | None = None,
-               top_k: int | None = None) -> Sampling:
+    def merged(
+        self, temperature: float | None = None, top_p: float | None = None, top_k: int | None = None
+    ) -> Sampling:
         """These settings with a request's explicit values laid over them (None keeps ours)."""
         given: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
         return replace(self, **{k: v for k, v in given.items() if v is not None})

@@ -45,15 +45,9 @@ def valid_split_names(bases: Iterable[str] = BASE_SPLITS) -> list[str]:
 def parse_split(name: str, bases: Sequence[str] = BASE_SPLITS) -> SplitName:
     """Parse `base` or `base:tier`; anything else fails listing the valid names (F13)."""
     parts = str(name).strip().split(":")
-    ok = (
-        len(parts) in (1, 2)
-        and parts[0] in bases
-        and (len(parts) == 1 or parts[1] in TIERS)
-    )
+    ok = len(parts) in (1, 2) and parts[0] in bases and (len(parts) == 1 or parts[1] in TIERS)
     if not ok:
-        raise SplitError(
-            f"unknown split {name!r}; valid splits: {', '.join(valid_split_names(bases))}"
-        )
+        raise SplitError(f"unknown split {name!r}; valid splits: {', '.join(valid_split_names(bases))}")
     return SplitName(parts[0], parts[1] if len(parts) == 2 else None)
 
 
@@ -85,9 +79,7 @@ def dedupe(tasks: Sequence[Task]) -> tuple[list[Task], DedupReport]:
         first.setdefault(task.instruction, task)
     kept = list(first.values())
     shared = {ins: g for ins, g in golds.items() if len(g) > 1}
-    conflicts = tuple(
-        (ins, tuple(dict.fromkeys(g))) for ins, g in shared.items() if len(set(g)) > 1
-    )
+    conflicts = tuple((ins, tuple(dict.fromkeys(g))) for ins, g in shared.items() if len(set(g)) > 1)
     return kept, DedupReport(
         tasks_in=len(tasks),
         tasks_out=len(kept),
@@ -116,11 +108,7 @@ class Curriculum:
 
 def _spread(lists: Sequence[Sequence[int]]) -> list[int]:
     """Merge lists so each is spread evenly through the result (stable, deterministic)."""
-    keyed = [
-        ((i + 0.5) / len(items), order, item)
-        for order, items in enumerate(lists)
-        for i, item in enumerate(items)
-    ]
+    keyed = [((i + 0.5) / len(items), order, item) for order, items in enumerate(lists) for i, item in enumerate(items)]
     return [item for _, _, item in sorted(keyed)]
 
 
@@ -166,9 +154,7 @@ class TaskSuite:
         """The full task a row (`split`, `index`) names; out of range names the valid range."""
         tasks = self.tasks(split)
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(tasks):
-            raise SplitError(
-                f"index {index!r} is out of range for split {split!r}: valid 0..{len(tasks) - 1}"
-            )
+            raise SplitError(f"index {index!r} is out of range for split {split!r}: valid 0..{len(tasks) - 1}")
         return tasks[index]
 
     def resolve_prompt(self, split: str, instruction: str) -> tuple[int, Task]:
@@ -185,8 +171,10 @@ class TaskSuite:
         for f in task.data_files:
             if "://" in f:
                 if self.remote_files is None:
-                    raise SplitError(f"task {task.task_id} names its table {f}, and this suite has no way to fetch it: "
-                                     "load it with dagent.suites.sources.load_tasks")
+                    raise SplitError(
+                        f"task {task.task_id} names its table {f}, and this suite has no way to fetch it: "
+                        "load it with dagent.suites.sources.load_tasks"
+                    )
                 out.update(self.remote_files(f))
             else:
                 out[Path(f).name] = self.tables_root / f
@@ -200,9 +188,7 @@ class TaskSuite:
                     return base, i, task
         raise SplitError(f"no task {task_id!r} in this suite; `dagent tasks list` shows the ids")
 
-    def prompt_rows(
-        self, split: str, curriculum: str | None = None, seed: int = 0
-    ) -> list[dict]:
+    def prompt_rows(self, split: str, curriculum: str | None = None, seed: int = 0) -> list[dict]:
         """Dataset rows for a trainer: the prompt plus the (`split`, `index`) that names the task.
 
         Without a curriculum the rows are in split order. With `warmup:N` the rows are N easy
@@ -216,9 +202,11 @@ class TaskSuite:
         plan = Curriculum.parse(curriculum)
         if plan is not None and ":" in split:
             raise SplitError(
-                f"curriculum {curriculum!r} on the tiered split {split!r} would keep {min(plan.warmup, len(tasks))} of its "
+                f"curriculum {curriculum!r} on the tiered split {split!r} would keep {min(plan.warmup, len(tasks))} "
+                "of its "
                 f"{len(tasks)} tasks and nothing after the warm-up (a tiered split has no other tier to follow it): "
-                f"give the untiered split ({split.split(':')[0]}) with the curriculum, or no curriculum (F48)")
+                f"give the untiered split ({split.split(':')[0]}) with the curriculum, or no curriculum (F48)"
+            )
         if plan is not None:
             rng = random.Random(seed)
             by_tier = {tier: [i for i in order if tasks[i].difficulty_tier == tier] for tier in TIERS}
@@ -226,8 +214,7 @@ class TaskSuite:
                 rng.shuffle(items)
             if plan.warmup > len(by_tier["easy"]):
                 raise SplitError(
-                    f"warmup:{plan.warmup} asks for more easy tasks than split {split!r} has "
-                    f"({len(by_tier['easy'])})"
+                    f"warmup:{plan.warmup} asks for more easy tasks than split {split!r} has ({len(by_tier['easy'])})"
                 )
             order = by_tier["easy"][: plan.warmup] + _spread([by_tier["medium"], by_tier["hard"]])
         return [

@@ -77,8 +77,10 @@ class Task(PublicTask):
     rtol: float = Field(ge=0.0, description="Relative tolerance for numeric answers.")
     solution: str = Field(description="Reference pandas program; prints the answer.")
     field_tolerances: dict[str, tuple[float, float]] = Field(
-        default_factory=dict, description="record answers: (atol, rtol) per field where it is not "
-        "the task's; stored as JSON text (one Parquet string column, whatever the keys).")
+        default_factory=dict,
+        description="record answers: (atol, rtol) per field where it is not "
+        "the task's; stored as JSON text (one Parquet string column, whatever the keys).",
+    )
     template_id: str = Field(description="Question template; (table, template) never crosses splits.")
 
     @field_validator("field_tolerances", mode="before")

@@ -71,20 +71,28 @@ def default_model(environ: Any = None, runs: str | Path = "runs") -> str:
 def model_note(model: str | None) -> str:
     """What the page says under the model picker: an untrained model acts like one, and how to get
     one that does the task."""
-    fix = ("pick a trained checkpoint's `final/` directory (`dagent train whitebox --preset cpu --out "
-           f"runs/grpo` makes one; the newest under `runs/` is the default), type a Hub model repo (OWNER/NAME), set "
-           f"`{DEMO_MODEL_VARIABLE}` (a deployment's default), or give an engine URL")
+    fix = (
+        "pick a trained checkpoint's `final/` directory (`dagent train whitebox --preset cpu --out "
+        f"runs/grpo` makes one; the newest under `runs/` is the default), type a Hub model repo (OWNER/NAME), set "
+        f"`{DEMO_MODEL_VARIABLE}` (a deployment's default), or give an engine URL"
+    )
     if model == "smollm2-135m":
-        return ("**SmolLM2-135M-Instruct, untrained here**: it mostly writes prose and rarely calls a tool, so "
-                f"its episodes usually end without an answer. For an agent that works the task, {fix}.")
+        return (
+            "**SmolLM2-135M-Instruct, untrained here**: it mostly writes prose and rarely calls a tool, so "
+            f"its episodes usually end without an answer. For an agent that works the task, {fix}."
+        )
     if model == "tiny-qwen3":
-        return ("**tiny Qwen3, random weights**: it emits noise (it shows the token chain and the masks, not "
-                f"an agent). For an agent that works the task, {fix}.")
+        return (
+            "**tiny Qwen3, random weights**: it emits noise (it shows the token chain and the masks, not "
+            f"an agent). For an agent that works the task, {fix}."
+        )
     if model and (Path(model) / "config.json").is_file():
         return f"**a local checkpoint**: `{model}`, served by the local engine."
     if model and hub_model_id(model):
-        return (f"**a Hub checkpoint**: `{model}`, downloaded once into the Hugging Face cache and served by the "
-                "local engine; whether it was trained, its model card says.")
+        return (
+            f"**a Hub checkpoint**: `{model}`, downloaded once into the Hugging Face cache and served by the "
+            "local engine; whether it was trained, its model card says."
+        )
     return "a model the engine at the URL serves" if model else fix[0].upper() + fix[1:] + "."
 
 
@@ -154,8 +162,10 @@ class Engines:
         if engine_url:
             return engine_url.rstrip("/"), served_model(engine_url)
         if not local_model(model):
-            raise DemoError(f"unknown model {model!r}: pick one of {', '.join(MODELS)}, a model directory (a "
-                            "checkpoint's final/), a Hub model repo OWNER/NAME, or give an engine URL")
+            raise DemoError(
+                f"unknown model {model!r}: pick one of {', '.join(MODELS)}, a model directory (a "
+                "checkpoint's final/), a Hub model repo OWNER/NAME, or give an engine URL"
+            )
         with self._lock:
             engine = self._local.get(model)
             if engine is None or engine.proc is None or engine.proc.poll() is not None:
@@ -166,8 +176,9 @@ class Engines:
         with self._lock:
             server = self._captures.get(upstream)
             if server is None:
-                server = self._captures[upstream] = CaptureServer(upstream, sampling=RECIPE_SAMPLING,
-                                                                  model=served).start()
+                server = self._captures[upstream] = CaptureServer(
+                    upstream, sampling=RECIPE_SAMPLING, model=served
+                ).start()
         return server
 
     def decoder(self, model: str, engine_url: str | None) -> Callable[[int], str] | None:
@@ -178,7 +189,6 @@ class Engines:
         with self._lock:
             if model not in self._decoders:
                 from transformers import AutoTokenizer
-
 
                 tok = AutoTokenizer.from_pretrained(model_dir(model))
                 self._decoders[model] = lambda tid, tok=tok: tok.decode([tid])
@@ -197,10 +207,17 @@ class Engines:
 class Demo:
     """The app's state: suites by source, one sandbox backend, the shared engines, the sessions."""
 
-    def __init__(self, backend: SandboxBackend | None = None, *, suite: TaskSuite | None = None,
-                 load: Callable[[str | None], TaskSuite] | None = None,
-                 config: EpisodeConfig | None = None, limits: LoopLimits = LoopLimits(),
-                 idle_s: float = DEMO_IDLE_S, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        backend: SandboxBackend | None = None,
+        *,
+        suite: TaskSuite | None = None,
+        load: Callable[[str | None], TaskSuite] | None = None,
+        config: EpisodeConfig | None = None,
+        limits: LoopLimits = LoopLimits(),
+        idle_s: float = DEMO_IDLE_S,
+        max_sessions: int = MAX_SESSIONS,
+    ) -> None:
         if backend is None:
             backend = LocalBackend()
         self.backend = backend
@@ -228,8 +245,9 @@ class Demo:
             self._suites[key] = suite
         return suite
 
-    def search(self, source: str | None, split: str, tier: str, query: str,
-               limit: int = 50) -> list[tuple[str, int, str, str, str]]:
+    def search(
+        self, source: str | None, split: str, tier: str, query: str, limit: int = 50
+    ) -> list[tuple[str, int, str, str, str]]:
         """Tasks of `split` (and `tier`, unless "any") whose id contains `query` or whose
         instruction has every word of it: (split, index, task id, tier, instruction)."""
         suite = self.suite(source)
@@ -276,8 +294,10 @@ class Demo:
         self.reap()
         with self._lock:
             if len(self._sessions) >= self.max_sessions:
-                raise DemoError(f"the demo already runs {self.max_sessions} sessions (one per open tab); "
-                                "close another tab or try again in a few minutes")
+                raise DemoError(
+                    f"the demo already runs {self.max_sessions} sessions (one per open tab); "
+                    "close another tab or try again in a few minutes"
+                )
         suite = self.suite(source)
         task = suite.task_at(split, index)
         episode = self._episode(suite, task, split, index)
@@ -287,8 +307,15 @@ class Demo:
         return session
 
     def _episode(self, suite: TaskSuite, task: Task, split: str, index: int) -> Any:
-        return open_episode(task, suite.files_for(task), self.backend, split=split, index=index,
-                            config=self.config, episode_id=f"demo-{uuid.uuid4().hex[:12]}")
+        return open_episode(
+            task,
+            suite.files_for(task),
+            self.backend,
+            split=split,
+            index=index,
+            config=self.config,
+            episode_id=f"demo-{uuid.uuid4().hex[:12]}",
+        )
 
     def get(self, key: str) -> DemoSession:
         with self._lock:
@@ -389,12 +416,14 @@ class Demo:
             raise DemoError(f"the engine is not available: {e}") from e
         cap = capture.open_session(metadata={"demo": session.key, "task_id": session.task.task_id})
         client = httpx.Client(timeout=600.0, headers={"Authorization": f"Bearer {cap.api_key}"})
-        agent = ToolLoopAgent(f"http://{capture.host}:{capture.port}", served, config=self.config,
-                              limits=self.limits, client=client)
+        agent = ToolLoopAgent(
+            f"http://{capture.host}:{capture.port}", served, config=self.config, limits=self.limits, client=client
+        )
         session.model_runs += 1
         seed = sample_seed(session.task.task_id, session.model_runs - 1)
-        return ModelRun(agent, Transcript(agent.conversation(session.task)), capture, cap.session_id,
-                        seed, served, decode)
+        return ModelRun(
+            agent, Transcript(agent.conversation(session.task)), capture, cap.session_id, seed, served, decode
+        )
 
     def _close_model(self, session: DemoSession) -> None:
         run, session.model = session.model, None
@@ -423,13 +452,25 @@ class Demo:
         if grade.correct is None:
             cause = "engine_unreachable" if run.engine_note else cause_head(grade.note)
         return EvalRecord(
-            task_id=session.task.task_id, split=session.split, index=session.index,
-            difficulty_tier=session.task.difficulty_tier, agent="tools", model=run.model,
-            sample=session.model_runs - 1, outcome=outcome_of(grade), reward=episode.reward,
-            correct=grade.correct, method=grade.method, note=grade.note, cause=cause,
-            answer=episode.answer, model_calls=run.transcript.model_calls, tool_calls=episode.tool_calls,
+            task_id=session.task.task_id,
+            split=session.split,
+            index=session.index,
+            difficulty_tier=session.task.difficulty_tier,
+            agent="tools",
+            model=run.model,
+            sample=session.model_runs - 1,
+            outcome=outcome_of(grade),
+            reward=episode.reward,
+            correct=grade.correct,
+            method=grade.method,
+            note=grade.note,
+            cause=cause,
+            answer=episode.answer,
+            model_calls=run.transcript.model_calls,
+            tool_calls=episode.tool_calls,
             duration_s=round(time.monotonic() - run.started, 3),
-            cutoff=AgentRun(metadata={"step_capped": episode.refused_calls > 0, "stop": run.stop}).cutoff)
+            cutoff=AgentRun(metadata={"step_capped": episode.refused_calls > 0, "stop": run.stop}).cutoff,
+        )
 
     def save(self, key: str, out_dir: Path) -> Path:
         """Append the finished model episode and its capture log to a recording directory."""

@@ -42,6 +42,7 @@ def _code(text: str, lang: str = "text") -> str:
 
 # ------------------------------------------------------------------ the task
 
+
 def format_task(task: PublicTask, split: str, index: int) -> str:
     files = "\n".join(f"- `{INPUT_DIR}/{Path(f).name}`" for f in task.data_files)
     sources = "; ".join(f"{s.table_id} ({s.package}, {s.licence})" for s in task.sources)
@@ -60,11 +61,14 @@ def format_instructions(instruction: str, reworded: str) -> str:
     same = " (unchanged: it names no answer file)" if reworded == instruction else ""
 
     def block(title: str, text: str) -> str:
-        return (f"<div style='margin:4px 0'><b>{title}</b></div><pre style='white-space:pre-wrap;"
-                f"background:#f7fafc;padding:8px;border-radius:4px;margin:0 0 8px'>{_esc(text)}</pre>")
+        return (
+            f"<div style='margin:4px 0'><b>{title}</b></div><pre style='white-space:pre-wrap;"
+            f"background:#f7fafc;padding:8px;border-radius:4px;margin:0 0 8px'>{_esc(text)}</pre>"
+        )
 
-    return (block(f"White-box (the TRL environment, --agent tools): submit with {TERMINATOR}{same}", reworded)
-            + block("Black-box (opencode, Harbor): write /workdir/answer.txt", instruction))
+    return block(f"White-box (the TRL environment, --agent tools): submit with {TERMINATOR}{same}", reworded) + block(
+        "Black-box (opencode, Harbor): write /workdir/answer.txt", instruction
+    )
 
 
 def format_matches(matches: Sequence[tuple[str, int, str, str, str]]) -> list[tuple[str, str]]:
@@ -72,8 +76,12 @@ def format_matches(matches: Sequence[tuple[str, int, str, str, str]]) -> list[tu
     out = []
     for split, index, task_id, tier, instruction in matches:
         words = " ".join(instruction.split())
-        out.append((f"{split} #{index} · {tier} · {task_id} · {words[:70]}{'…' if len(words) > 70 else ''}",
-                    f"{split}#{index}"))
+        out.append(
+            (
+                f"{split} #{index} · {tier} · {task_id} · {words[:70]}{'…' if len(words) > 70 else ''}",
+                f"{split}#{index}",
+            )
+        )
     return out
 
 
@@ -108,13 +116,14 @@ def format_table_preview(name: str, path: Path, rows: int = PREVIEW_ROWS) -> str
     dtypes = ", ".join(f"`{c}` {t}" for c, t in df.dtypes.astype(str).items())
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |"
-              for row in df.head(rows).itertuples(index=False, name=None)]
-    return (f"{head} · **{len(df):,} rows × {len(cols)} columns**\n\n"
-            f"<sub>dtypes: {dtypes}</sub>\n\n" + "\n".join(lines))
+    lines += [
+        "| " + " | ".join(_cell(v) for v in row) + " |" for row in df.head(rows).itertuples(index=False, name=None)
+    ]
+    return f"{head} · **{len(df):,} rows × {len(cols)} columns**\n\n<sub>dtypes: {dtypes}</sub>\n\n" + "\n".join(lines)
 
 
 # ------------------------------------------------------------------ tools by hand
+
 
 def format_tool_doc(name: str) -> str:
     """How a tool is called and what the model is told it does (the registry's docstring)."""
@@ -141,14 +150,13 @@ def parse_tool_arguments(text: str) -> dict[str, Any] | str:
     try:
         value = json.loads(text or "{}")
     except ValueError as e:
-        return f"the arguments are not valid JSON ({e}); write a JSON object such as {{\"command\": \"ls\"}}"
+        return f'the arguments are not valid JSON ({e}); write a JSON object such as {{"command": "ls"}}'
     if not isinstance(value, dict):
         return "the arguments must be a JSON object of the tool's parameters"
     return value
 
 
-def format_call(name: str, arguments: Mapping[str, Any], result: ToolResult, *, step: int,
-                budget: int) -> str:
+def format_call(name: str, arguments: Mapping[str, Any], result: ToolResult, *, step: int, budget: int) -> str:
     """One tool call as the terminal shows it: the call, then exactly the text the model gets."""
     cause = f"   [infrastructure: {result.cause}]" if result.cause else ""
     head = f"[{step}/{budget}] {name} {json.dumps(dict(arguments), ensure_ascii=False)}{cause}"
@@ -157,14 +165,21 @@ def format_call(name: str, arguments: Mapping[str, Any], result: ToolResult, *, 
 
 def format_steps(tool_calls: int, budget: int, refused: int = 0, done: bool = False) -> str:
     state = " · **episode over**" if done else ""
-    return (f"steps used **{tool_calls}** of {budget} · refused {refused} · `{TERMINATOR}` is exempt "
-            f"from the budget{state}")
+    return (
+        f"steps used **{tool_calls}** of {budget} · refused {refused} · `{TERMINATOR}` is exempt from the budget{state}"
+    )
 
 
 # ------------------------------------------------------------------ grades
 
-def format_grade(grade: Grade, gold: str | None = None, *, tool_calls: int | None = None,
-                 reward_config: RewardConfig = RewardConfig()) -> str:
+
+def format_grade(
+    grade: Grade,
+    gold: str | None = None,
+    *,
+    tool_calls: int | None = None,
+    reward_config: RewardConfig = RewardConfig(),
+) -> str:
     """Correct / wrong / ungraded with its cause, the rule that decided, and (given the tool-call
     count) the reward broken into correctness and the efficiency term."""
     if grade.correct is None:
@@ -183,14 +198,17 @@ def format_grade(grade: Grade, gold: str | None = None, *, tool_calls: int | Non
         else:
             w, b = reward_config.weight, reward_config.budget
             bonus = w * b / (b + tool_calls)
-            lines.append(f"reward **{value:.4g}** = correctness {float(grade.correct):g} × (1 + efficiency "
-                         f"{bonus:.4g}); efficiency = {w:g}·{b:g}/({b:g} + {tool_calls} tool calls)")
+            lines.append(
+                f"reward **{value:.4g}** = correctness {float(grade.correct):g} × (1 + efficiency "
+                f"{bonus:.4g}); efficiency = {w:g}·{b:g}/({b:g} + {tool_calls} tool calls)"
+            )
     if gold is not None:
         lines.append(f"gold: `{gold}`")
     return "\n\n".join(lines)
 
 
 # ------------------------------------------------------------------ a model's episode
+
 
 def format_conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """The conversation as the chat template renders it, one block per message (HTML)."""
@@ -202,11 +220,14 @@ def format_conversation(messages: Iterable[Mapping[str, Any]]) -> str:
         calls = "".join(
             f"<div class='dg-call'>→ <b>{_esc((c.get('function') or {}).get('name'))}</b>"
             f"(<code>{_esc((c.get('function') or {}).get('arguments'))}</code>)</div>"
-            for c in m.get("tool_calls") or ())
-        blocks.append(f"<div class='dg-msg dg-{_esc(role)}' style='background:{ROLE_COLOURS.get(role, '#fff')};"
-                      "padding:6px 8px;margin:4px 0;border-radius:6px'>"
-                      f"<div style='font-size:0.8em;color:#555'>{_esc(label)}</div>"
-                      f"<pre style='white-space:pre-wrap;margin:2px 0'>{body}</pre>{calls}</div>")
+            for c in m.get("tool_calls") or ()
+        )
+        blocks.append(
+            f"<div class='dg-msg dg-{_esc(role)}' style='background:{ROLE_COLOURS.get(role, '#fff')};"
+            "padding:6px 8px;margin:4px 0;border-radius:6px'>"
+            f"<div style='font-size:0.8em;color:#555'>{_esc(label)}</div>"
+            f"<pre style='white-space:pre-wrap;margin:2px 0'>{body}</pre>{calls}</div>"
+        )
     return "<div class='dg-conversation'>" + "".join(blocks) + "</div>" if blocks else "<i>no messages yet</i>"
 
 
@@ -217,8 +238,9 @@ def _token_text(decode: Callable[[int], str] | None, tid: int) -> str:
     return text.replace("\n", "↵\n") if text else "∅"
 
 
-def format_token_chain(trajectory: Trajectory, decode: Callable[[int], str] | None = None,
-                       max_tokens: int = MAX_CHAIN_TOKENS) -> str:
+def format_token_chain(
+    trajectory: Trajectory, decode: Callable[[int], str] | None = None, max_tokens: int = MAX_CHAIN_TOKENS
+) -> str:
     """The agent chain as the trainer receives it (`Trajectory.sequences()`): every token of each
     sequence, trained ones (loss mask 1) highlighted with the engine's logprob on hover, prompts and
     tool results as context; a marker where each turn's completion starts, with its link's kind
@@ -228,9 +250,11 @@ def format_token_chain(trajectory: Trajectory, decode: Callable[[int], str] | No
         return "<i>no agent chain: nothing here is trained</i>"
     links = {t.turn_id: t for t in trajectory.chain_transitions}
     seq_of = {t.turn_id: t.seq for t in trajectory.turns}
-    out = [f"<div class='dg-legend'><span style='{TRAINED}'>trained (loss mask 1)</span> "
-           f"<span style='{CONTEXT}'>context (prompt, tool results: mask 0)</span> · hover a token for "
-           "its id and logprob</div>"]
+    out = [
+        f"<div class='dg-legend'><span style='{TRAINED}'>trained (loss mask 1)</span> "
+        f"<span style='{CONTEXT}'>context (prompt, tool results: mask 0)</span> · hover a token for "
+        "its id and logprob</div>"
+    ]
     for k, seg in enumerate(sequences):
         starts: dict[int, str] = {}
         for tid in seg.turn_ids:
@@ -246,17 +270,24 @@ def format_token_chain(trajectory: Trajectory, decode: Callable[[int], str] | No
                 spans.append(f"<div class='dg-elided'>… {n - max_tokens:,} tokens not shown …</div>")
                 continue
             if i in starts:
-                spans.append(f"<span class='dg-turn' style='display:inline-block;margin:2px;padding:0 4px;"
-                             f"background:#2b6cb0;color:#fff;font-size:0.75em'>{_esc(starts[i])}</span>")
+                spans.append(
+                    f"<span class='dg-turn' style='display:inline-block;margin:2px;padding:0 4px;"
+                    f"background:#2b6cb0;color:#fff;font-size:0.75em'>{_esc(starts[i])}</span>"
+                )
             tid, mask = seg.input_ids[i], seg.loss_mask[i]
-            title = (f"#{i} id {tid} · logprob {seg.logprobs[i]:.4f}" if mask
-                     else f"#{i} id {tid} · context, not trained")
-            spans.append(f"<span class='dg-tok' data-mask='{mask}' title='{_esc(title)}' "
-                         f"style='{TRAINED if mask else CONTEXT}'>{_esc(_token_text(decode, tid))}</span>")
-        out.append(f"<div class='dg-seq'><div><b>sequence {k + 1} of {len(sequences)}</b>: {n:,} tokens, "
-                   f"{seg.n_trainable:,} trained, prompt {seg.prompt_len:,}, turns "
-                   f"{', '.join(seg.turn_ids)}</div><div style='white-space:pre-wrap;font-family:monospace;"
-                   f"font-size:0.85em;line-height:1.6'>{''.join(spans)}</div></div>")
+            title = (
+                f"#{i} id {tid} · logprob {seg.logprobs[i]:.4f}" if mask else f"#{i} id {tid} · context, not trained"
+            )
+            spans.append(
+                f"<span class='dg-tok' data-mask='{mask}' title='{_esc(title)}' "
+                f"style='{TRAINED if mask else CONTEXT}'>{_esc(_token_text(decode, tid))}</span>"
+            )
+        out.append(
+            f"<div class='dg-seq'><div><b>sequence {k + 1} of {len(sequences)}</b>: {n:,} tokens, "
+            f"{seg.n_trainable:,} trained, prompt {seg.prompt_len:,}, turns "
+            f"{', '.join(seg.turn_ids)}</div><div style='white-space:pre-wrap;font-family:monospace;"
+            f"font-size:0.85em;line-height:1.6'>{''.join(spans)}</div></div>"
+        )
     return "".join(out)
 
 
@@ -265,13 +296,17 @@ def format_turns(trajectory: Trajectory) -> str:
     discarded), its sizes and its link: a markdown table."""
     if not trajectory.turns:
         return "no model call was captured"
-    lines = ["| # | turn | role | hint | prompt | completion | finish | tools | link |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| # | turn | role | hint | prompt | completion | finish | tools | link |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for turn, role, link in zip(trajectory.turns, trajectory.roles, trajectory.links):
         how = "root" if link is None else f"{link.kind} (drift {link.drift}) from {link.parent_id}"
-        lines.append(f"| {turn.seq} | {turn.turn_id} | **{role}** | {turn.role_hint or ''} | "
-                     f"{len(turn.prompt_token_ids or ()):,} | {len(turn.completion_token_ids):,} | "
-                     f"{turn.finish_reason or ''} | {turn.tools_offered} | {how} |")
+        lines.append(
+            f"| {turn.seq} | {turn.turn_id} | **{role}** | {turn.role_hint or ''} | "
+            f"{len(turn.prompt_token_ids or ()):,} | {len(turn.completion_token_ids):,} | "
+            f"{turn.finish_reason or ''} | {turn.tools_offered} | {how} |"
+        )
     roots = "; ".join(f"`{r.turn_id}` {r.label} ({len(r.turn_ids)} call(s))" for r in trajectory.roots)
     return "\n".join(lines) + f"\n\n**roots**: {roots}"
 
@@ -280,17 +315,21 @@ def format_verdict(verdict: Any, findings: Iterable[Any] = ()) -> str:
     """The trainability gate's tier and figures, then every finding (proxy's and analysis')."""
     tier = {"train": "train", "eval_only": "eval only", "reject": "REJECT"}.get(verdict.tier, verdict.tier)
     found = [f"- `{f}`" for f in findings]
-    return (f"**trainability: {tier}**\n\n{_code(verdict.report())}\n\n**findings**\n\n"
-            + ("\n".join(found) if found else "none"))
+    return f"**trainability: {tier}**\n\n{_code(verdict.report())}\n\n**findings**\n\n" + (
+        "\n".join(found) if found else "none"
+    )
 
 
 def format_record(record: Mapping[str, Any]) -> str:
     """One evaluation record: outcome, cause, the rule and note, the answer, the counts."""
     outcome = str(record.get("outcome", "?")).upper()
     cause = f" · cause `{record['cause']}`" if record.get("cause") else ""
-    return (f"### {record.get('task_id')} · {record.get('split')} #{record.get('index')} · sample "
-            f"{record.get('sample', 0)}\n**{outcome}**{cause} · reward {record.get('reward')} · rule "
-            f"`{record.get('method')}`" + (f" · {record['note']}" if record.get("note") else "")
-            + f"\n\nagent `{record.get('agent')}` · model `{record.get('model')}` · model calls "
-            f"{record.get('model_calls')} · tool calls {record.get('tool_calls')} · "
-            f"{record.get('duration_s', 0):.1f}s\n\nanswer: `{record.get('answer')}`")
+    return (
+        f"### {record.get('task_id')} · {record.get('split')} #{record.get('index')} · sample "
+        f"{record.get('sample', 0)}\n**{outcome}**{cause} · reward {record.get('reward')} · rule "
+        f"`{record.get('method')}`"
+        + (f" · {record['note']}" if record.get("note") else "")
+        + f"\n\nagent `{record.get('agent')}` · model `{record.get('model')}` · model calls "
+        f"{record.get('model_calls')} · tool calls {record.get('tool_calls')} · "
+        f"{record.get('duration_s', 0):.1f}s\n\nanswer: `{record.get('answer')}`"
+    )

@@ -51,7 +51,7 @@ def decode_attention(query: Any, keys: Any, values: Any, scaling: float | None) 
     _, heads, _, dim = query.shape
     kv_heads = keys.shape[1]
     grouped = query.float().reshape(1, kv_heads, heads // kv_heads, dim)
-    scores = torch.matmul(grouped, keys.float().transpose(-1, -2)) * (dim ** -0.5 if scaling is None else scaling)
+    scores = torch.matmul(grouped, keys.float().transpose(-1, -2)) * (dim**-0.5 if scaling is None else scaling)
     out = torch.matmul(torch.softmax(scores, dim=-1), values.float())
     return out.to(query.dtype).reshape(1, heads, 1, dim)
 
@@ -60,8 +60,9 @@ def sdpa_decode(query: Any, keys: Any, values: Any, scaling: float | None) -> An
     """One new token against a sequence's keys/values with `scaled_dot_product_attention`."""
     import torch.nn.functional as F
 
-    return F.scaled_dot_product_attention(query, keys, values, scale=scaling,
-                                          enable_gqa=query.shape[1] != keys.shape[1])
+    return F.scaled_dot_product_attention(
+        query, keys, values, scale=scaling, enable_gqa=query.shape[1] != keys.shape[1]
+    )
 
 
 DECODE_KERNELS = {"float32": decode_attention, "sdpa": sdpa_decode}

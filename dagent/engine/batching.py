@@ -142,10 +142,18 @@ class PackedStep:
         for kv, start, n in self.rows:
             past, b = kv.length, kv.base_len
             keys, values = kv.slot(layer_idx, key_states, past + n)
-            keys[:, :, past - b: past - b + n] = key_states[:, :, start: start + n]
-            values[:, :, past - b: past - b + n] = value_states[:, :, start: start + n]
-            out.append((kv.base[layer_idx] if b else None, keys[:, :, : past + n - b], values[:, :, : past + n - b],
-                        past, start, n))
+            keys[:, :, past - b : past - b + n] = key_states[:, :, start : start + n]
+            values[:, :, past - b : past - b + n] = value_states[:, :, start : start + n]
+            out.append(
+                (
+                    kv.base[layer_idx] if b else None,
+                    keys[:, :, : past + n - b],
+                    values[:, :, : past + n - b],
+                    past,
+                    start,
+                    n,
+                )
+            )
         ragged = _Ragged(out)
         return ragged, ragged
 
@@ -158,8 +166,16 @@ class PackedStep:
             kv.tokens.extend(tokens)
 
 
-def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
-                     dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
+def ragged_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
     """Attention per packed row against its own keys/values; anything else goes to sdpa. Decode rows
     that share a prefix attend to it together (one product for the group's queries, the prefix read
     once), then each to its own positions, the two parts merged by their log-sum-exp."""
@@ -169,8 +185,9 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
     if not isinstance(key, _Ragged):
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     first_k = key.rows[0][1]
     gqa = query.shape[1] != first_k.shape[1]
     scale = query.shape[3] ** -0.5 if scaling is None else scaling
@@ -184,30 +201,40 @@ def ragged_attention(module: Any, query: Any, key: Any, value: Any, attention_ma
         if base is not None:  # a prefill chunk after a shared prefix: attend to both, contiguous
             keys, values = torch.cat([base[0], keys], dim=2), torch.cat([base[1], values], dim=2)
         if n == 1:
-            outs[i] = kernel(query[:, :, start: start + 1], keys, values, scaling)
+            outs[i] = kernel(query[:, :, start : start + 1], keys, values, scaling)
             continue
         mask = None
         if n > 1 and past > 0:  # a prefill chunk after earlier positions: causal, offset by past
             mask = torch.ones(n, past + n, dtype=torch.bool).tril(diagonal=past)
         outs[i] = F.scaled_dot_product_attention(
-            query[:, :, start: start + n], keys, values, attn_mask=mask, is_causal=n > 1 and past == 0,
-            scale=scaling, enable_gqa=gqa)
+            query[:, :, start : start + n],
+            keys,
+            values,
+            attn_mask=mask,
+            is_causal=n > 1 and past == 0,
+            scale=scaling,
+            enable_gqa=gqa,
+        )
     for members in groups.values():
         base_k, base_v = key.rows[members[0]][0]
-        queries = torch.cat([query[:, :, key.rows[i][4]: key.rows[i][4] + 1] for i in members], dim=2)
+        queries = torch.cat([query[:, :, key.rows[i][4] : key.rows[i][4] + 1] for i in members], dim=2)
         shared_out, shared_lse = attention_lse(queries, base_k, base_v, scale)
         shared = (shared_out.transpose(0, 2), shared_lse.transpose(0, 2))  # [R, heads, 1, .]: one row each
         if len({key.rows[i][1].shape[2] for i in members}) == 1:  # rows decoded alike: their own positions at once
-            own = attention_lse(queries.transpose(0, 2), torch.cat([key.rows[i][1] for i in members]),
-                                torch.cat([key.rows[i][2] for i in members]), scale)
+            own = attention_lse(
+                queries.transpose(0, 2),
+                torch.cat([key.rows[i][1] for i in members]),
+                torch.cat([key.rows[i][2] for i in members]),
+                scale,
+            )
             merged = merge(shared, own).to(query.dtype)
             for j, i in enumerate(members):
-                outs[i] = merged[j: j + 1]
+                outs[i] = merged[j : j + 1]
             continue
         for j, i in enumerate(members):
             _, keys, values, _, start, _ = key.rows[i]
-            own = attention_lse(query[:, :, start: start + 1], keys, values, scale)
-            outs[i] = merge((shared[0][j: j + 1], shared[1][j: j + 1]), own).to(query.dtype)
+            own = attention_lse(query[:, :, start : start + 1], keys, values, scale)
+            outs[i] = merge((shared[0][j : j + 1], shared[1][j : j + 1]), own).to(query.dtype)
     out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
     return out.transpose(1, 2).contiguous(), None
 
@@ -367,9 +394,14 @@ class RaggedBackend:
             ids.extend(new)
             last.append(len(ids) - 1)
         step = PackedStep(packed)
-        out = self.model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([positions]),
-                         attention_mask=self._mask, cache=step, use_cache=True,
-                         logits_to_keep=torch.tensor(last))
+        out = self.model(
+            input_ids=torch.tensor([ids]),
+            position_ids=torch.tensor([positions]),
+            attention_mask=self._mask,
+            cache=step,
+            use_cache=True,
+            logits_to_keep=torch.tensor(last),
+        )
         step.commit([new for _, new in rows])
         return out.logits[0].float()
 
@@ -387,10 +419,12 @@ class RaggedBackend:
                 ref_b = torch.log_softmax(self.model(input_ids=torch.tensor([b])).logits[0].float(), -1)
                 ka, kb = SequenceKV(8), SequenceKV(8)
                 got, want = [], []
-                for rows, refs in (([(ka, a[:4])], [ref_a[3]]),
-                                   ([(ka, a[4:9]), (kb, b[:5])], [ref_a[8], ref_b[4]]),
-                                   ([(kb, b[5:6]), (ka, a[9:10])], [ref_b[5], ref_a[9]]),
-                                   ([(ka, a[10:11])], [ref_a[10]])):
+                for rows, refs in (
+                    ([(ka, a[:4])], [ref_a[3]]),
+                    ([(ka, a[4:9]), (kb, b[:5])], [ref_a[8], ref_b[4]]),
+                    ([(kb, b[5:6]), (ka, a[9:10])], [ref_b[5], ref_a[9]]),
+                    ([(ka, a[10:11])], [ref_a[10]]),
+                ):
                     got.append(torch.log_softmax(self.run(rows), -1))
                     want.append(torch.stack(refs))
                 # a shared prefix (c and d read a's first 9 positions from a's buffers, decoding together)

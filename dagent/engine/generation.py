@@ -13,7 +13,8 @@ repeatable whatever else runs beside it (the draws are not vLLM's: the same seed
 tokens than vLLM would).
 
 Concurrent generations share forward passes (`dagent.engine.batching` and `dagent.engine.scheduler`:
-continuous batching, chunked prefill, prefix reuse) when the model allows it, else they run one at a time. Each `Sequence` owns
+continuous batching, chunked prefill, prefix reuse) when the model allows it, else they run one at a time. Each
+`Sequence` owns
 its sampling, detokenizing and stop rules; the scheduler thread feeds it one row of logits per
 step, and the consumer's iterator reads its steps from a queue, so batching changes when a token
 is computed, never which.
@@ -144,7 +145,7 @@ def _draw(probs: Any, generator: Any) -> int:
     cum = sums.cumsum(dim=0)
     u = torch.rand((), generator=generator, dtype=torch.float64) * cum[-1]
     b = min(int(torch.searchsorted(cum, u, right=True)), cum.numel() - 1)
-    part = probs[b * _BLOCK: (b + 1) * _BLOCK]
+    part = probs[b * _BLOCK : (b + 1) * _BLOCK]
     below = cum[b - 1] if b else torch.zeros((), dtype=torch.float64)
     i = int(torch.searchsorted(part.cumsum(dim=0, dtype=torch.float64), u - below, right=True))
     if i >= part.numel():  # u fell in the rounding gap between the two sums: the block's last live id
@@ -171,10 +172,19 @@ class LocalEngine:
     batched backend accepts (`dagent.engine.batching.RaggedBackend.for_model`).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, eos_token_ids: tuple[int, ...],
-                 max_model_len: int, logprobs_mode: str = "raw_logprobs", dtype: str = "float32",
-                 name: str = "local", max_num_seqs: int = 16,
-                 prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        eos_token_ids: tuple[int, ...],
+        max_model_len: int,
+        logprobs_mode: str = "raw_logprobs",
+        dtype: str = "float32",
+        name: str = "local",
+        max_num_seqs: int = 16,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+    ) -> None:
         if logprobs_mode not in LOGPROBS_MODES:
             raise ConfigError(f"unknown logprobs_mode {logprobs_mode!r}: use {' or '.join(LOGPROBS_MODES)}")
         if max_num_seqs < 1:
@@ -206,15 +216,25 @@ class LocalEngine:
         return self.backend.batched
 
     # -- prompts ---------------------------------------------------------------------------
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-               add_generation_prompt: bool = True, continue_final_message: bool = False,
-               chat_template_kwargs: dict[str, Any] | None = None) -> str:
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> str:
         """The chat template's text for these messages (vLLM renders text, then tokenizes it)."""
         kwargs = dict(chat_template_kwargs or {})
         try:
             return self.tokenizer.apply_chat_template(
-                messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                continue_final_message=continue_final_message, tokenize=False, **kwargs)
+                messages,
+                tools=tools,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message,
+                tokenize=False,
+                **kwargs,
+            )
         except Exception as e:  # jinja errors, raise_exception() in the template
             raise RequestRejected(f"the chat template could not render these messages: {e}") from e
 
@@ -381,6 +401,6 @@ class _Detokenizer:
     def _release(self, upto: str) -> str:
         if len(upto) < len(self.text):  # never take back text already released
             return ""
-        delta = upto[len(self.text):]
+        delta = upto[len(self.text) :]
         self.text = upto
         return delta

@@ -44,10 +44,19 @@ from dagent.serving import ThreadedServer
 class InProcessEngine:
     """Serve `model` (the trainer's module) as `served_model_name` on 127.0.0.1; a context manager."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, served_model_name: str, max_model_len: int = 32_768,
-                 sampling: Sampling = DEFAULT_SAMPLING, max_num_seqs: int = 16,
-                 eos_token_ids: tuple[int, ...] | None = None, policy: Any = None,
-                 dtype: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        served_model_name: str,
+        max_model_len: int = 32_768,
+        sampling: Sampling = DEFAULT_SAMPLING,
+        max_num_seqs: int = 16,
+        eos_token_ids: tuple[int, ...] | None = None,
+        policy: Any = None,
+        dtype: str | None = None,
+    ) -> None:
         """`policy`: what generates, when not the module itself: a callable over the module served
         (a test steers the weights towards a script; `policy(module, tokenizer)` builds it).
         `dtype`: None serves the module itself; "bfloat16" a bfloat16 copy, synced at every
@@ -55,8 +64,9 @@ class InProcessEngine:
         import torch
 
         if dtype not in (None, "bfloat16"):
-            raise EngineError(f"dtype={dtype!r}: the in-process engine serves the module itself (None) or a "
-                              "bfloat16 copy of it")
+            raise EngineError(
+                f"dtype={dtype!r}: the in-process engine serves the module itself (None) or a bfloat16 copy of it"
+            )
         eos = eos_token_ids or _eos_ids(model, tokenizer)
         self.model, self.served = model, served_model_name
         self.copy = None
@@ -67,9 +77,15 @@ class InProcessEngine:
                 p.data = p.data.to(torch.bfloat16)
         module = model if self.copy is None else self.copy
         generator = module if policy is None else policy(module, tokenizer)
-        self.engine = LocalEngine(generator, tokenizer, eos_token_ids=eos, max_model_len=max_model_len,
-                                  dtype=str(next(module.parameters()).dtype).removeprefix("torch."),
-                                  name=served_model_name, max_num_seqs=max_num_seqs)
+        self.engine = LocalEngine(
+            generator,
+            tokenizer,
+            eos_token_ids=eos,
+            max_model_len=max_model_len,
+            dtype=str(next(module.parameters()).dtype).removeprefix("torch."),
+            name=served_model_name,
+            max_num_seqs=max_num_seqs,
+        )
         self.dtype: torch.dtype = next(module.parameters()).dtype
         self.sampling = sampling
         self._server: Any = None
@@ -121,8 +137,9 @@ class InProcessEngine:
         if self.copy is None:
             return
         with torch.no_grad():
-            for (name, mine), (theirs_name, theirs) in zip(self.copy.state_dict().items(),
-                                                           self.model.state_dict().items(), strict=True):
+            for (name, mine), (theirs_name, theirs) in zip(
+                self.copy.state_dict().items(), self.model.state_dict().items(), strict=True
+            ):
                 if name != theirs_name:
                     raise EngineError(f"the served copy's {name} is not the module's {theirs_name}: rebuild the engine")
                 mine.copy_(theirs)
@@ -147,6 +164,7 @@ def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
         ids = tokenizer.eos_token_id
     ids = [ids] if isinstance(ids, int) else list(ids or ())
     if not ids:
-        raise EngineError("the model names no end-of-sequence token (generation_config.eos_token_id): "
-                          "set it, or pass eos_token_ids=")
+        raise EngineError(
+            "the model names no end-of-sequence token (generation_config.eos_token_id): set it, or pass eos_token_ids="
+        )
     return tuple(int(i) for i in ids)

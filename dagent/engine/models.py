@@ -58,8 +58,15 @@ MODEL_NAMES = ("tiny-qwen3", "tiny-qwen3.5", "smollm2-135m")
 
 def _generation_config(bos: int | None, eos: list[int], pad: int | None) -> dict[str, Any]:
     sampling = DEFAULT_SAMPLING
-    return {"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad, "do_sample": True,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
+    return {
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "do_sample": True,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+    }
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -76,16 +83,32 @@ def build_tiny_qwen3(seed: int = 0, variant: str = "qwen3") -> PreTrainedModel:
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig, Qwen3Config, Qwen3ForCausalLM
 
     v = VARIANTS[variant]
-    shape = dict(vocab_size=v.model_vocab_size, hidden_size=64, intermediate_size=128,
-                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                 max_position_embeddings=TINY_MAX_MODEL_LEN, tie_word_embeddings=True,
-                 bos_token_id=v.token_id("<|endoftext|>"), eos_token_id=v.token_id("<|im_end|>"),
-                 dtype="float32")
+    shape = dict(
+        vocab_size=v.model_vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=TINY_MAX_MODEL_LEN,
+        tie_word_embeddings=True,
+        bos_token_id=v.token_id("<|endoftext|>"),
+        eos_token_id=v.token_id("<|im_end|>"),
+        dtype="float32",
+    )
     if variant == "qwen3_5":
-        config, cls = Qwen3_5TextConfig(
-            **shape, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
-            linear_num_value_heads=4, layer_types=["linear_attention", "full_attention"],
-        ), Qwen3_5ForCausalLM
+        config, cls = (
+            Qwen3_5TextConfig(
+                **shape,
+                linear_key_head_dim=16,
+                linear_value_head_dim=16,
+                linear_num_key_heads=2,
+                linear_num_value_heads=4,
+                layer_types=["linear_attention", "full_attention"],
+            ),
+            Qwen3_5ForCausalLM,
+        )
     else:
         config, cls = Qwen3Config(**shape, rope_theta=1e6), Qwen3ForCausalLM
     with torch.random.fork_rng(devices=[]):
@@ -148,8 +171,10 @@ HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w.
 #: What a model needs from its repo: config, weights, tokenizer and templates, at the repo's root.
 #: A training run's repo also holds `checkpoint-N/` folders (optimizer state): those are not fetched.
 MODEL_FILES = ("*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken", "tokenizer*")
-_SNAPSHOT = re.compile(r"models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<sha>[0-9a-f]{40})"
-                       r"(?:/(?P<folder>checkpoint-\d+))?/?$")
+_SNAPSHOT = re.compile(
+    r"models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<sha>[0-9a-f]{40})"
+    r"(?:/(?P<folder>checkpoint-\d+))?/?$"
+)
 _CHECKPOINT = re.compile(r"^checkpoint-\d+$")
 
 
@@ -167,19 +192,31 @@ def hub_model(repo_id: str, revision: str | None = None) -> Path:
     folder = revision if revision and _CHECKPOINT.match(revision) else None
     allow = [f"{folder}/{pattern}" for pattern in MODEL_FILES] if folder else list(MODEL_FILES)
     try:
-        path = Path(snapshot_download(repo_id, revision=None if folder else revision, allow_patterns=allow,
-                                      ignore_patterns=None if folder else ["checkpoint-*/*"],
-                                      endpoint=os.environ.get("HF_ENDPOINT") or None))
+        path = Path(
+            snapshot_download(
+                repo_id,
+                revision=None if folder else revision,
+                allow_patterns=allow,
+                ignore_patterns=None if folder else ["checkpoint-*/*"],
+                endpoint=os.environ.get("HF_ENDPOINT") or None,
+            )
+        )
     except RepositoryNotFoundError as e:
-        raise ConfigError(f"no model repo {repo_id!r} on the Hub (or HF_TOKEN cannot read it): check the id, "
-                          "or pass a local model directory") from e
+        raise ConfigError(
+            f"no model repo {repo_id!r} on the Hub (or HF_TOKEN cannot read it): check the id, "
+            "or pass a local model directory"
+        ) from e
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as e:
-        raise EngineError(f"cannot download {repo_id}@{revision or 'main'} from the Hub ({e}); with HF_HUB_OFFLINE "
-                          "set, only what is already in the cache is found") from e
+        raise EngineError(
+            f"cannot download {repo_id}@{revision or 'main'} from the Hub ({e}); with HF_HUB_OFFLINE "
+            "set, only what is already in the cache is found"
+        ) from e
     path = path / folder if folder else path
     if not (path / "config.json").is_file():
-        raise ConfigError(f"{repo_id}@{revision or 'main'} has no config.json at its root: a training run pushed "
-                          "with dagent keeps its final model there (push one), or name a checkpoint's directory")
+        raise ConfigError(
+            f"{repo_id}@{revision or 'main'} has no config.json at its root: a training run pushed "
+            "with dagent keeps its final model there (push one), or name a checkpoint's directory"
+        )
     return path
 
 
@@ -199,8 +236,10 @@ def model_dir(name_or_dir: str | Path) -> Path:
         return path
     if (hub := HUB_ID.match(name)) and not path.exists():
         return hub_model(hub["repo"], hub["revision"])
-    raise ConfigError(f"unknown model {name!r}: use one of {', '.join(MODEL_NAMES)}, a local Hugging Face "
-                      "model directory (with config.json) or a Hub model repo OWNER/NAME[@REVISION]")
+    raise ConfigError(
+        f"unknown model {name!r}: use one of {', '.join(MODEL_NAMES)}, a local Hugging Face "
+        "model directory (with config.json) or a Hub model repo OWNER/NAME[@REVISION]"
+    )
 
 
 def model_source(name_or_dir: str | Path) -> dict[str, Any]:
@@ -249,7 +288,7 @@ def native_half_precision(dtype: torch.dtype) -> bool:
 
 
 def _dtype(name: str, config_dtype: Any) -> torch.dtype:
-    """"auto": the config's dtype, but float32 where it is a half precision this CPU only
+    """ "auto": the config's dtype, but float32 where it is a half precision this CPU only
     emulates: emulated bfloat16 prefills, decodes and batches slower than float32; only a lone
     short-context decode gains from half the weight bytes (benchmarks/README.md). float32 is also
     what the trainer computes in on a CPU (F06)."""
@@ -283,8 +322,10 @@ def load_model(name_or_dir: str | Path, dtype: str = "auto") -> LoadedModel:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:
-        raise EngineError(f"could not load the model in {path}: {e}; rebuild it by deleting "
-                          "that directory (dagent caches it) or pass another model") from e
+        raise EngineError(
+            f"could not load the model in {path}: {e}; rebuild it by deleting "
+            "that directory (dagent caches it) or pass another model"
+        ) from e
     eos: list[int] = []
     gen_path = path / "generation_config.json"
     if gen_path.is_file():

@@ -39,14 +39,16 @@ _XML_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.D
 class RequestError(RequestRejected):
     """A request vLLM would refuse; becomes an OpenAI-style error body with this status."""
 
-    def __init__(self, message: str, status: int = 400, err_type: str = "BadRequestError",
-                 param: str | None = None) -> None:
+    def __init__(
+        self, message: str, status: int = 400, err_type: str = "BadRequestError", param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.err_type, self.param = status, err_type, param
 
 
-def error_body(message: str, err_type: str = "BadRequestError", status: int = 400,
-               param: str | None = None) -> dict[str, Any]:
+def error_body(
+    message: str, err_type: str = "BadRequestError", status: int = 400, param: str | None = None
+) -> dict[str, Any]:
     """vLLM's ErrorResponse: {"error": {"message", "type", "param", "code": <HTTP status>}}."""
     return {"error": {"message": message, "type": err_type, "param": param, "code": status}}
 
@@ -88,14 +90,24 @@ class _GenerationFields(BaseModel):
     echo: bool = False
 
     def refuse_unsupported(self) -> None:
-        neutral = {"presence_penalty": (None, 0.0), "frequency_penalty": (None, 0.0),
-                   "repetition_penalty": (None, 1.0), "min_p": (None, 0.0), "logit_bias": (None, {}),
-                   "min_tokens": (0,), "use_beam_search": (False,), "prompt_logprobs": (None,),
-                   "echo": (False,), "n": (None, 1)}
+        neutral = {
+            "presence_penalty": (None, 0.0),
+            "frequency_penalty": (None, 0.0),
+            "repetition_penalty": (None, 1.0),
+            "min_p": (None, 0.0),
+            "logit_bias": (None, {}),
+            "min_tokens": (0,),
+            "use_beam_search": (False,),
+            "prompt_logprobs": (None,),
+            "echo": (False,),
+            "n": (None, 1),
+        }
         for name, allowed in neutral.items():
             if getattr(self, name) not in allowed:
-                raise RequestError(f"`{name}` is not supported by dagent's local engine: leave it "
-                                   f"unset (or use a real vLLM engine)", param=name)
+                raise RequestError(
+                    f"`{name}` is not supported by dagent's local engine: leave it unset (or use a real vLLM engine)",
+                    param=name,
+                )
 
     def stop_strings(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -118,23 +130,29 @@ class ChatRequest(_GenerationFields):
     response_format: dict[str, Any] | None = None
 
     def checked_tool_choice(self) -> Literal["auto", "none"]:
-        """"auto" when tools are given and tool_choice is omitted (vLLM's rule)."""
+        """ "auto" when tools are given and tool_choice is omitted (vLLM's rule)."""
         choice = self.tool_choice if self.tool_choice is not None else ("auto" if self.tools else "none")
         if choice not in ("auto", "none"):
-            raise RequestError("tool_choice 'required' or a named function needs guided decoding, "
-                               "which dagent's local engine does not do: use 'auto' or 'none'",
-                               param="tool_choice")
+            raise RequestError(
+                "tool_choice 'required' or a named function needs guided decoding, "
+                "which dagent's local engine does not do: use 'auto' or 'none'",
+                param="tool_choice",
+            )
         return choice  # type: ignore[return-value]
 
     def validate_extras(self) -> None:
         self.refuse_unsupported()
         if self.chat_template is not None:
-            raise RequestError("a per-request chat_template is refused (vLLM needs "
-                               "--trust-request-chat-template): choose the template when building the model",
-                               param="chat_template")
+            raise RequestError(
+                "a per-request chat_template is refused (vLLM needs "
+                "--trust-request-chat-template): choose the template when building the model",
+                param="chat_template",
+            )
         if self.response_format not in (None, {"type": "text"}):
-            raise RequestError("response_format needs guided decoding, which dagent's local engine "
-                               "does not do: leave it unset", param="response_format")
+            raise RequestError(
+                "response_format needs guided decoding, which dagent's local engine does not do: leave it unset",
+                param="response_format",
+            )
         if self.add_generation_prompt and self.continue_final_message:
             raise RequestError("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
         top = self.top_logprobs or 0
@@ -175,7 +193,12 @@ def _content_text(content: Any) -> str:
             if isinstance(part, str):
                 texts.append(part)
             elif isinstance(part, dict) and part.get("type", "text") in (
-                    "text", "input_text", "output_text", "refusal", "thinking"):
+                "text",
+                "input_text",
+                "output_text",
+                "refusal",
+                "thinking",
+            ):
                 if part.get("text") is not None:
                     texts.append(str(part["text"]))
             else:
@@ -234,9 +257,18 @@ def dump_tools(tools: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] |
             raise RequestError("each tool needs a `function` with a `name`", param="tools")
         extra_fn = {k: v for k, v in function.items() if k not in ("name", "description", "parameters")}
         extra = {k: v for k, v in tool.items() if k not in ("type", "function", "defer_loading")}
-        dumped.append({"type": tool.get("type", "function"),
-                       "function": {"name": function["name"], "description": function.get("description"),
-                                    "parameters": function.get("parameters"), **extra_fn}, **extra})
+        dumped.append(
+            {
+                "type": tool.get("type", "function"),
+                "function": {
+                    "name": function["name"],
+                    "description": function.get("description"),
+                    "parameters": function.get("parameters"),
+                    **extra_fn,
+                },
+                **extra,
+            }
+        )
     return dumped
 
 
@@ -263,9 +295,16 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
         for closed, unclosed in _TOOL_CALL_RE.findall(text):
             body = (closed or unclosed).strip()
             call = json.loads(body) if body.startswith("{") else _xml_call(body)
-            calls.append({"id": random_id("chatcmpl-tool-"), "type": "function",
-                          "function": {"name": call["name"],
-                                       "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False)}})
+            calls.append(
+                {
+                    "id": random_id("chatcmpl-tool-"),
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False),
+                    },
+                }
+            )
     except (ValueError, KeyError, TypeError, AttributeError):
         return text, []  # vLLM returns the raw text as content when a call does not parse
     content = text[: text.find(TOOL_CALL_START)]
@@ -277,8 +316,9 @@ def _clamp(value: float) -> float:
     return max(value, -9999.0)
 
 
-def chat_logprobs(steps: Sequence[Any], num_top: int, decode: Callable[[int], str],
-                  as_token_ids: bool) -> dict[str, Any]:
+def chat_logprobs(
+    steps: Sequence[Any], num_top: int, decode: Callable[[int], str], as_token_ids: bool
+) -> dict[str, Any]:
     """`choices[].logprobs` for these steps, as vLLM's _create_chat_logprobs builds it."""
     content = []
     for step in steps:
@@ -287,10 +327,21 @@ def chat_logprobs(steps: Sequence[Any], num_top: int, decode: Callable[[int], st
         tops = []
         for token_id, logprob in step.top[:num_top]:
             top_token = f"token_id:{token_id}" if as_token_ids else decode(token_id)
-            tops.append({"token": top_token, "logprob": _clamp(logprob),
-                         "bytes": list(top_token.encode("utf-8", errors="replace"))})
-        content.append({"token": token, "logprob": _clamp(step.logprob),
-                        "bytes": list(text.encode("utf-8", errors="replace")), "top_logprobs": tops})
+            tops.append(
+                {
+                    "token": top_token,
+                    "logprob": _clamp(logprob),
+                    "bytes": list(top_token.encode("utf-8", errors="replace")),
+                }
+            )
+        content.append(
+            {
+                "token": token,
+                "logprob": _clamp(step.logprob),
+                "bytes": list(text.encode("utf-8", errors="replace")),
+                "top_logprobs": tops,
+            }
+        )
     return {"content": content}
 
 
@@ -308,16 +359,38 @@ def completion_logprobs(steps: Sequence[Any], num_top: int, decode: Callable[[in
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens, "prompt_tokens_details": None}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
 
 
 def model_card(name: str, root: str, max_model_len: int) -> dict[str, Any]:
     created = int(time.time())
-    return {"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": root,
-            "parent": None, "max_model_len": max_model_len,
-            "permission": [{"id": random_id("modelperm-"), "object": "model_permission",
-                            "created": created, "allow_create_engine": False, "allow_sampling": True,
-                            "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-                            "allow_fine_tuning": False, "organization": "*", "group": None,
-                            "is_blocking": False}]}
+    return {
+        "id": name,
+        "object": "model",
+        "created": created,
+        "owned_by": "vllm",
+        "root": root,
+        "parent": None,
+        "max_model_len": max_model_len,
+        "permission": [
+            {
+                "id": random_id("modelperm-"),
+                "object": "model_permission",
+                "created": created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }

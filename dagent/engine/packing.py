@@ -27,11 +27,13 @@ def packable(model: Any) -> bool:
     computes it natively (AVX512-BF16/AMX or AVX512-FP16)."""
     import torch
 
-
     dtype = getattr(model, "dtype", None)
-    return (dtype in (torch.bfloat16, torch.float16)
-            and torch.backends.mkldnn.is_available() and native_half_precision(dtype)
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+    return (
+        dtype in (torch.bfloat16, torch.float16)
+        and torch.backends.mkldnn.is_available()
+        and native_half_precision(dtype)
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
 
 
 def pack_linears(model: Any) -> int:

@@ -43,8 +43,9 @@ def _stop_schedulers() -> None:
 class Scheduler:
     """One thread runs the model: it starts with the first request and ends when none is left."""
 
-    def __init__(self, backend: RaggedBackend | SerialBackend, max_num_seqs: int,
-                 chunk_tokens: int = _PREFILL_TOKENS) -> None:
+    def __init__(
+        self, backend: RaggedBackend | SerialBackend, max_num_seqs: int, chunk_tokens: int = _PREFILL_TOKENS
+    ) -> None:
         self.backend = backend
         self.max_num_seqs = max_num_seqs if backend.batched else 1
         self.chunk_tokens = chunk_tokens if backend.batched else None
@@ -89,7 +90,6 @@ class Scheduler:
                 try:
                     self._run()
                 except Exception:  # noqa: BLE001 - _run failed every stranded sequence already
-
                     traceback.print_exc()
         finally:
             with self._cond:
@@ -151,7 +151,7 @@ class Scheduler:
         for seq in live:
             if seq.pos < len(seq.prompt) and (budget is None or budget > 0) and self.backend.ready(seq):
                 n = len(seq.prompt) - seq.pos if budget is None else min(len(seq.prompt) - seq.pos, budget)
-                rows.append((seq, seq.prompt[seq.pos: seq.pos + n]))
+                rows.append((seq, seq.prompt[seq.pos : seq.pos + n]))
                 if budget is not None:
                     budget -= n
         if not rows:

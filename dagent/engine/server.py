@@ -49,10 +49,16 @@ from dagent.errors import ConfigError, EngineError, MissingDependencyError
 from dagent.serving import ThreadedServer
 
 
-def build_engine(model: str | Path, *, logprobs_mode: str = "raw_logprobs",
-                 max_model_len: int | None = None, dtype: str = "auto", max_num_seqs: int = 16,
-                 prefix_cache_gib: float = DEFAULT_PREFIX_CACHE_BYTES / 2**30,
-                 pack_weights: bool = True) -> LocalEngine:
+def build_engine(
+    model: str | Path,
+    *,
+    logprobs_mode: str = "raw_logprobs",
+    max_model_len: int | None = None,
+    dtype: str = "auto",
+    max_num_seqs: int = 16,
+    prefix_cache_gib: float = DEFAULT_PREFIX_CACHE_BYTES / 2**30,
+    pack_weights: bool = True,
+) -> LocalEngine:
     """Load a named model ("tiny-qwen3", "smollm2-135m", ...) or a local directory.
 
     max_num_seqs: sequences batched together; prefix_cache_gib: keys/values kept for prefix
@@ -64,10 +70,17 @@ def build_engine(model: str | Path, *, logprobs_mode: str = "raw_logprobs",
     loaded = load_model(model, dtype=dtype)
     if pack_weights:
         pack_linears(loaded.model)
-    return LocalEngine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                       max_model_len=max_model_len or loaded.max_model_len,
-                       logprobs_mode=logprobs_mode, dtype=loaded.dtype, name=str(loaded.path),
-                       max_num_seqs=max_num_seqs, prefix_cache_bytes=int(prefix_cache_gib * 2**30))
+    return LocalEngine(
+        loaded.model,
+        loaded.tokenizer,
+        eos_token_ids=loaded.eos_token_ids,
+        max_model_len=max_model_len or loaded.max_model_len,
+        logprobs_mode=logprobs_mode,
+        dtype=loaded.dtype,
+        name=str(loaded.path),
+        max_num_seqs=max_num_seqs,
+        prefix_cache_bytes=int(prefix_cache_gib * 2**30),
+    )
 
 
 class ChatService:
@@ -79,44 +92,67 @@ class ChatService:
     # -- shared ------------------------------------------------------------------------------
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.served:
-            raise RequestError(f"The model `{model}` does not exist.", status=404, err_type="NotFoundError",
-                               param="model")
+            raise RequestError(
+                f"The model `{model}` does not exist.", status=404, err_type="NotFoundError", param="model"
+            )
 
-    def generation_request(self, req: Any, prompt_ids: list[int], num_top: int,
-                           max_tokens: int | None) -> GenerationRequest:
+    def generation_request(
+        self, req: Any, prompt_ids: list[int], num_top: int, max_tokens: int | None
+    ) -> GenerationRequest:
         limit, n_prompt = self.engine.max_model_len, len(prompt_ids)
         if n_prompt == 0:
             raise RequestError("the prompt is empty: send at least one token")
         if n_prompt >= limit:
-            raise RequestError(f"This model's maximum context length is {limit} tokens. However, your "
-                               f"request has {n_prompt} input tokens. Please reduce the length of the "
-                               "input messages.")
+            raise RequestError(
+                f"This model's maximum context length is {limit} tokens. However, your "
+                f"request has {n_prompt} input tokens. Please reduce the length of the "
+                "input messages."
+            )
         if max_tokens is None:
             max_tokens = limit - n_prompt
         elif max_tokens < 1:
             raise RequestError("max_tokens must be at least 1", param="max_tokens")
         elif max_tokens > limit - n_prompt:
-            raise RequestError(f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This "
-                               f"model's maximum context length is {limit} tokens and your request has "
-                               f"{n_prompt} input tokens ({max_tokens} > {limit} - {n_prompt}).",
-                               param="max_tokens")
+            raise RequestError(
+                f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This "
+                f"model's maximum context length is {limit} tokens and your request has "
+                f"{n_prompt} input tokens ({max_tokens} > {limit} - {n_prompt}).",
+                param="max_tokens",
+            )
         try:
             sampling = self.sampling.merged(req.temperature, req.top_p, req.top_k)
         except ConfigError as e:
             raise RequestError(str(e)) from e
         return GenerationRequest(
-            prompt_ids=tuple(prompt_ids), max_tokens=max_tokens, sampling=sampling, seed=req.seed,
-            stop=req.stop_strings(), stop_token_ids=tuple(req.stop_token_ids or ()),
-            ignore_eos=req.ignore_eos, num_top_logprobs=num_top,
+            prompt_ids=tuple(prompt_ids),
+            max_tokens=max_tokens,
+            sampling=sampling,
+            seed=req.seed,
+            stop=req.stop_strings(),
+            stop_token_ids=tuple(req.stop_token_ids or ()),
+            ignore_eos=req.ignore_eos,
+            num_top_logprobs=num_top,
             skip_special_tokens=req.skip_special_tokens,
-            include_stop_str_in_output=req.include_stop_str_in_output)
+            include_stop_str_in_output=req.include_stop_str_in_output,
+        )
 
-    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                      add_generation_prompt: bool, continue_final_message: bool,
-                      chat_template_kwargs: dict[str, Any] | None, add_special_tokens: bool) -> tuple[str, list[int]]:
+    def render_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+        chat_template_kwargs: dict[str, Any] | None,
+        add_special_tokens: bool,
+    ) -> tuple[str, list[int]]:
         try:
-            text = self.engine.render(parse_messages(messages), dump_tools(tools), add_generation_prompt,
-                                      continue_final_message, chat_template_kwargs)
+            text = self.engine.render(
+                parse_messages(messages),
+                dump_tools(tools),
+                add_generation_prompt,
+                continue_final_message,
+                chat_template_kwargs,
+            )
         except RequestError:
             raise
         except ValueError as e:
@@ -128,9 +164,14 @@ class ChatService:
         req.validate_extras()
         self.check_model(req.model)
         parse_tools = bool(req.tools) and req.checked_tool_choice() == "auto"
-        text, ids = self.render_prompt(req.messages, req.tools, req.add_generation_prompt,
-                                       req.continue_final_message, req.chat_template_kwargs,
-                                       req.add_special_tokens)
+        text, ids = self.render_prompt(
+            req.messages,
+            req.tools,
+            req.add_generation_prompt,
+            req.continue_final_message,
+            req.chat_template_kwargs,
+            req.add_special_tokens,
+        )
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         num_top = (req.top_logprobs or 0) if req.logprobs else 0
         return text, ids, self.generation_request(req, ids, num_top, max_tokens), parse_tools
@@ -138,27 +179,46 @@ class ChatService:
     def _logprobs(self, req: ChatRequest, steps: list[Any]) -> dict[str, Any] | None:
         if not req.logprobs:
             return None
-        return chat_logprobs(steps, req.top_logprobs or 0, self.engine.decode_token,
-                             bool(req.return_tokens_as_token_ids))
+        return chat_logprobs(
+            steps, req.top_logprobs or 0, self.engine.decode_token, bool(req.return_tokens_as_token_ids)
+        )
 
     def chat(self, req: ChatRequest) -> dict[str, Any]:
         prompt_text, ids, gen_req, parse_tools = self.prepare_chat(req)
         gen = self.engine.generate(gen_req).run()
         content, calls = parse_tool_calls(gen.text) if parse_tools else (gen.text, [])
-        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None,
-                                   "annotations": None, "audio": None, "function_call": None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": content,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+        }
         if calls:
             message["tool_calls"] = calls
         message["reasoning"] = None
-        choice = {"index": 0, "message": message, "logprobs": self._logprobs(req, gen.steps),
-                  "finish_reason": "tool_calls" if calls else gen.finish_reason,
-                  "stop_reason": gen.stop_reason,
-                  "token_ids": gen.token_ids if req.return_token_ids else None}
-        body = {"id": random_id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
-                "model": self.served, "choices": [choice], "service_tier": None,
-                "system_fingerprint": None, "usage": usage(len(ids), len(gen.steps)),
-                "prompt_logprobs": None, "prompt_token_ids": ids if req.return_token_ids else None,
-                "kv_transfer_params": None}
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": self._logprobs(req, gen.steps),
+            "finish_reason": "tool_calls" if calls else gen.finish_reason,
+            "stop_reason": gen.stop_reason,
+            "token_ids": gen.token_ids if req.return_token_ids else None,
+        }
+        body = {
+            "id": random_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.served,
+            "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": usage(len(ids), len(gen.steps)),
+            "prompt_logprobs": None,
+            "prompt_token_ids": ids if req.return_token_ids else None,
+            "kv_transfer_params": None,
+        }
         if req.return_prompt_text:
             body["prompt_text"] = prompt_text
         return body
@@ -168,20 +228,29 @@ class ChatService:
         prompt_text, ids, gen_req, parse_tools = self.prepare_chat(req)
         return self._chat_chunks(req, prompt_text, ids, self.engine.generate(gen_req), parse_tools)
 
-    def _chat_chunks(self, req: ChatRequest, prompt_text: str, ids: list[int], gen: Generation,
-                     parse_tools: bool) -> Iterator[str]:
+    def _chat_chunks(
+        self, req: ChatRequest, prompt_text: str, ids: list[int], gen: Generation, parse_tools: bool
+    ) -> Iterator[str]:
         rid, created = random_id("chatcmpl-"), int(time.time())
 
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
-            data = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                    "model": self.served, "choices": choices, **extra}
+            data = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.served,
+                "choices": choices,
+                **extra,
+            }
             return f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
         first: dict[str, Any] = {"prompt_token_ids": ids if req.return_token_ids else None}
         if req.return_prompt_text:
             first["prompt_text"] = prompt_text
-        yield chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                      "finish_reason": None}], **first)
+        yield chunk(
+            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
+            **first,
+        )
         tools = _ToolCallStream() if parse_tools else None
         # vLLM: usage is sent when stream_options is given (include_usage defaults to true there)
         include_usage = req.stream_options is not None and req.stream_options.get("include_usage", True) is not False
@@ -195,9 +264,13 @@ class ChatService:
                     if not finished and logprobs is None and not req.return_token_ids:
                         continue
                     delta = {}
-                choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": logprobs,
-                                          "finish_reason": None,
-                                          "token_ids": [step.token_id] if req.return_token_ids else None}
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": logprobs,
+                    "finish_reason": None,
+                    "token_ids": [step.token_id] if req.return_token_ids else None,
+                }
                 if finished:
                     called = tools is not None and tools.called and gen.finish_reason == "stop"
                     choice["finish_reason"] = "tool_calls" if called else gen.finish_reason
@@ -216,8 +289,10 @@ class ChatService:
         req.refuse_unsupported()
         self.check_model(req.model)
         if req.stream:
-            raise RequestError("stream is not supported on /v1/completions by dagent's local engine: "
-                               "use /v1/chat/completions", param="stream")
+            raise RequestError(
+                "stream is not supported on /v1/completions by dagent's local engine: use /v1/chat/completions",
+                param="stream",
+            )
         if req.logprobs is not None and not 0 <= req.logprobs <= 20:
             raise RequestError("`logprobs` must be between 0 and 20", param="logprobs")
         ids = self.engine.encode(req.prompt, True) if isinstance(req.prompt, str) else list(req.prompt)
@@ -225,27 +300,45 @@ class ChatService:
         logprobs = None
         if req.logprobs is not None:
             logprobs = completion_logprobs(gen.steps, req.logprobs, self.engine.decode_token)
-        choice = {"index": 0, "text": gen.text, "logprobs": logprobs, "finish_reason": gen.finish_reason,
-                  "stop_reason": gen.stop_reason, "token_ids": gen.token_ids if req.return_token_ids else None,
-                  "prompt_logprobs": None, "prompt_token_ids": ids if req.return_token_ids else None}
-        return {"id": random_id("cmpl-"), "object": "text_completion", "created": int(time.time()),
-                "model": self.served, "choices": [choice], "usage": usage(len(ids), len(gen.steps)),
-                "system_fingerprint": None, "kv_transfer_params": None}
+        choice = {
+            "index": 0,
+            "text": gen.text,
+            "logprobs": logprobs,
+            "finish_reason": gen.finish_reason,
+            "stop_reason": gen.stop_reason,
+            "token_ids": gen.token_ids if req.return_token_ids else None,
+            "prompt_logprobs": None,
+            "prompt_token_ids": ids if req.return_token_ids else None,
+        }
+        return {
+            "id": random_id("cmpl-"),
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.served,
+            "choices": [choice],
+            "usage": usage(len(ids), len(gen.steps)),
+            "system_fingerprint": None,
+            "kv_transfer_params": None,
+        }
 
     def tokenize(self, req: TokenizeRequest) -> dict[str, Any]:
         self.check_model(req.model)
         if req.messages is not None:
-            _, ids = self.render_prompt(req.messages, req.tools, req.add_generation_prompt,
-                                        req.continue_final_message, req.chat_template_kwargs,
-                                        bool(req.add_special_tokens))
+            _, ids = self.render_prompt(
+                req.messages,
+                req.tools,
+                req.add_generation_prompt,
+                req.continue_final_message,
+                req.chat_template_kwargs,
+                bool(req.add_special_tokens),
+            )
         elif req.prompt is not None:
             add = True if req.add_special_tokens is None else req.add_special_tokens
             ids = self.engine.encode(req.prompt, add_special_tokens=add)
         else:
             raise RequestError("send `prompt` or `messages`")
         strs = self.engine.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
-        return {"count": len(ids), "max_model_len": self.engine.max_model_len, "tokens": ids,
-                "token_strs": strs}
+        return {"count": len(ids), "max_model_len": self.engine.max_model_len, "tokens": ids, "token_strs": strs}
 
 
 class _ToolCallStream:
@@ -261,11 +354,11 @@ class _ToolCallStream:
         if finished:
             content, calls = parse_tool_calls(self.text)
             if not calls:
-                return {"content": self.text[self.sent:]}
+                return {"content": self.text[self.sent :]}
             self.called = True
             out: dict[str, Any] = {"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}
-            if content and content[self.sent:]:
-                out["content"] = content[self.sent:]
+            if content and content[self.sent :]:
+                out["content"] = content[self.sent :]
             return out
         at = self.text.find(TOOL_CALL_START)
         if at < 0:  # hold back a tail that may be the start of "<tool_call>"
@@ -276,13 +369,20 @@ class _ToolCallStream:
                     break
         if at <= self.sent:
             return None
-        out_text, self.sent = self.text[self.sent:at], at
+        out_text, self.sent = self.text[self.sent : at], at
         return {"content": out_text}
 
 
-def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_name: str | None = None,
-               sampling: Sampling = DEFAULT_SAMPLING, logprobs_mode: str = "raw_logprobs",
-               max_model_len: int | None = None, dtype: str = "auto", **engine_options: Any) -> Any:
+def create_app(
+    model: str | Path | LocalEngine = "tiny-qwen3",
+    *,
+    served_model_name: str | None = None,
+    sampling: Sampling = DEFAULT_SAMPLING,
+    logprobs_mode: str = "raw_logprobs",
+    max_model_len: int | None = None,
+    dtype: str = "auto",
+    **engine_options: Any,
+) -> Any:
     """The FastAPI app serving one model (a name, a local directory, or a ready LocalEngine);
     engine_options go to `build_engine` (max_num_seqs, prefix_cache_gib)."""
     try:
@@ -291,8 +391,13 @@ def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_n
         from fastapi.responses import JSONResponse, StreamingResponse
     except ImportError as e:
         raise MissingDependencyError("fastapi", purpose="the local engine server") from e
-    engine = model if isinstance(model, LocalEngine) else build_engine(
-        model, logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype, **engine_options)
+    engine = (
+        model
+        if isinstance(model, LocalEngine)
+        else build_engine(
+            model, logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype, **engine_options
+        )
+    )
     served = served_model_name or (Path(engine.name).name if isinstance(model, LocalEngine) else str(model))
     service = ChatService(engine, served, sampling)
     app = FastAPI(title="dagent local engine")
@@ -352,11 +457,20 @@ def create_app(model: str | Path | LocalEngine = "tiny-qwen3", *, served_model_n
     return app
 
 
-def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int = 8000, *,
-          served_model_name: str | None = None, sampling: Sampling = DEFAULT_SAMPLING,
-          logprobs_mode: str = "raw_logprobs", max_model_len: int | None = None,
-          dtype: str = "auto", threads: int | None = None, log_level: str = "info",
-          **engine_options: Any) -> None:
+def serve(
+    model: str | Path = "tiny-qwen3",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    served_model_name: str | None = None,
+    sampling: Sampling = DEFAULT_SAMPLING,
+    logprobs_mode: str = "raw_logprobs",
+    max_model_len: int | None = None,
+    dtype: str = "auto",
+    threads: int | None = None,
+    log_level: str = "info",
+    **engine_options: Any,
+) -> None:
     """Run the server in the foreground (uvicorn) until interrupted.
 
     threads sets torch's CPU thread count for this process (None keeps torch's default);
@@ -370,9 +484,15 @@ def serve(model: str | Path = "tiny-qwen3", host: str = "127.0.0.1", port: int =
         import torch
 
         torch.set_num_threads(threads)
-    app = create_app(model, served_model_name=served_model_name, sampling=sampling,
-                     logprobs_mode=logprobs_mode, max_model_len=max_model_len, dtype=dtype,
-                     **engine_options)
+    app = create_app(
+        model,
+        served_model_name=served_model_name,
+        sampling=sampling,
+        logprobs_mode=logprobs_mode,
+        max_model_len=max_model_len,
+        dtype=dtype,
+        **engine_options,
+    )
     # The HTTP server runs in a thread and the model on this (main) thread: see Scheduler.serve_here.
 
     server = ThreadedServer(app, host=host, port=port, log_level=log_level).start()

@@ -77,17 +77,25 @@ def size_engines(card_bytes: int, models: Sequence[ModelShape], *, max_model_len
         need = ", ".join(f"{m.name} {f / 1024**3:.1f} GiB" for m, f in zip(models, floors, strict=True))
         raise EngineSizingError(
             f"engines_do_not_fit: {len(models)} engine(s) on one card of {card_bytes / 1024**3:.1f} GiB need at least "
-            f"{sum(floors) / 1024**3:.1f} GiB ({need}: weights, {OVERHEAD_BYTES / 1024**3:.0f} GiB runtime each, a cache "
+            f"{sum(floors) / 1024**3:.1f} GiB ({need}: weights, {OVERHEAD_BYTES / 1024**3:.0f} GiB runtime each, a "
+            "cache "
             f"for one {max_model_len}-token sequence) of the {budget / 1024**3:.1f} GiB usable: lower --max-model-len, "
-            "evaluate the arms one after the other, or use a larger card (F49)")
+            "evaluate the arms one after the other, or use a larger card (F49)"
+        )
     spare = budget - sum(floors)
     per_token = sum(m.kv_bytes_per_token for m in models)
     shares = []
     for model, floor in zip(models, floors, strict=True):
         extra = spare * model.kv_bytes_per_token / per_token
         tokens = max_model_len + int(extra // model.kv_bytes_per_token)
-        shares.append(EngineShare(model.name, round((floor + extra) / card_bytes, 4),
-                                  max(1, min(MAX_NUM_SEQS, tokens // TYPICAL_TOKENS)), tokens))
+        shares.append(
+            EngineShare(
+                model.name,
+                round((floor + extra) / card_bytes, 4),
+                max(1, min(MAX_NUM_SEQS, tokens // TYPICAL_TOKENS)),
+                tokens,
+            )
+        )
     return shares
 
 

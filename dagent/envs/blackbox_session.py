@@ -46,6 +46,7 @@ def instruction_of(task: Any) -> str | None:
 
 def check_sampling(trainer: dict[str, Any], server: dict[str, Any]) -> None:
     """The trainer's sampling must be the one the proxy pins (F05). top_k 0 and -1 both mean off."""
+
     def norm(s: dict[str, Any]) -> tuple[float, float, int]:
         top_k = int(s.get("top_k", 0) or 0)
         return float(s.get("temperature", 1.0)), float(s.get("top_p", 1.0)), 0 if top_k < 0 else top_k
@@ -54,7 +55,8 @@ def check_sampling(trainer: dict[str, Any], server: dict[str, Any]) -> None:
         raise ConfigError(
             f"the trainer samples with {dict(zip(('temperature', 'top_p', 'top_k'), norm(trainer)))} but the "
             f"capture proxy pins {dict(zip(('temperature', 'top_p', 'top_k'), norm(server)))} on every engine "
-            "call: set both from dagent.core.sampling (one source of truth, F05)")
+            "call: set both from dagent.core.sampling (one source of truth, F05)"
+        )
 
 
 class BlackBoxSession(ResourceSession):
@@ -71,8 +73,9 @@ class BlackBoxSession(ResourceSession):
         try:
             response = self._client.post(f"/{ENV_NAME}/rollout", json=self._body)
             if response.status_code != 200:
-                raise RolloutRequestError(f"the black-box server answered {response.status_code}: "
-                                          f"{response.text[:500]}")
+                raise RolloutRequestError(
+                    f"the black-box server answered {response.status_code}: {response.text[:500]}"
+                )
             self._payload = response.json()
         except BaseException as e:  # noqa: BLE001 - handed to wait_for_completion
             self._error = e
@@ -101,12 +104,17 @@ class BlackBoxSession(ResourceSession):
     def verify(self, transcript: list[dict[str, Any]], final_state: Any | None = None) -> VerifyResult:
         """Forward the server's reward: None (ungraded) stays None and leaves the baseline (F32)."""
         p = self.payload
-        metrics = {k: p.get(k) for k in ("outcome", "cause", "tool_calls", "turns", "agent_turns",
-                                          "model_calls", "budget_stops", "wall_s")}
+        metrics = {
+            k: p.get(k)
+            for k in ("outcome", "cause", "tool_calls", "turns", "agent_turns", "model_calls", "budget_stops", "wall_s")
+        }
         metrics["gate"] = (p.get("gate") or {}).get("tier")
-        return VerifyResult(env_reward=p.get("reward"), done=True, metrics=metrics,
-                            artifacts={"task_id": p.get("task_id"), "answer": p.get("answer"),
-                                       "findings": p.get("findings")})
+        return VerifyResult(
+            env_reward=p.get("reward"),
+            done=True,
+            metrics=metrics,
+            artifacts={"task_id": p.get("task_id"), "answer": p.get("answer"), "findings": p.get("findings")},
+        )
 
     # -- the step-per-turn contract does not apply: the agent owns the loop --------------------
     def initial_messages(self) -> list[dict[str, Any]]:
@@ -126,16 +134,18 @@ class BlackBoxSession(ResourceSession):
 class BlackBoxSessionFactory(ResourceSessionFactory):
     """Picklable factory (plain fields) for TRL's `HarnessRolloutWorker` (module docstring)."""
 
-    def __init__(self, server_url: str, *, split: str = "train", sampling: dict[str, Any] | None = None,
-                 timeout_s: float = 900.0) -> None:
+    def __init__(
+        self, server_url: str, *, split: str = "train", sampling: dict[str, Any] | None = None, timeout_s: float = 900.0
+    ) -> None:
         self.server_url, self.split, self.timeout_s = server_url.rstrip("/"), split, timeout_s
         self.sampling = sampling
         self._client: httpx.Client | None = None
         if sampling is not None:
             info = self.client().get(f"/{ENV_NAME}/info")
             if info.status_code != 200:
-                raise RolloutRequestError(f"{self.server_url}/{ENV_NAME}/info answered {info.status_code}: "
-                                          "is this a black-box server?")
+                raise RolloutRequestError(
+                    f"{self.server_url}/{ENV_NAME}/info answered {info.status_code}: is this a black-box server?"
+                )
             check_sampling(sampling, info.json()["sampling"])
 
     def __getstate__(self) -> dict[str, Any]:
@@ -154,8 +164,10 @@ class BlackBoxSessionFactory(ResourceSessionFactory):
         else:
             instruction = instruction_of(task)
             if instruction is None:
-                raise ConfigError(f"cannot tell which task {type(task).__name__} {str(task)[:80]!r} names: pass a row "
-                                  "with split/index or the prompt messages from TaskSuite.prompt_rows")
+                raise ConfigError(
+                    f"cannot tell which task {type(task).__name__} {str(task)[:80]!r} names: pass a row "
+                    "with split/index or the prompt messages from TaskSuite.prompt_rows"
+                )
             body = {"split": self.split, "instruction": instruction}
         body.update(include_trace=True, timeout_s=None, episode_id=episode_id)
         return BlackBoxSession(self.client(), body, instruction)

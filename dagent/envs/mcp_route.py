@@ -38,15 +38,22 @@ FastHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def rpc_error(request_id: Any, code: int, message: str, status: int = 200) -> JSONResponse:
-    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
-                        status_code=status)
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}, status_code=status
+    )
 
 
 class McpRoute:
     """ASGI middleware owning HTTP `/mcp` (the WebSocket `/mcp` stays openenv's)."""
 
-    def __init__(self, app: ASGIApp, *, mcp_app: ASGIApp, fast: FastHandler | None = None,
-                 on_session_end: Callable[[str], Any] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        mcp_app: ASGIApp,
+        fast: FastHandler | None = None,
+        on_session_end: Callable[[str], Any] | None = None,
+    ) -> None:
         self.app, self.mcp_app, self.fast, self.on_session_end = app, mcp_app, fast, on_session_end
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -64,27 +71,40 @@ class McpRoute:
         try:
             msg = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            return await rpc_error(None, -32700, "parse error: the body is not JSON; send one JSON-RPC 2.0 "
-                                   "object, e.g. {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", "
-                                   "...}")(scope, receive, send)
+            return await rpc_error(
+                None,
+                -32700,
+                "parse error: the body is not JSON; send one JSON-RPC 2.0 "
+                'object, e.g. {"jsonrpc": "2.0", "id": 1, "method": "initialize", '
+                "...}",
+            )(scope, receive, send)
         if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
-            return await rpc_error(msg.get("id") if isinstance(msg, dict) else None, -32600,
-                                   "invalid request: send one JSON-RPC 2.0 object with a `method` (batches "
-                                   "are not part of MCP since 2025-06-18)")(scope, receive, send)
+            return await rpc_error(
+                msg.get("id") if isinstance(msg, dict) else None,
+                -32600,
+                "invalid request: send one JSON-RPC 2.0 object with a `method` (batches "
+                "are not part of MCP since 2025-06-18)",
+            )(scope, receive, send)
         method, params = msg["method"], msg.get("params")
         if method == "initialize":
             return await self.mcp_app(scope, replay, send)
-        if method.startswith("openenv/") or (method in SESSIONLESS and isinstance(params, dict)
-                                             and "session_id" in params):
+        if method.startswith("openenv/") or (
+            method in SESSIONLESS and isinstance(params, dict) and "session_id" in params
+        ):
             return await self.app(scope, replay, send)  # openenv's handler: its sessions
         if method in SESSIONLESS:
             if self.fast is None:
                 return await self.app(scope, replay, send)
             return await JSONResponse(await self.fast(msg))(scope, receive, send)
-        return await rpc_error(msg.get("id"), -32601, (
-            f"{method!r} needs an MCP session: send `initialize` first and then the `Mcp-Session-Id` it "
-            "returns with every request; without a session this endpoint answers only tools/list, "
-            "tools/call (with episode_id) and openenv/session/create"))(scope, receive, send)
+        return await rpc_error(
+            msg.get("id"),
+            -32601,
+            (
+                f"{method!r} needs an MCP session: send `initialize` first and then the `Mcp-Session-Id` it "
+                "returns with every request; without a session this endpoint answers only tools/list, "
+                "tools/call (with episode_id) and openenv/session/create"
+            ),
+        )(scope, receive, send)
 
     async def _delete(self, scope: Scope, receive: Receive, send: Send, session: str | None) -> None:
         status: list[int] = []
@@ -106,9 +126,19 @@ def _named_404(send: Send, session: str) -> Send:
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start" and message["status"] == 404:
             state["replace"] = True
-            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": (
-                f"unknown or ended MCP session {session[:64]!r}: send `initialize` again without "
-                "Mcp-Session-Id to open a new session")}}).encode()
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": -32600,
+                        "message": (
+                            f"unknown or ended MCP session {session[:64]!r}: send `initialize` again without "
+                            "Mcp-Session-Id to open a new session"
+                        ),
+                    },
+                }
+            ).encode()
             state["body"] = body
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
             await send({**message, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
@@ -151,12 +181,16 @@ class _EndedStreamNoise(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (record.getMessage() == "Error in standalone SSE writer" and exc is not None
-                    and type(exc).__name__ in ("ClosedResourceError", "BrokenResourceError"))
+        return not (
+            record.getMessage() == "Error in standalone SSE writer"
+            and exc is not None
+            and type(exc).__name__ in ("ClosedResourceError", "BrokenResourceError")
+        )
 
 
-def install(app: Any, server: Any, *, fast: FastHandler | None = None,
-            on_session_end: Callable[[str], Any] | None = None) -> None:
+def install(
+    app: Any, server: Any, *, fast: FastHandler | None = None, on_session_end: Callable[[str], Any] | None = None
+) -> None:
     """Serve `server` (a FastMCP) as MCP Streamable HTTP on `app`'s `/mcp`, its lifespan in the app's."""
     mcp_app = server.http_app(path=PATH)
     inner = app.router.lifespan_context

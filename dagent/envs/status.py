@@ -16,15 +16,21 @@ def sandbox_health(backend: Any) -> dict[str, Any]:
     unprivileged uid (`mountns`), rlimits only (`cwd`, refused by the self-check), or a remote VM."""
     if backend is None:
         return {"backend": None}
-    return {"backend": backend.name, "remote": bool(backend.remote),
-            "isolation": getattr(backend, "tier", "remote" if backend.remote else None),
-            "describe": backend.describe()}
+    return {
+        "backend": backend.name,
+        "remote": bool(backend.remote),
+        "isolation": getattr(backend, "tier", "remote" if backend.remote else None),
+        "describe": backend.describe(),
+    }
 
 
 def replace_health(app: Any, extra: Callable[[], dict[str, Any]]) -> None:
     """Serve `{"status": "healthy", **extra()}` at GET /health instead of openenv's bare answer."""
-    app.router.routes[:] = [r for r in app.router.routes
-                            if not (getattr(r, "path", None) == "/health" and "GET" in (getattr(r, "methods", None) or ()))]
+    app.router.routes[:] = [
+        r
+        for r in app.router.routes
+        if not (getattr(r, "path", None) == "/health" and "GET" in (getattr(r, "methods", None) or ()))
+    ]
 
     @app.get("/health", tags=["Health"], summary="Health, sandbox backend and isolation")
     async def health() -> dict[str, Any]:

@@ -59,8 +59,12 @@ def unwrap(payload: Any) -> tuple[Any, bool]:
             err = value["error"]
             raise EnvServerError(f"JSON-RPC error {err.get('code')}: {err.get('message')}")
         value = value.get("result")
-    if isinstance(value, dict) and value and set(value) <= _TOOL_RESULT_KEYS | {"meta", "_meta"} \
-            and set(value) & _TOOL_RESULT_KEYS:
+    if (
+        isinstance(value, dict)
+        and value
+        and set(value) <= _TOOL_RESULT_KEYS | {"meta", "_meta"}
+        and set(value) & _TOOL_RESULT_KEYS
+    ):
         is_error = bool(value.get("isError", value.get("is_error", False)))
         for key in ("structuredContent", "structured_content", "data"):
             if value.get(key) is not None:
@@ -91,8 +95,11 @@ def _shared_client(base_url: str, timeout_s: float) -> httpx.Client:
     with _CLIENTS_LOCK:
         key = (base_url, timeout_s)
         if key not in _CLIENTS:
-            _CLIENTS[key] = httpx.Client(base_url=base_url, timeout=timeout_s,
-                                         limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+            _CLIENTS[key] = httpx.Client(
+                base_url=base_url,
+                timeout=timeout_s,
+                limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            )
         return _CLIENTS[key]
 
 
@@ -101,16 +108,20 @@ class WhiteBoxHTTP:
 
     def __init__(self, base_url: str, *, timeout_s: float = 300.0, headers: dict[str, str] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = (httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers) if headers
-                      else _shared_client(self.base_url, timeout_s))
+        self._http = (
+            httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
+            if headers
+            else _shared_client(self.base_url, timeout_s)
+        )
         self._rpc_id = 0
 
     def _request(self, method: str, path: str, **kw: Any) -> Any:
         try:
             r = self._http.request(method, path, **kw)
         except httpx.HTTPError as e:
-            raise EnvServerError(f"cannot reach the white-box server at {self.base_url}{path}: "
-                                 f"{type(e).__name__}: {e}") from e
+            raise EnvServerError(
+                f"cannot reach the white-box server at {self.base_url}{path}: {type(e).__name__}: {e}"
+            ) from e
         if r.status_code >= 400:
             try:
                 detail = r.json().get("detail", r.text)
@@ -137,8 +148,9 @@ class WhiteBoxHTTP:
 
     def _rpc(self, method: str, params: dict[str, Any]) -> Any:
         self._rpc_id += 1
-        return self._request("POST", "/mcp", json={"jsonrpc": "2.0", "id": self._rpc_id,
-                                                   "method": method, "params": params})
+        return self._request(
+            "POST", "/mcp", json={"jsonrpc": "2.0", "id": self._rpc_id, "method": method, "params": params}
+        )
 
     def list_tools(self) -> list[dict[str, Any]]:
         value, _ = unwrap(self._rpc("tools/list", {}))
@@ -170,6 +182,7 @@ def _jsonable(value: Any) -> bool:
 
 
 # ------------------------------------------------------------------ face 3: the TRL class over HTTP
+
 
 class _RemoteEnv:
     """Base of the client class. Only `reset` and `get_reward` are public besides the tools."""
@@ -230,22 +243,31 @@ class _RemoteEnv:
     def _check_surface(cls) -> None:
         if cls._checked:
             return
-        served = {t["name"] for t in WhiteBoxHTTP(cls._base_url, timeout_s=cls._timeout_s,
-                                                  headers=cls._headers).list_tools()}
+        served = {
+            t["name"] for t in WhiteBoxHTTP(cls._base_url, timeout_s=cls._timeout_s, headers=cls._headers).list_tools()
+        }
         if served != set(cls._tools):
             raise ConfigError(
                 f"the server at {cls._base_url} serves {sorted(served)} but this client offers "
                 f"{sorted(cls._tools)} to the model: start the server with DAGENT_TOOLS matching, "
-                "or build the client with the server's selection (F25)")
+                "or build the client with the server's selection (F25)"
+            )
         cls._checked = True
 
 
-def white_box_client(base_url: str, tools: Any = None, *, timeout_s: float = 300.0,
-                     headers: dict[str, str] | None = None) -> type:
+def white_box_client(
+    base_url: str, tools: Any = None, *, timeout_s: float = 300.0, headers: dict[str, str] | None = None
+) -> type:
     """The class for `GRPOTrainer(environment_factory=white_box_client(url))` against a server."""
     names = select(tools)
-    namespace: dict[str, Any] = {"_base_url": base_url.rstrip("/"), "_tools": names, "_timeout_s": timeout_s,
-                                 "_headers": headers, "_checked": False, "__module__": __name__}
+    namespace: dict[str, Any] = {
+        "_base_url": base_url.rstrip("/"),
+        "_tools": names,
+        "_timeout_s": timeout_s,
+        "_headers": headers,
+        "_checked": False,
+        "__module__": __name__,
+    }
     for name in names:
         namespace[name] = tool_function(name, _RemoteEnv._call, receiver=True)
     return type(REWARD_COLUMN, (_RemoteEnv,), namespace)

@@ -64,9 +64,15 @@ class TaskMismatchError(TaskError):
 class Runtime:
     """The suite, the sandbox backend and the episode settings one server (or trainer) uses."""
 
-    def __init__(self, suite: TaskSuite, *, backend: SandboxBackend | None = None,
-                 config: EpisodeConfig | None = None, max_episodes: int | None = None,
-                 clock: PhaseClock | None = None) -> None:
+    def __init__(
+        self,
+        suite: TaskSuite,
+        *,
+        backend: SandboxBackend | None = None,
+        config: EpisodeConfig | None = None,
+        max_episodes: int | None = None,
+        clock: PhaseClock | None = None,
+    ) -> None:
         self.suite, self.config, self.max_episodes = suite, config or EpisodeConfig(), max_episodes
         self._backend = backend
         self._backend_lock = threading.Lock()
@@ -84,12 +90,12 @@ class Runtime:
     def phase(self, name: str) -> AbstractContextManager[None]:
         return self.clock.phase(name) if self.clock is not None else nullcontext()
 
-    def start(self, split: Any, index: Any, *, task_id: str | None = None,
-              episode_id: str | None = None) -> Episode:
+    def start(self, split: Any, index: Any, *, task_id: str | None = None, episode_id: str | None = None) -> Episode:
         """Start the episode a dataset row names. Unknown split / bad index: SplitError with the range."""
         if split is None or index is None:
-            raise SplitError("reset needs the row's `split` and `index`; splits: "
-                             + ", ".join(self.suite.split_names()))
+            raise SplitError(
+                "reset needs the row's `split` and `index`; splits: " + ", ".join(self.suite.split_names())
+            )
         if isinstance(index, str) and index.strip().lstrip("-").isdigit():
             index = int(index)
         elif hasattr(index, "__index__") and not isinstance(index, bool):
@@ -98,9 +104,18 @@ class Runtime:
         if task_id is not None and task_id != task.task_id:
             raise TaskMismatchError(
                 f"the row names task {task_id!r} but {split}[{index}] on this server is {task.task_id!r}: "
-                "the trainer's dataset and the server's suite differ; rebuild the rows from the served suite")
-        return open_episode(task, self.suite.files_for(task), self.backend, split=str(split), index=index,
-                            config=self.config, max_episodes=self.max_episodes, episode_id=episode_id)
+                "the trainer's dataset and the server's suite differ; rebuild the rows from the served suite"
+            )
+        return open_episode(
+            task,
+            self.suite.files_for(task),
+            self.backend,
+            split=str(split),
+            index=index,
+            config=self.config,
+            max_episodes=self.max_episodes,
+            episode_id=episode_id,
+        )
 
     def call(self, episode_id: str | None, name: str, arguments: Any) -> ToolResult:
         if not episode_id:
@@ -113,12 +128,15 @@ class Runtime:
 
 
 _SLOT: RuntimeSlot[Runtime] = RuntimeSlot(
-    "the white-box server has no task suite configured: build the app with dagent.envs.whitebox_server.create_app(suite=...) "
-    "or set DAGENT_SUITE for server/app.py")
+    "the white-box server has no task suite configured: build the app with "
+    "dagent.envs.whitebox_server.create_app(suite=...) "
+    "or set DAGENT_SUITE for server/app.py"
+)
 configure, current = _SLOT.configure, _SLOT.current
 
 
 # ------------------------------------------------------------------ face 2: MCP server + openenv env
+
 
 def _serve(name: str, arguments: Any, episode_id: str | None) -> dict[str, Any]:
     result = current().call(episode_id, name, arguments)
@@ -140,8 +158,10 @@ def mcp_server(tools: tuple[str, ...]) -> FastMCP:
 
 # ------------------------------------------------------------------ face 2b: MCP sessions (the SDK's clients)
 
-NO_EPISODE = ("no episode in this MCP session: call start_episode first (split and index, or task_id), "
-              f"send the {EPISODE_HEADER} header with an episode_id from POST /reset, or pass episode_id")
+NO_EPISODE = (
+    "no episode in this MCP session: call start_episode first (split and index, or task_id), "
+    f"send the {EPISODE_HEADER} header with an episode_id from POST /reset, or pass episode_id"
+)
 
 _SESSIONS: dict[str, str] = {}  # MCP session id -> the episode it carries
 _SESSIONS_LOCK = threading.Lock()
@@ -182,8 +202,7 @@ def _serve_in_session(name: str, arguments: Any, episode_id: str | None) -> dict
     return _serve(name, arguments, episode_id)
 
 
-def _start_episode(split: str | None = None, index: int | None = None,
-                   task_id: str | None = None) -> dict[str, Any]:
+def _start_episode(split: str | None = None, index: int | None = None, task_id: str | None = None) -> dict[str, Any]:
     """Start an episode on one task and make it this session's: the other tools then act on it without
     `episode_id`. Name the task by `split` and `index`, or by `task_id` alone. A second call finishes
     the session's previous episode first.
@@ -207,9 +226,15 @@ def _start_episode(split: str | None = None, index: int | None = None,
         end_session(sid)
         with _SESSIONS_LOCK:
             _SESSIONS[sid] = episode.episode_id
-    return {"instruction": episode.instruction, "episode_id": episode.episode_id, "split": episode.split,
-            "index": episode.index, "task_id": episode.task.task_id, "tools": list(runtime.config.tools),
-            "ungraded": episode.start_cause}
+    return {
+        "instruction": episode.instruction,
+        "episode_id": episode.episode_id,
+        "split": episode.split,
+        "index": episode.index,
+        "task_id": episode.task.task_id,
+        "tools": list(runtime.config.tools),
+        "ungraded": episode.start_cause,
+    }
 
 
 def _finish_episode(episode_id: str | None = None) -> dict[str, Any]:
@@ -239,6 +264,7 @@ def _threaded(fn: Any, limiter: anyio.CapacityLimiter) -> Any:
     """`fn` as an async tool run in a worker thread of `limiter` (contextvars, and so the MCP request's
     session and headers, go with it). anyio's default limiter would cap every session's tool calls
     together at 40 threads; a call mostly waits on its sandbox process."""
+
     async def run(*args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=limiter)
 
@@ -250,15 +276,20 @@ def session_server(tools: tuple[str, ...], workers: int = 64) -> FastMCP:
     """The FastMCP server MCP sessions talk to (`/mcp` over Streamable HTTP): `start_episode`, the
     `tools` (each with an optional `episode_id`: the session, or the `Dagent-Episode-Id` header,
     carries it) and `finish_episode`, which returns the reward; at most `workers` calls at once."""
-    server = FastMCP(ENV_NAME, instructions=(
-        "Data-agent tasks over real tables. start_episode gives you a task's instruction; solve it with "
-        "the tools in the episode's sandbox (the tables are under /workdir/input), submit_solution with "
-        "the answer, then finish_episode returns the grade."))
+    server = FastMCP(
+        ENV_NAME,
+        instructions=(
+            "Data-agent tasks over real tables. start_episode gives you a task's instruction; solve it with "
+            "the tools in the episode's sandbox (the tables are under /workdir/input), submit_solution with "
+            "the answer, then finish_episode returns the grade."
+        ),
+    )
     limiter = anyio.CapacityLimiter(workers)
     server.tool(_threaded(_start_episode, limiter), name="start_episode")
     for name in tools:
-        server.tool(_threaded(tool_function(name, _serve_in_session, routing=ROUTING_ARG, routing_optional=True),
-                              limiter))
+        server.tool(
+            _threaded(tool_function(name, _serve_in_session, routing=ROUTING_ARG, routing_optional=True), limiter)
+        )
     server.tool(_threaded(_finish_episode, limiter), name="finish_episode")
     return server
 
@@ -286,8 +317,10 @@ class WhiteBoxObservation(Observation):
     split: str | None = None
     index: int | None = None
     task_id: str | None = None
-    tools: list[dict[str, Any]] = Field(default_factory=list, description=(
-        "The tools this server serves, as OpenEnv's clients parse them: name, description, input_schema."))
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description=("The tools this server serves, as OpenEnv's clients parse them: name, description, input_schema."),
+    )
     ungraded: str | None = Field(default=None, description="Why the episode cannot be graded, if so.")
 
 
@@ -314,19 +347,35 @@ class WhiteBoxEnvironment(MCPEnvironment):
         async with super().mcp_session() as client:
             yield client
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, split: Any = None,
-              index: Any = None, task_id: str | None = None, **row: Any) -> WhiteBoxObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        split: Any = None,
+        index: Any = None,
+        task_id: str | None = None,
+        **row: Any,
+    ) -> WhiteBoxObservation:
         if self._session_scoped:
             self._finish_own()
         episode = current().start(split, index, task_id=task_id, episode_id=episode_id)
         self.episode_id = episode.episode_id
         return WhiteBoxObservation(
-            instruction=episode.instruction, episode_id=episode.episode_id, split=episode.split,
-            index=episode.index, task_id=episode.task.task_id, tools=tool_specs(self.TOOLS),
+            instruction=episode.instruction,
+            episode_id=episode.episode_id,
+            split=episode.split,
+            index=episode.index,
+            task_id=episode.task.task_id,
+            tools=tool_specs(self.TOOLS),
             ungraded=episode.start_cause,
             # what OpenEnv's MCPToolClient keeps of a reset observation that lists tools
-            metadata={"instruction": episode.instruction, "episode_id": episode.episode_id,
-                      "task_id": episode.task.task_id, "ungraded": episode.start_cause})
+            metadata={
+                "instruction": episode.instruction,
+                "episode_id": episode.episode_id,
+                "task_id": episode.task.task_id,
+                "ungraded": episode.start_cause,
+            },
+        )
 
     def close(self) -> None:
         """An openenv session ends: finish its episode (graded; the summary stays readable). A
@@ -344,8 +393,9 @@ class WhiteBoxEnvironment(MCPEnvironment):
             self.episode_id = None
 
     def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        return Observation(metadata={"error": "this environment takes MCP tool calls only "
-                                              "(POST /mcp tools/call with an episode_id)"})
+        return Observation(
+            metadata={"error": "this environment takes MCP tool calls only (POST /mcp tools/call with an episode_id)"}
+        )
 
     @property
     def state(self) -> State:
@@ -353,8 +403,10 @@ class WhiteBoxEnvironment(MCPEnvironment):
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
-            name=ENV_NAME, version="0.1.0",
-            description=f"Data-agent tasks over real tables; tools: {', '.join(self.TOOLS)}")
+            name=ENV_NAME,
+            version="0.1.0",
+            description=f"Data-agent tasks over real tables; tools: {', '.join(self.TOOLS)}",
+        )
 
     # Task API (openenv serves these under /data_agent/...). The public view only: no gold (F14).
     def list_splits(self) -> list[str]:
@@ -384,8 +436,10 @@ def tool_specs(tools: tuple[str, ...]) -> list[dict[str, Any]]:
 
 @lru_cache(maxsize=None)
 def _tool_specs(tools: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
-    return tuple({"name": t.name, "description": t.description or "", "input_schema": t.parameters or {}}
-                 for t in get_server_tools(mcp_server(tools)).values())
+    return tuple(
+        {"name": t.name, "description": t.description or "", "input_schema": t.parameters or {}}
+        for t in get_server_tools(mcp_server(tools)).values()
+    )
 
 
 @lru_cache(maxsize=None)
@@ -398,6 +452,7 @@ assert issubclass(WhiteBoxEnvironment, Environment)
 
 
 # ------------------------------------------------------------------ face 1: the TRL class (in process)
+
 
 class _InProcessEnv:
     """Base of the TRL class. Only `reset` and `get_reward` are public besides the tools."""
@@ -436,9 +491,14 @@ class _InProcessEnv:
             self._episode_id = None
 
 
-def white_box_env(suite: TaskSuite | str | Path | Runtime | None = None, tools: Any = None, *,
-                  backend: SandboxBackend | None = None, config: EpisodeConfig | None = None,
-                  clock: PhaseClock | None = None) -> type:
+def white_box_env(
+    suite: TaskSuite | str | Path | Runtime | None = None,
+    tools: Any = None,
+    *,
+    backend: SandboxBackend | None = None,
+    config: EpisodeConfig | None = None,
+    clock: PhaseClock | None = None,
+) -> type:
     """The environment class for `GRPOTrainer(environment_factory=white_box_env(...))`, in process.
 
     Its public methods are exactly the tools of `tools` (default bash + seta, plus
@@ -451,10 +511,19 @@ def white_box_env(suite: TaskSuite | str | Path | Runtime | None = None, tools: 
         if not isinstance(suite, TaskSuite):
             suite = load_tasks(suite)
         base = config or EpisodeConfig()
-        runtime = Runtime(suite, backend=backend, config=EpisodeConfig(
-            tools=names, max_steps=base.max_steps, output_chars=base.output_chars,
-            command_timeout_s=base.command_timeout_s, reward=base.reward, idle_timeout_s=base.idle_timeout_s),
-            clock=clock)
+        runtime = Runtime(
+            suite,
+            backend=backend,
+            config=EpisodeConfig(
+                tools=names,
+                max_steps=base.max_steps,
+                output_chars=base.output_chars,
+                command_timeout_s=base.command_timeout_s,
+                reward=base.reward,
+                idle_timeout_s=base.idle_timeout_s,
+            ),
+            clock=clock,
+        )
     if set(runtime.config.tools) != set(names):
         raise ConfigError(f"the runtime serves {runtime.config.tools} but the class was asked for {names}")
     namespace: dict[str, Any] = {"_runtime": runtime, "_tools": names, "__module__": __name__}

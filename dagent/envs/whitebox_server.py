@@ -77,10 +77,17 @@ DEFAULT_MAX_EPISODES = 64
 SERVE_SETTINGS = {"timeout_keep_alive": 75, "backlog": 4096}
 
 
-def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None,
-               max_episodes: int = DEFAULT_MAX_EPISODES, config: EpisodeConfig | None = None,
-               backend: SandboxBackend | None = None, tool_workers: int | None = None,
-               mcp_handler: str = "lean", isolation_check: bool = True) -> FastAPI:
+def create_app(
+    suite: TaskSuite | str | Path | None = None,
+    *,
+    tools: Any = None,
+    max_episodes: int = DEFAULT_MAX_EPISODES,
+    config: EpisodeConfig | None = None,
+    backend: SandboxBackend | None = None,
+    tool_workers: int | None = None,
+    mcp_handler: str = "lean",
+    isolation_check: bool = True,
+) -> FastAPI:
     """Build the server for `suite` serving the `tools` selection, with at most `max_episodes` at once.
 
     Before serving, a local backend's sandboxes are probed from inside (`dagent.sandbox.isolation`):
@@ -97,9 +104,14 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
         raise ConfigError(f"max_episodes must be >= 1 (got {max_episodes}); set DAGENT_MAX_EPISODES")
     names = select(tools)
     base = config or EpisodeConfig()
-    config = EpisodeConfig(tools=names, max_steps=base.max_steps, output_chars=base.output_chars,
-                           command_timeout_s=base.command_timeout_s, reward=base.reward,
-                           idle_timeout_s=base.idle_timeout_s)
+    config = EpisodeConfig(
+        tools=names,
+        max_steps=base.max_steps,
+        output_chars=base.output_chars,
+        command_timeout_s=base.command_timeout_s,
+        reward=base.reward,
+        idle_timeout_s=base.idle_timeout_s,
+    )
     if not isinstance(suite, TaskSuite):
         suite = load_tasks(suite)
     runtime = configure(Runtime(suite, backend=backend, config=config, max_episodes=max_episodes))
@@ -109,8 +121,14 @@ def create_app(suite: TaskSuite | str | Path | None = None, *, tools: Any = None
     if isolation_check:  # the sandboxes run the tasks at all, local tiers too (F51)
         _LOG.info("sandbox runs the oracle of %s", check_image(suite, runtime.backend).task_id)
     env_cls = environment_class(names)
-    app = openenv_create_app(env_cls, CallToolAction, CallToolObservation, env_name=ENV_NAME,
-                             max_concurrent_envs=max_episodes, reset_observation_cls=WhiteBoxObservation)
+    app = openenv_create_app(
+        env_cls,
+        CallToolAction,
+        CallToolObservation,
+        env_name=ENV_NAME,
+        max_concurrent_envs=max_episodes,
+        reset_observation_cls=WhiteBoxObservation,
+    )
     # One worker per episode that may be running: a tool call mostly WAITS on its sandbox process,
     # so a smaller pool caps throughput at pool / exec latency, which grows under load.
     workers = tool_workers or min(max_episodes, 512)
@@ -133,22 +151,26 @@ def _rpc(request_id: Any, result: Any = None, error: tuple[int, str] | None = No
 
 def _tool_result(ok: bool, output: str) -> dict[str, Any]:
     """MCP's CallToolResult shape; the client unwraps it (F29)."""
-    return {"content": [{"type": "text", "text": output}], "structuredContent": {"ok": ok, "output": output},
-            "isError": not ok}
+    return {
+        "content": [{"type": "text", "text": output}],
+        "structuredContent": {"ok": ok, "output": output},
+        "isError": not ok,
+    }
 
 
 def _fast_mcp(names: tuple[str, ...], pool: ThreadPoolExecutor) -> Any:
     """The sessionless `tools/list` and `tools/call` (with episode_id) a trainer sends (`mcp_route`)."""
     served = get_server_tools(mcp_server(names))  # the registered FastMCP tools ARE the served set
-    listing = [{"name": t.name, "description": t.description or "", "inputSchema": t.parameters or {}}
-               for t in served.values()]
+    listing = [
+        {"name": t.name, "description": t.description or "", "inputSchema": t.parameters or {}} for t in served.values()
+    ]
 
     async def fast(body: dict[str, Any]) -> dict[str, Any]:
         rid, method, params = body.get("id"), body["method"], body.get("params") or {}
         if method == "tools/list":
             return _rpc(rid, {"tools": listing})
         if not isinstance(params, dict):
-            return _rpc(rid, error=(-32602, "params must be an object: {\"name\": ..., \"arguments\": {...}}"))
+            return _rpc(rid, error=(-32602, 'params must be an object: {"name": ..., "arguments": {...}}'))
         name, arguments = params.get("name"), params.get("arguments") or {}
         tool = served.get(name) if isinstance(name, str) else None
         if tool is None:
@@ -156,9 +178,15 @@ def _fast_mcp(names: tuple[str, ...], pool: ThreadPoolExecutor) -> Any:
         if not isinstance(arguments, dict):
             return _rpc(rid, _tool_result(False, f"arguments must be a JSON object ({ROUTING_ARG} included)"))
         if not arguments.get(ROUTING_ARG):
-            return _rpc(rid, error=(-32602, f"tools/call without an MCP session needs `{ROUTING_ARG}` in the "
-                                           "arguments (from POST /reset); or send `initialize` first and "
-                                           "call start_episode in that session"))
+            return _rpc(
+                rid,
+                error=(
+                    -32602,
+                    f"tools/call without an MCP session needs `{ROUTING_ARG}` in the "
+                    "arguments (from POST /reset); or send `initialize` first and "
+                    "call start_episode in that session",
+                ),
+            )
         loop = asyncio.get_running_loop()
         try:
             out = await loop.run_in_executor(pool, lambda: tool.fn(**arguments))
@@ -173,15 +201,22 @@ def _fast_mcp(names: tuple[str, ...], pool: ThreadPoolExecutor) -> Any:
 def _install_episode_routes(app: FastAPI, names: tuple[str, ...], max_episodes: int, config: EpisodeConfig) -> None:
     @app.get(task_api("capacity"), tags=["Episodes"], summary="Running episodes and the configured maximum")
     async def capacity() -> dict[str, Any]:
-        return {"active": active_episodes(), "max": max_episodes, "tools": list(names),
-                "episode": {"max_steps": config.max_steps, "output_chars": config.output_chars}}
+        return {
+            "active": active_episodes(),
+            "max": max_episodes,
+            "tools": list(names),
+            "episode": {"max_steps": config.max_steps, "output_chars": config.output_chars},
+        }
 
     @app.get(task_api("episodes/{episode_id}"), tags=["Episodes"], summary="An episode's state and reward")
     async def episode(episode_id: str) -> dict[str, Any]:
         return episode_summary(episode_id)
 
-    @app.delete(task_api("episodes/{episode_id}"), tags=["Episodes"],
-                summary="Finish an episode, free its sandbox, return its reward (null when ungraded)")
+    @app.delete(
+        task_api("episodes/{episode_id}"),
+        tags=["Episodes"],
+        summary="Finish an episode, free its sandbox, return its reward (null when ungraded)",
+    )
     async def finish(episode_id: str) -> dict[str, Any]:
         return await asyncio.get_running_loop().run_in_executor(None, close_episode, episode_id)
 
@@ -190,6 +225,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     def handler(status: int):
         async def respond(request: Request, exc: Exception) -> JSONResponse:
             return JSONResponse(status_code=status, content={"detail": str(exc)})
+
         return respond
 
     app.add_exception_handler(SplitError, handler(400))
@@ -207,11 +243,16 @@ def space_app(settings: WhiteboxServerSettings) -> FastAPI:
     `EpisodeConfig`'s defaults."""
     defaults = EpisodeConfig()
     return create_app(
-        settings.suite, tools=settings.tools, max_episodes=settings.max_episodes or DEFAULT_MAX_EPISODES,
+        settings.suite,
+        tools=settings.tools,
+        max_episodes=settings.max_episodes or DEFAULT_MAX_EPISODES,
         config=EpisodeConfig(
             max_steps=settings.max_steps or defaults.max_steps,
             output_chars=settings.output_chars or defaults.output_chars,
             command_timeout_s=settings.command_timeout_s or defaults.command_timeout_s,
-            idle_timeout_s=settings.idle_timeout_s or defaults.idle_timeout_s),
-        tool_workers=settings.tool_workers, mcp_handler=settings.mcp_handler,
-        backend=None if settings.sandbox == "local" else get_backend(settings.sandbox))
+            idle_timeout_s=settings.idle_timeout_s or defaults.idle_timeout_s,
+        ),
+        tool_workers=settings.tool_workers,
+        mcp_handler=settings.mcp_handler,
+        backend=None if settings.sandbox == "local" else get_backend(settings.sandbox),
+    )

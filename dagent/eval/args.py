@@ -30,10 +30,15 @@ def preset_for(given: str | None, *models: str | None) -> tuple[str, str]:
             found[model] = preset
     if len(set(found.values())) == 1:
         preset = next(iter(found.values()))
-        return preset, f"from {', '.join(map(str, found))}'s provenance.json (the recipe it trained under); --preset overrides"
+        return (
+            preset,
+            f"from {', '.join(map(str, found))}'s provenance.json (the recipe it trained under); --preset overrides",
+        )
     if found:
-        raise ConfigError(f"the checkpoints trained under different presets ({found}): evaluate them apart, or "
-                          "pass --preset to run every arm under one")
+        raise ConfigError(
+            f"the checkpoints trained under different presets ({found}): evaluate them apart, or "
+            "pass --preset to run every arm under one"
+        )
     return DEFAULT_PRESET, "the default (no checkpoint's provenance names one); --preset sets it"
 
 

@@ -115,8 +115,10 @@ class PlainProgress:
         elapsed = now - self.start
         rate = self.done / elapsed * 60 if elapsed > 0 else 0.0
         projected = elapsed * self.total / self.done / 60
-        return (f"{self.done}/{self.total} samples in {elapsed / 60:.1f} min ({rate:.1f}/min, ~{projected:.0f} min in all)"
-                + (f"  {detail}" if detail else ""))
+        return (
+            f"{self.done}/{self.total} samples in {elapsed / 60:.1f} min ({rate:.1f}/min, ~{projected:.0f} min in all)"
+            + (f"  {detail}" if detail else "")
+        )
 
 
 def check_baseline(pass1: float | None, expect: float, tolerance: float, arm: str) -> None:
@@ -126,7 +128,8 @@ def check_baseline(pass1: float | None, expect: float, tolerance: float, arm: st
         raise BaselineGuardError(
             f"baseline_off: arm {arm!r} scored pass@1 {got}, expected {expect:.3f} +- {tolerance:.3f}: "
             "the run measured the infrastructure, not the policy; check the engine, sandbox and suite "
-            "(records are kept for diagnosis), or correct --expect-base (F41)")
+            "(records are kept for diagnosis), or correct --expect-base (F41)"
+        )
 
 
 def jobs(n_tasks: int | Sequence[int], samples: int, arms: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -161,9 +164,15 @@ def gpu_shares(arms: Sequence[Arm], card: int | None = None) -> dict[str, Engine
     return {a.name: s for a, s in zip(gpu, size_engines(card, shapes, max_model_len=ENGINE_CONTEXT), strict=True)}
 
 
-def evaluate_arms(suite: TaskSuite, arms: Sequence[Arm], args: EvalArgs, *,
-                  on_done: Callable[[str, EvalRecord], None] | None = None, card: int | None = None,
-                  echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[EvalRecord]]:
+def evaluate_arms(
+    suite: TaskSuite,
+    arms: Sequence[Arm],
+    args: EvalArgs,
+    *,
+    on_done: Callable[[str, EvalRecord], None] | None = None,
+    card: int | None = None,
+    echo: Callable[[str], None] = lambda _l: None,
+) -> dict[str, list[EvalRecord]]:
     """Run every arm on `args`' tasks of its split, `samples` times each, all arms served at once
     (module docstring), each under the conditions `args.recipes` gives its agent. Returns each arm's
     records in (task, sample) order. With `env_url`
@@ -177,8 +186,10 @@ def evaluate_arms(suite: TaskSuite, arms: Sequence[Arm], args: EvalArgs, *,
     http = None
     if env_url is not None:
         if any(a.agent != "tools" for a in arms):
-            raise ConfigError("--env-url evaluates the white-box tools loop through a running server: use "
-                              "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)")
+            raise ConfigError(
+                "--env-url evaluates the white-box tools loop through a running server: use "
+                "--agent tools (the oracle and opencode run on local sandboxes or their own runtime)"
+            )
         http = WhiteBoxHTTP(env_url, timeout_s=timeout_s)
     n = split_size(suite, split, http)
     indices = task_indices(n, args.limit, args.task_seed)
@@ -189,10 +200,21 @@ def evaluate_arms(suite: TaskSuite, arms: Sequence[Arm], args: EvalArgs, *,
     with ExitStack() as stack:
         stacks = {}
         for arm in arms:
-            stacks[arm.name] = stack.enter_context(agent_stack(
-                arm.agent, suite, model=arm.model, engine_url=arm.engine_url, engine=arm.engine, backend=args.backend,
-                timeout_s=timeout_s, recipes=args.recipes, engine_threads=engine_cores(local_engines),
-                share=shares.get(arm.name), echo=echo))
+            stacks[arm.name] = stack.enter_context(
+                agent_stack(
+                    arm.agent,
+                    suite,
+                    model=arm.model,
+                    engine_url=arm.engine_url,
+                    engine=arm.engine,
+                    backend=args.backend,
+                    timeout_s=timeout_s,
+                    recipes=args.recipes,
+                    engine_threads=engine_cores(local_engines),
+                    share=shares.get(arm.name),
+                    echo=echo,
+                )
+            )
             echo(f"{arm.name}: {stacks[arm.name].describe()}")
         if http is not None:
             for arm in arms:
@@ -202,9 +224,19 @@ def evaluate_arms(suite: TaskSuite, arms: Sequence[Arm], args: EvalArgs, *,
             def episode(i: int, s: int, a: str) -> EvalRecord:
                 return play_remote(http, split, i, stacks[a].agent, sample=s)
         else:
+
             def episode(i: int, s: int, a: str) -> EvalRecord:
-                return run_episode(suite, split, i, stacks[a].agent, stacks[a].backend, timeout_s=timeout_s,
-                                   sample=s, reward_config=args.reward_config)
+                return run_episode(
+                    suite,
+                    split,
+                    i,
+                    stacks[a].agent,
+                    stacks[a].backend,
+                    timeout_s=timeout_s,
+                    sample=s,
+                    reward_config=args.reward_config,
+                )
+
         todo = jobs(indices, max(1, samples), names)
         out: dict[tuple[int, int, str], EvalRecord] = {}
         with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
@@ -217,32 +249,67 @@ def evaluate_arms(suite: TaskSuite, arms: Sequence[Arm], args: EvalArgs, *,
     return {a: [out[(i, s, a)] for i, s, arm in todo if arm == a] for a in names}
 
 
-def write_arms(out_dir: Path, split: str, arms: dict[str, list[EvalRecord]], *, baseline: str | None,
-               k_values: Sequence[int] = (1,), step_cap: int | Mapping[str, int] | None = None,
-               suite: str = "", provenance: Mapping[str, Any] | None = None,
-               models: Mapping[str, Mapping[str, Any]] | None = None,
-               conditions: Mapping[str, Mapping[str, Any] | None] | None = None) -> list[Path]:
+def write_arms(
+    out_dir: Path,
+    split: str,
+    arms: dict[str, list[EvalRecord]],
+    *,
+    baseline: str | None,
+    k_values: Sequence[int] = (1,),
+    step_cap: int | Mapping[str, int] | None = None,
+    suite: str = "",
+    provenance: Mapping[str, Any] | None = None,
+    models: Mapping[str, Mapping[str, Any]] | None = None,
+    conditions: Mapping[str, Mapping[str, Any] | None] | None = None,
+) -> list[Path]:
     """Each arm's records.jsonl and summary.json under out_dir/<arm>/, then results.md and the
     plots; `provenance` (dagent.provenance) goes into every one of them, and each arm's model
     (`dagent.engine.models.model_source`: a Hub model's repo and the commit it resolved to)."""
     for name, records in arms.items():
-        write_records(out_dir / name, records, summarize(records), split=split, arm=name, suite=suite,
-                      model=(models or {}).get(name), conditions=(conditions or {}).get(name), provenance=provenance)
-    return write_results(out_dir, arms, k_values=k_values, baseline=baseline, step_cap=step_cap,
-                         title=f"dagent evaluation on {split}", provenance=provenance)
+        write_records(
+            out_dir / name,
+            records,
+            summarize(records),
+            split=split,
+            arm=name,
+            suite=suite,
+            model=(models or {}).get(name),
+            conditions=(conditions or {}).get(name),
+            provenance=provenance,
+        )
+    return write_results(
+        out_dir,
+        arms,
+        k_values=k_values,
+        baseline=baseline,
+        step_cap=step_cap,
+        title=f"dagent evaluation on {split}",
+        provenance=provenance,
+    )
 
 
-def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], int | None] = lambda _a: None,
-                config: dict[str, Any] | None = None, space_id: str | None = None) -> None:
+def log_trackio(
+    project: str,
+    arms: dict[str, Any],
+    *,
+    step_of: Callable[[str], int | None] = lambda _a: None,
+    config: dict[str, Any] | None = None,
+    space_id: str | None = None,
+) -> None:
     """pass@1, its CI, exclusions and mean reward per arm to trackio (its offline store unless a
     Space is configured). `arms` maps arm name to `dagent.eval.scoring.Scores`."""
     import trackio
 
     for name, s in arms.items():
-        trackio.init(project=project, name=name, config={**(config or {}), "arm": name}, resume="allow",
-                     space_id=space_id)
-        metrics = {"eval/pass@1": s.pass_at.get(1), "eval/excluded_tasks": s.excluded_tasks,
-                   "eval/graded_tasks": s.graded_tasks, "eval/mean_reward": s.mean_reward}
+        trackio.init(
+            project=project, name=name, config={**(config or {}), "arm": name}, resume="allow", space_id=space_id
+        )
+        metrics = {
+            "eval/pass@1": s.pass_at.get(1),
+            "eval/excluded_tasks": s.excluded_tasks,
+            "eval/graded_tasks": s.graded_tasks,
+            "eval/mean_reward": s.mean_reward,
+        }
         if s.pass1_ci is not None:
             metrics.update({"eval/pass@1_ci_low": s.pass1_ci[0], "eval/pass@1_ci_high": s.pass1_ci[1]})
         for tier, g in s.by_tier.items():
@@ -253,11 +320,16 @@ def log_trackio(project: str, arms: dict[str, Any], *, step_of: Callable[[str], 
 
 # ------------------------------------------------------------------ checkpoints (watch)
 
+
 def is_hub_repo(source: str | Path) -> bool:
     """`OWNER/NAME` that is not a local path (relative, absolute or home-anchored, or existing)."""
     s = str(source)
-    return (s.count("/") == 1 and not s.startswith((".", "/", "~")) and not s.endswith("/")
-            and not Path(s).expanduser().exists())
+    return (
+        s.count("/") == 1
+        and not s.startswith((".", "/", "~"))
+        and not s.endswith("/")
+        and not Path(s).expanduser().exists()
+    )
 
 
 def checkpoints(source: str | Path, *, api: Any = None) -> dict[int, str]:
@@ -266,8 +338,10 @@ def checkpoints(source: str | Path, *, api: Any = None) -> dict[int, str]:
     path = Path(source).expanduser()
     if not is_hub_repo(source):
         if not path.is_dir():
-            raise WatchError(f"checkpoint directory {path} does not exist: point --watch at the trainer's "
-                             "output_dir (where checkpoint-N/ folders appear) or a Hub repo id (F42)")
+            raise WatchError(
+                f"checkpoint directory {path} does not exist: point --watch at the trainer's "
+                "output_dir (where checkpoint-N/ folders appear) or a Hub repo id (F42)"
+            )
         return {int(m.group(1)): str(p) for p in path.iterdir() if p.is_dir() and (m := CHECKPOINT.match(p.name))}
     from huggingface_hub import HfApi
 
@@ -276,8 +350,7 @@ def checkpoints(source: str | Path, *, api: Any = None) -> dict[int, str]:
         entries = api.list_repo_tree(str(source), recursive=False)
     except Exception as e:  # noqa: BLE001 - a foreign error, wrapped once with the fix
         raise WatchError(f"could not list Hub repo {source!r}: {e}; check the repo id and HF_TOKEN (F42)") from e
-    return {int(m.group(1)): f"{source}:{e.path}" for e in entries
-            if (m := CHECKPOINT.match(getattr(e, "path", "")))}
+    return {int(m.group(1)): f"{source}:{e.path}" for e in entries if (m := CHECKPOINT.match(getattr(e, "path", "")))}
 
 
 def fetch_checkpoint(where: str, cache: Path, *, api: Any = None) -> str:
@@ -291,9 +364,16 @@ def fetch_checkpoint(where: str, cache: Path, *, api: Any = None) -> str:
     return str(Path(root) / folder)
 
 
-def watch(source: str | Path, *, deadline_s: float, poll_s: float = 30.0, max_checkpoints: int | None = None,
-          api: Any = None, sleep: Callable[[float], None] = time.sleep,
-          clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[int, str]]:
+def watch(
+    source: str | Path,
+    *,
+    deadline_s: float,
+    poll_s: float = 30.0,
+    max_checkpoints: int | None = None,
+    api: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[tuple[int, str]]:
     """Yield each new `(step, where)` as it appears, oldest first. Ends after `max_checkpoints`, or
     when nothing new appeared for `deadline_s` after at least one; raises WatchError when the
     source is missing or shows no checkpoint at all within `deadline_s` (F42)."""
@@ -309,8 +389,10 @@ def watch(source: str | Path, *, deadline_s: float, poll_s: float = 30.0, max_ch
                 return
         if clock() - last_new >= deadline_s:
             if not seen:
-                raise WatchError(f"no checkpoint-N appeared in {source} within {deadline_s:.0f}s: is the "
-                                 "trainer writing there (save_steps, output_dir)? (F42)")
+                raise WatchError(
+                    f"no checkpoint-N appeared in {source} within {deadline_s:.0f}s: is the "
+                    "trainer writing there (save_steps, output_dir)? (F42)"
+                )
             return
         sleep(poll_s)
 
@@ -338,10 +420,17 @@ class ExperimentResult:
         return out
 
 
-def run_experiment(suite: TaskSuite, arms: Sequence[Arm], out_dir: Path, args: EvalArgs, *,
-                   step_of: Callable[[str], int | None] = lambda _a: None, api: Any = None,
-                   on_done: Callable[[str, EvalRecord], None] | None = None,
-                   echo: Callable[[str], None] = lambda _l: None) -> ExperimentResult:
+def run_experiment(
+    suite: TaskSuite,
+    arms: Sequence[Arm],
+    out_dir: Path,
+    args: EvalArgs,
+    *,
+    step_of: Callable[[str], int | None] = lambda _a: None,
+    api: Any = None,
+    on_done: Callable[[str, EvalRecord], None] | None = None,
+    echo: Callable[[str], None] = lambda _l: None,
+) -> ExperimentResult:
     """Evaluate, write records/results/plots, guard the baseline (F41), then log and publish. A Hub
     model is downloaded once here, before any engine starts, and its revision recorded."""
     models = {arm.name: model_source(arm.model) for arm in arms if arm.agent != "oracle" and arm.engine_url is None}
@@ -349,14 +438,29 @@ def run_experiment(suite: TaskSuite, arms: Sequence[Arm], out_dir: Path, args: E
     caps = {arm.name: args.recipes.step_cap(arm.agent) for arm in arms}
     baseline, split = args.baseline, args.split
 
-    files = write_arms(out_dir, split, records, baseline=baseline, k_values=args.k_values, step_cap=caps,
-                       suite=str(suite.source), provenance=provenance(suite), models=models,
-                       conditions={a.name: (c.as_dict() if (c := args.recipes.conditions(a.agent)) else None)
-                                   for a in arms})
+    files = write_arms(
+        out_dir,
+        split,
+        records,
+        baseline=baseline,
+        k_values=args.k_values,
+        step_cap=caps,
+        suite=str(suite.source),
+        provenance=provenance(suite),
+        models=models,
+        conditions={a.name: (c.as_dict() if (c := args.recipes.conditions(a.agent)) else None) for a in arms},
+    )
     ks = tuple(sorted(set(args.k_values) | {1}))
     scores = {name: task_scores(rs, ks, step_cap=caps.get(name), arm=name) for name, rs in records.items()}
-    comparisons = [] if baseline is None else [paired(records[baseline], rs, a_arm=baseline, b_arm=name)
-                                               for name, rs in records.items() if name != baseline]
+    comparisons = (
+        []
+        if baseline is None
+        else [
+            paired(records[baseline], rs, a_arm=baseline, b_arm=name)
+            for name, rs in records.items()
+            if name != baseline
+        ]
+    )
     (out_dir / "scores.json").write_text(scores_json(scores))
     outcome = ExperimentResult(out_dir, records, scores, comparisons, files)
     if args.expect_base is not None:
@@ -364,23 +468,37 @@ def run_experiment(suite: TaskSuite, arms: Sequence[Arm], out_dir: Path, args: E
         check_baseline(scores[guarded].pass_at.get(1), args.expect_base, args.tolerance, guarded)
     if args.trackio_project:  # the offline store under --out (it leaves with the results), and a Space when named
         os.environ.setdefault("TRACKIO_DIR", str(out_dir / "trackio"))
-        log_trackio(args.trackio_project, scores, step_of=step_of, config={"split": split, "samples": args.samples},
-                    space_id=args.trackio_space)
+        log_trackio(
+            args.trackio_project,
+            scores,
+            step_of=step_of,
+            config={"split": split, "samples": args.samples},
+            space_id=args.trackio_space,
+        )
     if args.push_to:
         entries = benchmark_entries(suite, split, scores, arms, api=api, echo=echo)
         echo(f"pushed: {push_results(args.push_to, out_dir, entries, api=api)}")
     return outcome
 
 
-def benchmark_entries(suite: TaskSuite, split: str, scores: dict[str, Scores], arms: Sequence[Arm], *,
-                      api: Any = None, echo: Callable[[str], None] = lambda _l: None) -> dict[str, list[Any]]:
+def benchmark_entries(
+    suite: TaskSuite,
+    split: str,
+    scores: dict[str, Scores],
+    arms: Sequence[Arm],
+    *,
+    api: Any = None,
+    echo: Callable[[str], None] = lambda _l: None,
+) -> dict[str, list[Any]]:
     """`.eval_results` entries linking each arm's pass@1 on `split` to the suite's Benchmark on the
     Hub (its repo id, the revision evaluated, the declared task `split`), with the 95% CI and the
     exclusions in the notes. A local suite links to nothing: no entries, and the run says so."""
     reference = hub_reference(suite)
     if reference is None:
-        echo(f"results cannot be linked to a benchmark: the suite {suite.source} is local (push it with `dagent suite "
-             "push OWNER/NAME`, then evaluate --suite OWNER/NAME); the results files are pushed without .eval_results")
+        echo(
+            f"results cannot be linked to a benchmark: the suite {suite.source} is local (push it with `dagent suite "
+            "push OWNER/NAME`, then evaluate --suite OWNER/NAME); the results files are pushed without .eval_results"
+        )
         return {}
     repo_id, revision = reference
     declared = fetch_declared(repo_id, revision, api=api)
@@ -389,8 +507,14 @@ def benchmark_entries(suite: TaskSuite, split: str, scores: dict[str, Scores], a
         ci = f"95% CI [{s.pass1_ci[0]:.3f}, {s.pass1_ci[1]:.3f}]" if s.pass1_ci else "no CI"
         detail = f"{ci}; {s.graded_tasks} graded tasks, {s.excluded_tasks} excluded (ungraded)"
         entries[f"dagent_{split.replace(':', '_')}_{name}"] = eval_result_entries(
-            {name: s.pass_at.get(1)}, dataset_id=repo_id, dataset_revision=revision, task_id=split, declared=declared,
-            notes=f"dagent {arm_agent(arms, name)} agent, pass@1", details={name: detail})
+            {name: s.pass_at.get(1)},
+            dataset_id=repo_id,
+            dataset_revision=revision,
+            task_id=split,
+            declared=declared,
+            notes=f"dagent {arm_agent(arms, name)} agent, pass@1",
+            details={name: detail},
+        )
     return entries
 
 

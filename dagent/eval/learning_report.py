@@ -53,8 +53,11 @@ __all__ = ["ARMS", "COMPARISONS", "Evaluation", "LearningRun", "published", "sit
 ARMS = ("grpo", "control")  # the trained arms of a seed, beside the one warm start
 NAMES = {"warm": "warm start", "grpo": "GRPO", "control": "permuted-reward control"}
 # (folder, baseline, candidate): what the report pools, GRPO - control first (the claim)
-COMPARISONS = (("pool-grpo-vs-control", "control", "grpo"), ("pool-grpo-vs-warm", "warm", "grpo"),
-               ("pool-control-vs-warm", "warm", "control"))
+COMPARISONS = (
+    ("pool-grpo-vs-control", "control", "grpo"),
+    ("pool-grpo-vs-warm", "warm", "grpo"),
+    ("pool-control-vs-warm", "warm", "control"),
+)
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 # The per-template breakdown's groups, named before the powered black-box run (docs/learning.md): the
 # templates whose answer is one aggregate of one column, and every other template.
@@ -120,8 +123,10 @@ def published(root: Path | str) -> LearningRun:
     root = Path(root)
     warm = root / "warm.jsonl"
     if not warm.is_file():
-        raise ConfigError(f"no warm start evaluation at {warm}: publish it first (learning_run.sh, STAGES=\"... "
-                          "eval publish\" EVAL_ARMS=warm)")
+        raise ConfigError(
+            f'no warm start evaluation at {warm}: publish it first (learning_run.sh, STAGES="... '
+            'eval publish" EVAL_ARMS=warm)'
+        )
     arms = []
     for folder in sorted(root.glob("seed-*"), key=lambda p: p.name):
         if not (m := re.fullmatch(r"seed-(\d+)", folder.name)):
@@ -168,8 +173,11 @@ def comparisons(run: LearningRun, tasks: set[str] | None = None) -> dict[str, Po
         pairs = [(run.warm if a == "warm" else run.of(s, a), run.of(s, b)) for s in seeds]
         for x, y in pairs:
             require_same_conditions(x.records, y.records)  # F47: a difference must be the policy's
-        found[name] = pooled([(_only(load_records(x.records), tasks), _only(load_records(y.records), tasks))
-                              for x, y in pairs], a_arm=NAMES[a], b_arm=NAMES[b])
+        found[name] = pooled(
+            [(_only(load_records(x.records), tasks), _only(load_records(y.records), tasks)) for x, y in pairs],
+            a_arm=NAMES[a],
+            b_arm=NAMES[b],
+        )
     return found
 
 
@@ -189,14 +197,22 @@ def opened_section(run: LearningRun, ledger: Ledger | None, result: str) -> list
     split = records[0].split if records else "eval"
     head = ["## Which tasks this result opened (F60)", ""]
     if ledger is None:
-        return [*head, f"No ledger of opened tasks beside these records: whether earlier results opened some of "
-                f"these {len(ids)} {split} tasks is not ruled out (dagent.eval.opened).", ""]
+        return [
+            *head,
+            f"No ledger of opened tasks beside these records: whether earlier results opened some of "
+            f"these {len(ids)} {split} tasks is not ruled out (dagent.eval.opened).",
+            "",
+        ]
     lines = [*head, ledger.disclosure(result, split, ids), ""]
     fresh = set(ledger.fresh(ids, result=result))
     if len(fresh) == len(ids) or not fresh:
         return lines
-    lines += [f"On the {len(fresh)} tasks opened here first (every arm, every seed, the same tasks):", "",
-              "| comparison | pooled | 95% CI | detectable (80% power) |", "|---|---|---|---|"]
+    lines += [
+        f"On the {len(fresh)} tasks opened here first (every arm, every seed, the same tasks):",
+        "",
+        "| comparison | pooled | 95% CI | detectable (80% power) |",
+        "|---|---|---|---|",
+    ]
     for p in comparisons(run, fresh).values():
         ci = f"[{p.ci[0]:+.1%}, {p.ci[1]:+.1%}]" if p.ci else "n/a"
         det = f"{p.detectable:.1%}" if p.detectable is not None else "n/a"
@@ -207,6 +223,7 @@ def opened_section(run: LearningRun, ledger: Ledger | None, result: str) -> list
 
 def template_section(run: LearningRun) -> list[str]:
     """pass@1 by task template and arm (seeds pooled), grouped as AGGREGATES names them in advance."""
+
     def by_template(e: Evaluation | None) -> dict[str, tuple[int, int]]:
         out: dict[str, list[int]] = {}
         for r in load_records(e.records) if e else []:
@@ -235,18 +252,34 @@ def template_section(run: LearningRun) -> list[str]:
         d = f"{g - w:+.1%}" if g is not None and w is not None else "n/a"
         return f"| {label} | {tasks} | {cell(w)} | {cell(g)} | {cell(c)} | {d} |"
 
-    groups = [("aggregates (" + ", ".join(t for t in AGGREGATES if t in names) + ")",
-               [t for t in names if t in AGGREGATES]), ("every other template", [t for t in names if t not in AGGREGATES])]
-    return ["## By template", "",
-            "pass@1 over every sample of every seed; GRPO - warm start is the difference of those rates. The two "
-            "groups were fixed (`AGGREGATES`) on 2026-12-06, before the powered black-box run and after the "
-            "powered white-box run: for the white-box run this is a reading after the fact.", "",
-            "| template | tasks | warm start | GRPO | control | GRPO - warm start |", "|---|---|---|---|---|---|",
-            *[row(f"**{label}**", ts) for label, ts in groups if ts], *[row(t, [t]) for t in names], ""]
+    groups = [
+        ("aggregates (" + ", ".join(t for t in AGGREGATES if t in names) + ")", [t for t in names if t in AGGREGATES]),
+        ("every other template", [t for t in names if t not in AGGREGATES]),
+    ]
+    return [
+        "## By template",
+        "",
+        "pass@1 over every sample of every seed; GRPO - warm start is the difference of those rates. The two "
+        "groups were fixed (`AGGREGATES`) on 2026-12-06, before the powered black-box run and after the "
+        "powered white-box run: for the white-box run this is a reading after the fact.",
+        "",
+        "| template | tasks | warm start | GRPO | control | GRPO - warm start |",
+        "|---|---|---|---|---|---|",
+        *[row(f"**{label}**", ts) for label, ts in groups if ts],
+        *[row(t, [t]) for t in names],
+        "",
+    ]
 
 
-def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequence[str] = (),
-                 ledger: Ledger | None = None, result_name: str = "this result") -> Path:
+def write_report(
+    run: LearningRun,
+    out: Path | str,
+    *,
+    title: str,
+    about: Sequence[str] = (),
+    ledger: Ledger | None = None,
+    result_name: str = "this result",
+) -> Path:
     """OUT/results.md (and each comparison's pooled.md / pooled.png beside it); `about` is the
     paragraph that states the sizes (the sitting's own, or read from the published records);
     `ledger`, the opened tasks (F60), and `result_name`, this run's name in it."""
@@ -258,16 +291,28 @@ def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequen
         lines.append("Sizes, as published: " + ", ".join(f"{k}={v}" for k, v in run.warm.made["sizes"].items()))
     lines.append("")
     if differ := run.disagreements():
-        lines += ["**What made the records differs** (docs/learning.md, amendment 2: said beside the result):", "",
-                  *[f"- {d}" for d in differ], ""]
-    pending = [f"seed {s} ({', '.join(NAMES[a] for a in ARMS if not run.of(s, a))})"
-               for s in seeds if s not in run.complete(ARMS)]
+        lines += [
+            "**What made the records differs** (docs/learning.md, amendment 2: said beside the result):",
+            "",
+            *[f"- {d}" for d in differ],
+            "",
+        ]
+    pending = [
+        f"seed {s} ({', '.join(NAMES[a] for a in ARMS if not run.of(s, a))})"
+        for s in seeds
+        if s not in run.complete(ARMS)
+    ]
     if pending:
         lines += ["Pending, so outside every comparison that needs them: " + "; ".join(pending) + ".", ""]
-    lines += ["## pass@1 on eval, each arm", "", "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |",
-              "|---" * (len(seeds) + 1) + "|",
-              f"| {NAMES['warm']} (one evaluation, every seed's baseline) | "
-              + " | ".join([_pass1(run.warm)] * len(seeds)) + " |"]
+    lines += [
+        "## pass@1 on eval, each arm",
+        "",
+        "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "|---" * (len(seeds) + 1) + "|",
+        f"| {NAMES['warm']} (one evaluation, every seed's baseline) | "
+        + " | ".join([_pass1(run.warm)] * len(seeds))
+        + " |",
+    ]
     lines += [f"| {NAMES[a]} | " + " | ".join(_pass1(run.of(s, a)) for s in seeds) + " |" for a in ARMS]
     lines.append("")
     for name, result in comparisons(run).items():
@@ -282,8 +327,12 @@ def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequen
     for s in seeds:
         drawn = [a for a in ARMS if (out / f"{a}-{s}_curves.png").is_file()]
         if drawn:
-            lines += [f"## Seed {s}: training curves (the training tasks)", "",
-                      *[f"![training curves, {NAMES[a]}]({a}-{s}_curves.png)" for a in drawn], ""]
+            lines += [
+                f"## Seed {s}: training curves (the training tasks)",
+                "",
+                *[f"![training curves, {NAMES[a]}]({a}-{s}_curves.png)" for a in drawn],
+                "",
+            ]
         if (out / f"watch-{s}" / "results.md").is_file():  # a sitting's `watch` stage, per seed
             lines += [f"Held-out pass@1 at each checkpoint, seed {s}: [watch-{s}/results.md](watch-{s}/results.md)", ""]
     (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -291,20 +340,33 @@ def write_report(run: LearningRun, out: Path | str, *, title: str, about: Sequen
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("where", type=Path, help="docs/runs/lr-LOOP (published), or a sitting's OUT with --seeds")
     ap.add_argument("--seeds", type=int, nargs="*", help="A sitting's OUT: the seeds it ran (published: found)")
     ap.add_argument("--out", type=Path, required=True, help="Where results.md and the pooled plots go")
     ap.add_argument("--title", default="Learning, measured")
     ap.add_argument("--about", default="", help="The sizes paragraph (default: the published sizes)")
-    ap.add_argument("--ledger", type=Path, help="The ledger of opened tasks (F60; default for published runs: "
-                    "opened.json beside their folder)")
+    ap.add_argument(
+        "--ledger",
+        type=Path,
+        help="The ledger of opened tasks (F60; default for published runs: opened.json beside their folder)",
+    )
     args = ap.parse_args(argv)
     run = sitting(args.where, args.seeds) if args.seeds is not None else published(args.where)
     ledger_path = args.ledger or (args.where.parent / "opened.json" if args.seeds is None else None)
     ledger = Ledger.read(ledger_path) if ledger_path and ledger_path.is_file() else None
-    print(write_report(run, args.out, title=args.title, about=[args.about] if args.about else [], ledger=ledger,
-                       result_name=args.where.resolve().name))
+    print(
+        write_report(
+            run,
+            args.out,
+            title=args.title,
+            about=[args.about] if args.about else [],
+            ledger=ledger,
+            result_name=args.where.resolve().name,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ class Ledger(BaseModel):
     def read(cls, path: Path | str) -> Ledger:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"no ledger of opened tasks at {path}: without it reuse cannot be ruled out; "
-                              "write one (dagent.eval.opened.Ledger.add) listing every earlier held-out result")
+            raise ConfigError(
+                f"no ledger of opened tasks at {path}: without it reuse cannot be ruled out; "
+                "write one (dagent.eval.opened.Ledger.add) listing every earlier held-out result"
+            )
         return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
 
     def write(self, path: Path | str) -> Path:
@@ -68,7 +70,7 @@ class Ledger(BaseModel):
     def before(self, result: str | None) -> tuple[Opening, ...]:
         """The openings earlier than `result` (all of them when it is None or not listed)."""
         names = [o.result for o in self.openings]
-        return self.openings[:names.index(result)] if result in names else self.openings
+        return self.openings[: names.index(result)] if result in names else self.openings
 
     def reused(self, task_ids: Iterable[str], *, result: str | None = None) -> dict[str, list[str]]:
         """Of `task_ids`, the ones each earlier result opened (only results that opened any)."""
@@ -93,16 +95,20 @@ class Ledger(BaseModel):
             return f"{result} opened {len(ids)} {split} tasks that no earlier result had opened."
         earlier = "; ".join(f"{len(h)} by {name}" for name, h in reused.items())
         fresh = len(self.fresh(ids, result=result))
-        return (f"{result} opened {len(ids)} {split} tasks; {len(ids) - fresh} of them had been opened before "
-                f"({earlier}), so on those this is a second look; {fresh} were opened here first.")
+        return (
+            f"{result} opened {len(ids)} {split} tasks; {len(ids) - fresh} of them had been opened before "
+            f"({earlier}), so on those this is a second look; {fresh} were opened here first."
+        )
 
     def require_fresh(self, split: str, task_ids: Sequence[str], *, result: str | None = None) -> None:
         """Refuse (ReuseError, F60) when any of `task_ids` was opened by an earlier result."""
         if reused := self.reused(task_ids, result=result):
             which = "; ".join(f"{name}: {len(h)} (e.g. {h[0]})" for name, h in reused.items())
-            raise ReuseError(f"F60: {sum(map(len, reused.values()))} of these {len(task_ids)} {split} tasks were "
-                             f"opened by earlier results ({which}): a claim 'opened once' on them would be a second "
-                             "look; choose tasks no result opened (another split, tier or task seed) or state the reuse")
+            raise ReuseError(
+                f"F60: {sum(map(len, reused.values()))} of these {len(task_ids)} {split} tasks were "
+                f"opened by earlier results ({which}): a claim 'opened once' on them would be a second "
+                "look; choose tasks no result opened (another split, tier or task seed) or state the reuse"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -44,15 +44,22 @@ class Pooled(BaseModel):
     per_seed: list[Paired] = Field(description="Each seed's own paired comparison, exclusions counted.")
     pairs: int = Field(description="(seed, task) pairs graded in both arms.")
     diff: float | None = Field(description="Mean of B - A over every (seed, task) pair.")
-    ci: tuple[float, float] | None = Field(description="95% bootstrap CI: seeds and tasks drawn jointly (crossed), or "
-                                           "seeds then tasks within seeds (nested: seeds share no task).")
+    ci: tuple[float, float] | None = Field(
+        description="95% bootstrap CI: seeds and tasks drawn jointly (crossed), or "
+        "seeds then tasks within seeds (nested: seeds share no task)."
+    )
     design: str = Field(default="crossed", description="crossed: seeds evaluated on shared tasks (F58); nested: not.")
     signs_agree: bool | None = Field(description="Every seed's own difference has the pooled one's sign.")
     task_sd: float | None = Field(default=None, description="Spread of per-task differences within a seed.")
     seed_sd: float | None = Field(default=None, description="Spread of the seeds' means beyond the within-seed spread.")
-    shared_sd: float | None = Field(default=None, description="Crossed: the spread of the task effect every seed shares.")
-    detectable: float | None = Field(default=None, description="The pooled difference this design (its seeds x tasks, "
-                                     "its own variance components) detects with 80% power (F56).")
+    shared_sd: float | None = Field(
+        default=None, description="Crossed: the spread of the task effect every seed shares."
+    )
+    detectable: float | None = Field(
+        default=None,
+        description="The pooled difference this design (its seeds x tasks, "
+        "its own variance components) detects with 80% power (F56).",
+    )
 
     def verdict(self) -> str:
         """What may be said of the difference, with the effect the design could detect (F56); raises
@@ -68,18 +75,24 @@ class Pooled(BaseModel):
                 out.append(head + ": nothing to compare")
                 continue
             assert p.ci is not None
-            out.append(f"{head}: {p.diff:+.1%} [95% CI {p.ci[0]:+.1%}, {p.ci[1]:+.1%}] "
-                       f"(wins {p.wins} losses {p.losses} ties {p.ties})")
+            out.append(
+                f"{head}: {p.diff:+.1%} [95% CI {p.ci[0]:+.1%}, {p.ci[1]:+.1%}] "
+                f"(wins {p.wins} losses {p.losses} ties {p.ties})"
+            )
         if self.diff is None or self.ci is None:
             out.append("  pooled: no (seed, task) pair graded in both arms")
         else:
-            out.append(f"  pooled over {self.pairs} (seed, task) pairs: {self.diff:+.1%} "
-                       f"[95% CI {self.ci[0]:+.1%}, {self.ci[1]:+.1%}], per-seed signs "
-                       f"{'agree' if self.signs_agree else 'DISAGREE'}")
+            out.append(
+                f"  pooled over {self.pairs} (seed, task) pairs: {self.diff:+.1%} "
+                f"[95% CI {self.ci[0]:+.1%}, {self.ci[1]:+.1%}], per-seed signs "
+                f"{'agree' if self.signs_agree else 'DISAGREE'}"
+            )
         try:
             shared = f", shared task sd {self.shared_sd:.3f}" if self.design == "crossed" else ""
-            out.append(f"  verdict: {self.verdict()} ({self.design} seeds x tasks: seed-by-task sd {self.task_sd:.3f}"
-                       f"{shared}, between-seed sd {self.seed_sd:.3f})")
+            out.append(
+                f"  verdict: {self.verdict()} ({self.design} seeds x tasks: seed-by-task sd {self.task_sd:.3f}"
+                f"{shared}, between-seed sd {self.seed_sd:.3f})"
+            )
         except PowerError as e:
             out.append(f"  verdict: none stated: {e}")
         return out
@@ -126,8 +139,15 @@ def nested_ci(diffs: Sequence[np.ndarray], n_boot: int, seed: int) -> tuple[floa
     return float(lo), float(hi)
 
 
-def pooled(seeds: Iterable[tuple[Iterable[EvalRecord], Iterable[EvalRecord]]], *, k: int = 1, n_boot: int = 4_000,
-           seed: int = 0, a_arm: str = "A", b_arm: str = "B") -> Pooled:
+def pooled(
+    seeds: Iterable[tuple[Iterable[EvalRecord], Iterable[EvalRecord]]],
+    *,
+    k: int = 1,
+    n_boot: int = 4_000,
+    seed: int = 0,
+    a_arm: str = "A",
+    b_arm: str = "B",
+) -> Pooled:
     """B against A pooled over seeds (module docstring); `seeds` holds one (A records, B records) per seed."""
     per_seed, diffs = [], []
     for a_records, b_records in seeds:
@@ -152,8 +172,19 @@ def pooled(seeds: Iterable[tuple[Iterable[EvalRecord], Iterable[EvalRecord]]], *
     if comps is not None:
         detectable = mde(comps, seeds=len(kept), tasks=comps.tasks)
     ci = crossed_ci(m, n_boot, seed) if crossed else nested_ci([d for _, d in diffs], n_boot, seed)
-    return Pooled(a_arm=a_arm, b_arm=b_arm, k=k, seeds=len(per_seed), per_seed=per_seed, pairs=len(values),
-                  diff=diff, ci=ci, design="crossed" if crossed else "nested",
-                  signs_agree=None if diff is None else all(s == np.sign(diff) for s in signs),
-                  task_sd=comps.task_sd if comps else None, seed_sd=comps.seed_sd if comps else None,
-                  shared_sd=comps.shared_sd if comps and crossed else None, detectable=detectable)
+    return Pooled(
+        a_arm=a_arm,
+        b_arm=b_arm,
+        k=k,
+        seeds=len(per_seed),
+        per_seed=per_seed,
+        pairs=len(values),
+        diff=diff,
+        ci=ci,
+        design="crossed" if crossed else "nested",
+        signs_agree=None if diff is None else all(s == np.sign(diff) for s in signs),
+        task_sd=comps.task_sd if comps else None,
+        seed_sd=comps.seed_sd if comps else None,
+        shared_sd=comps.shared_sd if comps and crossed else None,
+        detectable=detectable,
+    )

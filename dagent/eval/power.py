@@ -88,40 +88,49 @@ class Components:
         ms_seed = t * float(((rows - grand) ** 2).sum()) / (s - 1)
         ms_task = s * float(((cols - grand) ** 2).sum()) / (t - 1)
         resid = d - rows[:, None] - cols[None, :] + grand
-        ms_resid = float((resid ** 2).sum()) / ((s - 1) * (t - 1))
-        return cls(math.sqrt(ms_resid), math.sqrt(max(0.0, (ms_seed - ms_resid) / t)), s, t,
-                   shared_sd=math.sqrt(max(0.0, (ms_task - ms_resid) / s)))
+        ms_resid = float((resid**2).sum()) / ((s - 1) * (t - 1))
+        return cls(
+            math.sqrt(ms_resid),
+            math.sqrt(max(0.0, (ms_seed - ms_resid) / t)),
+            s,
+            t,
+            shared_sd=math.sqrt(max(0.0, (ms_task - ms_resid) / s)),
+        )
 
 
 def task_sd_at(measured: float, samples_then: int, samples_now: int, *, sampling_share: float = 1.0) -> float:
     """The within-seed task spread at `samples_now` samples a task, from one measured at
     `samples_then`, when `sampling_share` of its variance is sampling noise (1.0: all of it, the
     optimistic bound; 0.0: none, the pessimistic one)."""
-    var = measured ** 2
+    var = measured**2
     return math.sqrt(var * (1 - sampling_share) + var * sampling_share * samples_then / samples_now)
 
 
-def mde(comps: Components, *, seeds: int, tasks: int, task_sd: float | None = None, alpha: float = 0.05,
-        power: float = 0.8) -> float:
+def mde(
+    comps: Components, *, seeds: int, tasks: int, task_sd: float | None = None, alpha: float = 0.05, power: float = 0.8
+) -> float:
     """The smallest true pooled difference the design (seeds x tasks) detects with `power` at
     two-sided level `alpha`, from `comps` (or a task spread `task_sd` for the design's samples)."""
     if seeds < 1 or tasks < 1:
         raise PowerError(f"a design of {seeds} seeds x {tasks} tasks measures nothing")
     sd = comps.task_sd if task_sd is None else task_sd
-    se = math.sqrt(comps.seed_sd ** 2 / seeds + comps.shared_sd ** 2 / tasks + sd ** 2 / (seeds * tasks))
+    se = math.sqrt(comps.seed_sd**2 / seeds + comps.shared_sd**2 / tasks + sd**2 / (seeds * tasks))
     z = NormalDist()
     return (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * se
 
 
-def verdict(diff: float | None, ci: tuple[float, float] | None, detectable: float | None, *,
-            signs_agree: bool | None = None) -> str:
+def verdict(
+    diff: float | None, ci: tuple[float, float] | None, detectable: float | None, *, signs_agree: bool | None = None
+) -> str:
     """The sentence a report may state about a pooled difference: a detected effect (CI above or
     below 0, seeds agreeing) or "no effect detected", each WITH the effect the design could detect.
     Refuses (PowerError) when that is not known (F56)."""
     if detectable is None or not math.isfinite(detectable):
-        raise PowerError("no detectable effect given: a result (or its absence) stated without the effect the "
-                         "design could see reads sampling noise as evidence; compute it (dagent.eval.power.mde) "
-                         "from the run's own variance components and state it beside the result (F56)")
+        raise PowerError(
+            "no detectable effect given: a result (or its absence) stated without the effect the "
+            "design could see reads sampling noise as evidence; compute it (dagent.eval.power.mde) "
+            "from the run's own variance components and state it beside the result (F56)"
+        )
     if diff is None or ci is None:
         return f"nothing to compare (the design could detect {detectable:+.1%} with 80% power)"
     size = f"{diff:+.1%} [95% CI {ci[0]:+.1%}, {ci[1]:+.1%}]"

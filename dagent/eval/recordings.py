@@ -36,8 +36,9 @@ class Recorded:
     @property
     def label(self) -> str:
         r = self.record
-        return (f"{r.get('task_id')} · s{r.get('sample', 0)} · {r.get('outcome')} · "
-                f"{r.get('agent')}" + (" · trace" if self.trace else ""))
+        return f"{r.get('task_id')} · s{r.get('sample', 0)} · {r.get('outcome')} · {r.get('agent')}" + (
+            " · trace" if self.trace else ""
+        )
 
 
 def trace_name(task_id: str, sample: int) -> str:

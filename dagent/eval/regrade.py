@@ -37,8 +37,10 @@ class Flip:
     after: tuple[str, str, str]  # (outcome, rule, note) now
 
     def line(self) -> str:
-        return (f"{self.task_id} s{self.sample}: {self.before[0]} -> {self.after[0]}  answer {self.answer!r:.60}"
-                f"  was `{self.before[1]}` {self.before[2]!r:.60}, now `{self.after[1]}` {self.after[2]!r:.60}")
+        return (
+            f"{self.task_id} s{self.sample}: {self.before[0]} -> {self.after[0]}  answer {self.answer!r:.60}"
+            f"  was `{self.before[1]}` {self.before[2]!r:.60}, now `{self.after[1]}` {self.after[2]!r:.60}"
+        )
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,10 @@ class Regrade:
     renoted: int  # same verdict, another rule or note
 
     def lines(self) -> list[str]:
-        out = [f"regraded {self.regraded} of {self.records} records: {len(self.flips)} verdict(s) flip, "
-               f"{self.renoted} keep their verdict under another rule or note"]
+        out = [
+            f"regraded {self.regraded} of {self.records} records: {len(self.flips)} verdict(s) flip, "
+            f"{self.renoted} keep their verdict under another rule or note"
+        ]
         out += [f"  not regraded: {reason} x{n}" for reason, n in self.skipped.items()]
         out += ["  " + f.line() for f in self.flips]
         return out

@@ -31,31 +31,52 @@ def check_surface(http: WhiteBoxHTTP, tools: tuple[str, ...], config: Any = None
     checkpoint is measured under other conditions than it trained under."""
     served = {t["name"] for t in http.list_tools()}
     if served != set(tools):
-        raise ConfigError(f"the server at {http.base_url} serves {sorted(served)} but the loop offers "
-                          f"{sorted(tools)}: start the server with DAGENT_TOOLS matching (F25)")
+        raise ConfigError(
+            f"the server at {http.base_url} serves {sorted(served)} but the loop offers "
+            f"{sorted(tools)}: start the server with DAGENT_TOOLS matching (F25)"
+        )
     if config is None:
         return
     episode = http.capacity().get("episode")
     want = {"max_steps": config.max_steps, "output_chars": config.output_chars}
     if episode is None:
-        raise ConfigError(f"the server at {http.base_url} does not say how it clips and budgets episodes "
-                          "(an older dagent): upgrade it, or evaluate in process without --env-url")
+        raise ConfigError(
+            f"the server at {http.base_url} does not say how it clips and budgets episodes "
+            "(an older dagent): upgrade it, or evaluate in process without --env-url"
+        )
     if {k: episode.get(k) for k in want} != want:
-        raise ConfigError(f"the server at {http.base_url} runs episodes with {episode} but the preset trains "
-                          f"with {want}: start the server with the preset's settings or pick the matching --preset")
+        raise ConfigError(
+            f"the server at {http.base_url} runs episodes with {episode} but the preset trains "
+            f"with {want}: start the server with the preset's settings or pick the matching --preset"
+        )
 
 
-def _record(public: dict[str, Any], split: str, index: int, agent: ToolLoopAgent, sample: int, started: float,
-            **fields: Any) -> EvalRecord:
-    base: dict[str, Any] = dict(task_id=public["task_id"], split=split, index=index,
-                                difficulty_tier=public["difficulty_tier"], agent=agent.name, model=agent.model,
-                                sample=sample, duration_s=round(time.monotonic() - started, 4))
+def _record(
+    public: dict[str, Any], split: str, index: int, agent: ToolLoopAgent, sample: int, started: float, **fields: Any
+) -> EvalRecord:
+    base: dict[str, Any] = dict(
+        task_id=public["task_id"],
+        split=split,
+        index=index,
+        difficulty_tier=public["difficulty_tier"],
+        agent=agent.name,
+        model=agent.model,
+        sample=sample,
+        duration_s=round(time.monotonic() - started, 4),
+    )
     return EvalRecord(**{**base, **fields})
 
 
 def _ungraded(cause: str, note: str, **fields: Any) -> dict[str, Any]:
-    return dict(outcome="ungraded", reward=None, correct=None, method="ungraded", cause=cause,
-                note=f"{cause}: {note}" if not note.startswith(cause) else note, **fields)
+    return dict(
+        outcome="ungraded",
+        reward=None,
+        correct=None,
+        method="ungraded",
+        cause=cause,
+        note=f"{cause}: {note}" if not note.startswith(cause) else note,
+        **fields,
+    )
 
 
 def play_remote(http: WhiteBoxHTTP, split: str, index: int, agent: ToolLoopAgent, *, sample: int = 0) -> EvalRecord:
@@ -81,8 +102,9 @@ def play_remote(http: WhiteBoxHTTP, split: str, index: int, agent: ToolLoopAgent
             lost.append(str(e))
             raise LoopAborted(str(e)) from e
 
-    t, answer, engine_note = agent.loop([{"role": "user", "content": obs["instruction"]}],
-                                        sample_seed(public["task_id"], sample), call)
+    t, answer, engine_note = agent.loop(
+        [{"role": "user", "content": obs["instruction"]}], sample_seed(public["task_id"], sample), call
+    )
     try:
         summary = http.finish(episode_id)
     except EnvServerError as e:
@@ -97,10 +119,19 @@ def play_remote(http: WhiteBoxHTTP, split: str, index: int, agent: ToolLoopAgent
         fields = _ungraded("env_unreachable", lost[0], **counts)
     elif summary.get("correct") is None:
         cause = cause_head(summary.get("cause") or summary.get("note"))
-        fields = _ungraded(cause if cause in UNGRADED_CAUSES else "internal_error",
-                           str(summary.get("note") or summary.get("cause") or "ungraded by the server"), **counts)
+        fields = _ungraded(
+            cause if cause in UNGRADED_CAUSES else "internal_error",
+            str(summary.get("note") or summary.get("cause") or "ungraded by the server"),
+            **counts,
+        )
     else:
-        fields = dict(outcome="correct" if summary["correct"] else "wrong", reward=summary["reward"],
-                      correct=summary["correct"], method=summary["method"], note=summary.get("note") or "",
-                      answer=summary.get("answer"), **counts)
+        fields = dict(
+            outcome="correct" if summary["correct"] else "wrong",
+            reward=summary["reward"],
+            correct=summary["correct"],
+            method=summary["method"],
+            note=summary.get("note") or "",
+            answer=summary.get("answer"),
+            **counts,
+        )
     return _record(public, split, index, agent, sample, started, transcript=[dict(m) for m in t.messages], **fields)

@@ -27,8 +27,18 @@ from dagent.errors import ConfigError
 
 TIERS = ("easy", "medium", "hard")
 #: Wrong-answer categories, from the notes `dagent.grading` and `evaluation.settle` write.
-WRONG_CATEGORIES = ("no_answer", "empty", "placeholder", "shell_command", "hedge",
-                    "outside_tolerance", "wrong_items", "not_a_number", "text_differs", "other")
+WRONG_CATEGORIES = (
+    "no_answer",
+    "empty",
+    "placeholder",
+    "shell_command",
+    "hedge",
+    "outside_tolerance",
+    "wrong_items",
+    "not_a_number",
+    "text_differs",
+    "other",
+)
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _EXACT_PERMUTATION_MAX = 16  # up to 2**16 sign patterns are enumerated, beyond that sampled
 
@@ -43,8 +53,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if not 0 <= c <= n:
         raise ConfigError(f"pass@k needs 0 <= c <= n (correct among graded), got n={n}, c={c}")
     if k > n:
-        raise ConfigError(f"pass@{k} needs at least {k} graded samples of the task, got n={n}: "
-                          f"evaluate with samples >= {k} or ask for a smaller k")
+        raise ConfigError(
+            f"pass@{k} needs at least {k} graded samples of the task, got n={n}: "
+            f"evaluate with samples >= {k} or ask for a smaller k"
+        )
     if n - c < k:
         return 1.0
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
@@ -78,15 +90,23 @@ def tally(records: Iterable[EvalRecord]) -> dict[str, TaskTally]:
     seen: set[tuple[str, int]] = set()
     for r in records:
         if (r.task_id, r.sample) in seen:
-            raise ConfigError(f"task {r.task_id!r} sample {r.sample} appears twice: pass one arm's "
-                              "records (one evaluation's records.jsonl) at a time")
+            raise ConfigError(
+                f"task {r.task_id!r} sample {r.sample} appears twice: pass one arm's "
+                "records (one evaluation's records.jsonl) at a time"
+            )
         seen.add((r.task_id, r.sample))
         groups[r.task_id].append(r)
-    return {tid: TaskTally(
-        task_id=tid, tier=rs[0].difficulty_tier, samples=len(rs),
-        n=sum(r.outcome != "ungraded" for r in rs), c=sum(r.outcome == "correct" for r in rs),
-        causes=dict(Counter(r.cause or "unknown" for r in rs if r.outcome == "ungraded")))
-        for tid, rs in groups.items()}
+    return {
+        tid: TaskTally(
+            task_id=tid,
+            tier=rs[0].difficulty_tier,
+            samples=len(rs),
+            n=sum(r.outcome != "ungraded" for r in rs),
+            c=sum(r.outcome == "correct" for r in rs),
+            causes=dict(Counter(r.cause or "unknown" for r in rs if r.outcome == "ungraded")),
+        )
+        for tid, rs in groups.items()
+    }
 
 
 def bootstrap_ci(values: Sequence[float], *, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float] | None:
@@ -133,25 +153,33 @@ class GroupScores(BaseModel):
         return "  ".join(parts + [f"mean reward {reward} over {self.graded_samples} graded samples"])
 
 
-def _group(tallies: Sequence[TaskTally], rewards: Sequence[float], k_values: Sequence[int],
-           n_boot: int, seed: int) -> GroupScores:
+def _group(
+    tallies: Sequence[TaskTally], rewards: Sequence[float], k_values: Sequence[int], n_boot: int, seed: int
+) -> GroupScores:
     graded = [t for t in tallies if t.n]
     pass_at, short = {}, {}
     for k in k_values:
         vals = [pass_at_k(t.n, t.c, k) for t in graded if t.n >= k]
         pass_at[k], short[k] = (sum(vals) / len(vals) if vals else None), len(graded) - len(vals)
     return GroupScores(
-        tasks=len(tallies), graded_tasks=len(graded),
+        tasks=len(tallies),
+        graded_tasks=len(graded),
         excluded_by_cause=dict(sorted(Counter(t.cause for t in tallies if not t.n).items())),
-        samples=sum(t.samples for t in tallies), graded_samples=sum(t.n for t in tallies),
-        short_of_k=short, pass_at=pass_at,
+        samples=sum(t.samples for t in tallies),
+        graded_samples=sum(t.n for t in tallies),
+        short_of_k=short,
+        pass_at=pass_at,
         pass1_ci=bootstrap_ci([t.c / t.n for t in graded], n_boot=n_boot, seed=seed),
-        mean_reward=sum(rewards) / len(rewards) if rewards else None)
+        mean_reward=sum(rewards) / len(rewards) if rewards else None,
+    )
 
 
 _PLACEHOLDER = re.compile(r"<[^<>\n]{1,60}>")
-_SHELL = re.compile(r"^\s*(?:\$\s*)?(?:echo|printf|cat|tee|python3?|bash|sh|awk|sed|grep|head|tail|"
-                    r"cut|sort|uniq|wc|jq|ls|cd|sqlite3|duckdb)\s|\$\(|>>?\s*\S*answer\.txt", re.I)
+_SHELL = re.compile(
+    r"^\s*(?:\$\s*)?(?:echo|printf|cat|tee|python3?|bash|sh|awk|sed|grep|head|tail|"
+    r"cut|sort|uniq|wc|jq|ls|cd|sqlite3|duckdb)\s|\$\(|>>?\s*\S*answer\.txt",
+    re.I,
+)
 
 
 def wrong_category(record: EvalRecord) -> str:
@@ -161,8 +189,7 @@ def wrong_category(record: EvalRecord) -> str:
         return "no_answer"
     if note.startswith("empty answer") or (answer is not None and not answer.strip()):
         return "empty"
-    for prefix, category in (("placeholder", "placeholder"), ("shell command", "shell_command"),
-                             ("hedge", "hedge")):
+    for prefix, category in (("placeholder", "placeholder"), ("shell command", "shell_command"), ("hedge", "hedge")):
         if note.startswith(prefix):
             return category
     if answer is not None and _PLACEHOLDER.search(answer):
@@ -188,22 +215,33 @@ class Scores(GroupScores):
     ungraded_by_cause: dict[str, int] = Field(description="Ungraded SAMPLES by cause.")
     wrong_by_category: dict[str, int]
     step_cap: int | None = None
-    at_step_cap: float | None = Field(default=None, description="Fraction of graded samples with a "
-                                      "known tool count whose tool_calls reached step_cap.")
-    cut_off_by: dict[str, int] = Field(default_factory=dict, description="Samples by where they were "
-                                       "cut off (dagent.core.outcome.CUTOFFS), all outcomes.")
-    cut_off: float | None = Field(default=None, description="Fraction of the LLM agent's samples "
-                                  "(model_calls known) that were cut off; None for the oracle.")
+    at_step_cap: float | None = Field(
+        default=None,
+        description="Fraction of graded samples with a known tool count whose tool_calls reached step_cap.",
+    )
+    cut_off_by: dict[str, int] = Field(
+        default_factory=dict,
+        description="Samples by where they were cut off (dagent.core.outcome.CUTOFFS), all outcomes.",
+    )
+    cut_off: float | None = Field(
+        default=None,
+        description="Fraction of the LLM agent's samples (model_calls known) that were cut off; None for the oracle.",
+    )
 
     def lines(self) -> list[str]:
         """The report: exclusions first, then the scores, then what the wrong answers were."""
         out = [f"{self.arm}: tasks {self.tasks}  graded {self.graded_tasks}  excluded {self.excluded_tasks}"]
         out += [f"  excluded: {cause} x{n} tasks" for cause, n in self.excluded_by_cause.items()]
         if self.ungraded_by_cause:
-            out.append(f"  ungraded samples {self.samples - self.graded_samples} of {self.samples}: "
-                       + ", ".join(f"{c} x{n}" for c, n in self.ungraded_by_cause.items()))
-        out += [f"  pass@{k}: {n} graded tasks have fewer than {k} graded samples, left out"
-                for k, n in self.short_of_k.items() if n]
+            out.append(
+                f"  ungraded samples {self.samples - self.graded_samples} of {self.samples}: "
+                + ", ".join(f"{c} x{n}" for c, n in self.ungraded_by_cause.items())
+            )
+        out += [
+            f"  pass@{k}: {n} graded tasks have fewer than {k} graded samples, left out"
+            for k, n in self.short_of_k.items()
+            if n
+        ]
         out.append("  " + self.score_text())
         for tier, g in self.by_tier.items():
             excl = ", ".join(f"{c} x{n}" for c, n in g.excluded_by_cause.items()) or "none"
@@ -225,9 +263,15 @@ def _arm_name(records: Sequence[EvalRecord]) -> str:
     return ", ".join(names) or "empty"
 
 
-def task_scores(records: Iterable[EvalRecord], k_values: Sequence[int] = (1,), *,
-                step_cap: int | None = None, arm: str | None = None, n_boot: int = 10_000,
-                seed: int = 0) -> Scores:
+def task_scores(
+    records: Iterable[EvalRecord],
+    k_values: Sequence[int] = (1,),
+    *,
+    step_cap: int | None = None,
+    arm: str | None = None,
+    n_boot: int = 10_000,
+    seed: int = 0,
+) -> Scores:
     """One arm's scores (module docstring); `arm` labels it (default: its agent/model)."""
     records = list(records)
     k_values = tuple(sorted(set(k_values)))
@@ -243,9 +287,16 @@ def task_scores(records: Iterable[EvalRecord], k_values: Sequence[int] = (1,), *
 
     present = {t.tier for t in tallies.values()}
     tiers = [t for t in TIERS if t in present] + sorted(present - set(TIERS))
-    by_tier = {tier: _group([t for t in tallies.values() if t.tier == tier],
-                            rewards(r for r in records if r.difficulty_tier == tier), k_values, n_boot, seed)
-               for tier in tiers}
+    by_tier = {
+        tier: _group(
+            [t for t in tallies.values() if t.tier == tier],
+            rewards(r for r in records if r.difficulty_tier == tier),
+            k_values,
+            n_boot,
+            seed,
+        )
+        for tier in tiers
+    }
     wrong = Counter(wrong_category(r) for r in records if r.outcome == "wrong")
     known = [r.tool_calls for r in graded if r.tool_calls is not None]
     at_cap = None if step_cap is None or not known else sum(t >= step_cap for t in known) / len(known)
@@ -253,13 +304,17 @@ def task_scores(records: Iterable[EvalRecord], k_values: Sequence[int] = (1,), *
     cut = Counter(r.cutoff for r in llm if r.cutoff)
     return Scores(
         **_group(list(tallies.values()), rewards(records), k_values, n_boot, seed).model_dump(),
-        arm=arm or _arm_name(records), by_tier=by_tier,
-        ungraded_by_cause=dict(sorted(Counter(r.cause or "unknown" for r in records
-                                              if r.outcome == "ungraded").items())),
+        arm=arm or _arm_name(records),
+        by_tier=by_tier,
+        ungraded_by_cause=dict(
+            sorted(Counter(r.cause or "unknown" for r in records if r.outcome == "ungraded").items())
+        ),
         wrong_by_category={c: wrong[c] for c in WRONG_CATEGORIES if wrong[c]},
-        step_cap=step_cap, at_step_cap=at_cap,
+        step_cap=step_cap,
+        at_step_cap=at_cap,
         cut_off_by={c: cut[c] for c in CUTOFFS if cut[c]},
-        cut_off=sum(cut.values()) / len(llm) if llm else None)
+        cut_off=sum(cut.values()) / len(llm) if llm else None,
+    )
 
 
 def sign_flip_p(diffs: Sequence[float], *, n_perm: int = 10_000, seed: int = 0) -> float:
@@ -305,9 +360,11 @@ class Paired(BaseModel):
 
     def lines(self) -> list[str]:
         """The comparison: exclusions first, then the difference with its CI and p."""
-        out = [f"{self.b_arm} vs {self.a_arm} (baseline), pass@{self.k} per task: tasks in both "
-               f"{self.tasks_in_both}  paired {self.paired_tasks}  "
-               f"only in {self.a_arm} {self.only_a}  only in {self.b_arm} {self.only_b}"]
+        out = [
+            f"{self.b_arm} vs {self.a_arm} (baseline), pass@{self.k} per task: tasks in both "
+            f"{self.tasks_in_both}  paired {self.paired_tasks}  "
+            f"only in {self.a_arm} {self.only_a}  only in {self.b_arm} {self.only_b}"
+        ]
         for arm, causes in ((self.a_arm, self.excluded_a_by_cause), (self.b_arm, self.excluded_b_by_cause)):
             out += [f"  excluded (ungraded in {arm}): {c} x{n} tasks" for c, n in causes.items()]
         if self.short_of_k:
@@ -316,23 +373,36 @@ class Paired(BaseModel):
             out.append("  no task is graded in both arms: nothing to compare")
             return out
         assert self.ci is not None and self.mean_a is not None and self.mean_b is not None
-        out.append(f"  {self.a_arm} {self.mean_a:.1%}  {self.b_arm} {self.mean_b:.1%}  difference "
-                   f"{self.diff:+.1%} [95% CI {self.ci[0]:+.1%}, {self.ci[1]:+.1%}]  p={self.p_value:.3g}  "
-                   f"wins {self.wins} losses {self.losses} ties {self.ties} over {self.paired_tasks} tasks")
+        out.append(
+            f"  {self.a_arm} {self.mean_a:.1%}  {self.b_arm} {self.mean_b:.1%}  difference "
+            f"{self.diff:+.1%} [95% CI {self.ci[0]:+.1%}, {self.ci[1]:+.1%}]  p={self.p_value:.3g}  "
+            f"wins {self.wins} losses {self.losses} ties {self.ties} over {self.paired_tasks} tasks"
+        )
         return out
 
 
-def paired_values(ta: dict[str, TaskTally], tb: dict[str, TaskTally], k: int = 1) -> tuple[list[str], np.ndarray,
-                                                                                         np.ndarray]:
+def paired_values(
+    ta: dict[str, TaskTally], tb: dict[str, TaskTally], k: int = 1
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The tasks graded in both tallies with at least k graded samples each, and their pass@k in A and B."""
     usable = [tid for tid in ta if tid in tb and ta[tid].n >= k and tb[tid].n >= k]
-    return (usable, np.array([pass_at_k(ta[t].n, ta[t].c, k) for t in usable]),
-            np.array([pass_at_k(tb[t].n, tb[t].c, k) for t in usable]))
+    return (
+        usable,
+        np.array([pass_at_k(ta[t].n, ta[t].c, k) for t in usable]),
+        np.array([pass_at_k(tb[t].n, tb[t].c, k) for t in usable]),
+    )
 
 
-def paired(a_records: Iterable[EvalRecord], b_records: Iterable[EvalRecord], *, k: int = 1,
-           n_boot: int = 10_000, seed: int = 0, a_arm: str | None = None,
-           b_arm: str | None = None) -> Paired:
+def paired(
+    a_records: Iterable[EvalRecord],
+    b_records: Iterable[EvalRecord],
+    *,
+    k: int = 1,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    a_arm: str | None = None,
+    b_arm: str | None = None,
+) -> Paired:
     """Compare candidate B with baseline A task by task (module docstring)."""
     _check_k(k)
     a_records, b_records = list(a_records), list(b_records)
@@ -342,13 +412,22 @@ def paired(a_records: Iterable[EvalRecord], b_records: Iterable[EvalRecord], *, 
     usable, va, vb = paired_values(ta, tb, k)
     d = vb - va
     return Paired(
-        a_arm=a_arm or _arm_name(a_records), b_arm=b_arm or _arm_name(b_records), k=k,
-        tasks_in_both=len(both), paired_tasks=len(usable),
+        a_arm=a_arm or _arm_name(a_records),
+        b_arm=b_arm or _arm_name(b_records),
+        k=k,
+        tasks_in_both=len(both),
+        paired_tasks=len(usable),
         excluded_a_by_cause=dict(sorted(Counter(ta[t].cause for t in both if not ta[t].n).items())),
         excluded_b_by_cause=dict(sorted(Counter(tb[t].cause for t in both if not tb[t].n).items())),
         short_of_k=len(graded) - len(usable),
-        only_a=len(ta) - len(both), only_b=sum(tid not in ta for tid in tb),
-        mean_a=float(va.mean()) if len(va) else None, mean_b=float(vb.mean()) if len(vb) else None,
-        diff=float(d.mean()) if len(d) else None, ci=bootstrap_ci(d, n_boot=n_boot, seed=seed),
+        only_a=len(ta) - len(both),
+        only_b=sum(tid not in ta for tid in tb),
+        mean_a=float(va.mean()) if len(va) else None,
+        mean_b=float(vb.mean()) if len(vb) else None,
+        diff=float(d.mean()) if len(d) else None,
+        ci=bootstrap_ci(d, n_boot=n_boot, seed=seed),
         p_value=sign_flip_p(d, n_perm=n_boot, seed=seed) if len(d) else None,
-        wins=int(np.sum(d > 0)), losses=int(np.sum(d < 0)), ties=int(np.sum(d == 0)))
+        wins=int(np.sum(d > 0)),
+        losses=int(np.sum(d < 0)),
+        ties=int(np.sum(d == 0)),
+    )

@@ -1,5 +1,6 @@
 """Everything an agent needs running, started and stopped together: its engine (an OpenAI-compatible
-URL, or the local engine started for the run) for the tool loop and opencode, and for black-box agents the capture proxy, its
+URL, or the local engine started for the run) for the tool loop and opencode, and for black-box agents the capture
+proxy, its
 publisher and sandboxes that can reach it (`BlackBoxRuntime`).
 
 `agent_stack(...)` is what `dagent eval`, `dagent rollout` and `jobs/eval.py` use, so an agent is
@@ -49,13 +50,28 @@ class Stack:
 
 
 @contextmanager
-def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engine_url: str | None = None,
-                engine: str = "local", backend: str = "local", publish: str = "direct", public_url: str | None = None,
-                timeout_s: float | None = None, steps: int | None = None, max_output_tokens: int | None = None,
-                recipes: Recipes, harbor_catalog: str | None = None, engine_threads: int = 1,
-                share: EngineShare | None = None, echo: Callable[[str], None] = lambda _line: None) -> Iterator[Stack]:
+def agent_stack(
+    agent: str,
+    suite: TaskSuite,
+    *,
+    model: str = "tiny-qwen3",
+    engine_url: str | None = None,
+    engine: str = "local",
+    backend: str = "local",
+    publish: str = "direct",
+    public_url: str | None = None,
+    timeout_s: float | None = None,
+    steps: int | None = None,
+    max_output_tokens: int | None = None,
+    recipes: Recipes,
+    harbor_catalog: str | None = None,
+    engine_threads: int = 1,
+    share: EngineShare | None = None,
+    echo: Callable[[str], None] = lambda _line: None,
+) -> Iterator[Stack]:
     """Start what `agent` needs; stop all of it on exit, whatever happened. `recipes` (one preset's,
-    resolved where the command started; required, so no caller falls back to other conditions unseen) are the training recipes whose
+    resolved where the command started; required, so no caller falls back to other conditions unseen) are the
+    training recipes whose
     episode conditions the agent runs under (the tools loop's tool-output clip, completion budget and
     tool iterations; a harness's step cap, tokens per call and timeout: F47), so a checkpoint is
     measured under the conditions it trained in. `engine_threads`: torch threads of a local engine started
@@ -73,24 +89,45 @@ def agent_stack(agent: str, suite: TaskSuite, *, model: str = "tiny-qwen3", engi
     recipe = recipes.for_agent(agent)  # refused here, before an engine starts, where the preset lacks this loop
     with ExitStack() as stack:
         if engine_url is None:
-            proc = (process.LocalEngineProcess(model, threads=engine_threads) if engine == "local"
-                    else process.VllmProcess(model, gpu=engine == "vllm",
-                                             gpu_memory_utilization=share and share.gpu_memory_utilization,
-                                             max_num_seqs=share and share.max_num_seqs))
+            proc = (
+                process.LocalEngineProcess(model, threads=engine_threads)
+                if engine == "local"
+                else process.VllmProcess(
+                    model,
+                    gpu=engine == "vllm",
+                    gpu_memory_utilization=share and share.gpu_memory_utilization,
+                    max_num_seqs=share and share.max_num_seqs,
+                )
+            )
             echo(f"starting the {engine} engine ({model}) on port {proc.port} ...")
             engine_url = stack.enter_context(proc).url
         served = process.served_model(engine_url)
         if agent == "tools":
-            yield Stack(ToolLoopAgent(engine_url, served, config=recipe.episode, limits=recipe.limits),
-                        get_backend(backend), engine_url)
+            yield Stack(
+                ToolLoopAgent(engine_url, served, config=recipe.episode, limits=recipe.limits),
+                get_backend(backend),
+                engine_url,
+            )
             return
-        limits = dict(model=served, steps=steps or recipe.agent_steps,
-                      max_output_tokens=max_output_tokens or recipe.max_output_tokens)
-        runtime = BlackBoxRuntime(suite, engine_url, model=served, backend=backend, harness=agent,
-                                  opencode=OpencodeConfig(**limits), pi=PiConfig(**limits), publish=publish,
-                                  public_url=public_url or settings.read("DAGENT_CAPTURE_PUBLIC_URL"),
-                                  sampling=RECIPE_SAMPLING, timeout_s=timeout_s or recipe.agent_timeout_s,
-                                  harbor_catalog=harbor_catalog)
+        limits = dict(
+            model=served,
+            steps=steps or recipe.agent_steps,
+            max_output_tokens=max_output_tokens or recipe.max_output_tokens,
+        )
+        runtime = BlackBoxRuntime(
+            suite,
+            engine_url,
+            model=served,
+            backend=backend,
+            harness=agent,
+            opencode=OpencodeConfig(**limits),
+            pi=PiConfig(**limits),
+            publish=publish,
+            public_url=public_url or settings.read("DAGENT_CAPTURE_PUBLIC_URL"),
+            sampling=RECIPE_SAMPLING,
+            timeout_s=timeout_s or recipe.agent_timeout_s,
+            harbor_catalog=harbor_catalog,
+        )
         stack.enter_context(runtime)
         yield Stack(runtime.agent(), runtime.backend, engine_url, runtime)
 

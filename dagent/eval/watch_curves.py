@@ -52,12 +52,16 @@ def points(watch_dir: Path | str) -> list[WatchPoint]:
             continue
         found.append(WatchPoint(step, s.pass_at.get(1), s.pass1_ci, s.graded_tasks))
     if not found:
-        raise ConfigError(f"no evaluated checkpoint in {watch_dir}: pass the --out directory of `dagent eval watch`, "
-                          "or a published seed-S/watch folder of checkpoint-N.jsonl records")
+        raise ConfigError(
+            f"no evaluated checkpoint in {watch_dir}: pass the --out directory of `dagent eval watch`, "
+            "or a published seed-S/watch folder of checkpoint-N.jsonl records"
+        )
     return sorted(found, key=lambda p: p.step)
 
 
-def plot(series: dict[str, list[WatchPoint]], out: Path | str, *, title: str = "held-out pass@1 at each checkpoint") -> Path:
+def plot(
+    series: dict[str, list[WatchPoint]], out: Path | str, *, title: str = "held-out pass@1 at each checkpoint"
+) -> Path:
     """`figure(series)` written to `out` (PNG)."""
     fig = figure(series, title=title)
     out = Path(out)
@@ -94,14 +98,23 @@ def figure(series: dict[str, list[WatchPoint]], *, title: str = "held-out pass@1
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("watch_dirs", nargs="+", type=Path, help="`dagent eval watch --out` directories (or published seed-S/watch folders), one per seed.")
-    ap.add_argument("--label", action="append", default=None, help="A line's label, in order (default: the directory's name).")
+    ap.add_argument(
+        "watch_dirs",
+        nargs="+",
+        type=Path,
+        help="`dagent eval watch --out` directories (or published seed-S/watch folders), one per seed.",
+    )
+    ap.add_argument(
+        "--label", action="append", default=None, help="A line's label, in order (default: the directory's name)."
+    )
     ap.add_argument("--title", default="held-out pass@1 at each checkpoint")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_intermixed_args(argv)  # a --label after each directory
     labels = args.label or [d.name for d in args.watch_dirs]
     if len(labels) != len(args.watch_dirs):
-        raise ConfigError(f"{len(labels)} --label for {len(args.watch_dirs)} directories: give one per directory or none")
+        raise ConfigError(
+            f"{len(labels)} --label for {len(args.watch_dirs)} directories: give one per directory or none"
+        )
     print(plot({label: points(d) for label, d in zip(labels, args.watch_dirs)}, args.out, title=args.title))
 
 

@@ -18,9 +18,14 @@ from dagent.grading.value import VALUE_TYPES, Grade, decode, grade_value, normal
 ANSWER_TYPES = (*VALUE_TYPES, "record")
 
 
-def grade_answer(answer: str | bytes | None, gold: str, answer_type: str,
-                 atol: float = 0.0, rtol: float = 0.0,
-                 field_tolerances: Mapping[str, tuple[float, float]] | None = None) -> Grade:
+def grade_answer(
+    answer: str | bytes | None,
+    gold: str,
+    answer_type: str,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    field_tolerances: Mapping[str, tuple[float, float]] | None = None,
+) -> Grade:
     """Grade one answer against one gold (the pure core; never raises for any answer).
     `field_tolerances` only matters for records (dagent.grading.fields: field by field)."""
     if answer_type not in ANSWER_TYPES:
@@ -43,5 +48,6 @@ def grade(task: Task, answer: str | bytes | None) -> Grade:
         raise GraderError(
             f"grading needs the full Task server-side, got {type(task).__name__} without gold "
             "(F14: the public view withholds gold, so grading through it could never succeed); "
-            "grade on the server with the Task record, not task.public()")
+            "grade on the server with the Task record, not task.public()"
+        )
     return grade_answer(answer, gold, task.answer_type, task.atol, task.rtol, task.field_tolerances)

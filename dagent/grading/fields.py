@@ -87,16 +87,16 @@ def field_type(value: Any) -> str:
     return "number" if parse_number(str(value).strip()) is not None else "string"
 
 
-def grade_record(text: str, gold: str, atol: float, rtol: float,
-                 field_tolerances: Mapping[str, tuple[float, float]] | None = None) -> Grade:
+def grade_record(
+    text: str, gold: str, atol: float, rtol: float, field_tolerances: Mapping[str, tuple[float, float]] | None = None
+) -> Grade:
     """The record's Grade (text already decoded and non-empty)."""
     fields = parse_gold(gold)
     if fields is None:
         return Grade(None, None, "ungraded", "record gold is not a non-empty JSON object")
     answer = parse_answer(text)
     if answer is None:
-        return Grade(0.0, False, "record", "not a record: expected a JSON object with the keys "
-                                           + ", ".join(fields))
+        return Grade(0.0, False, "record", "not a record: expected a JSON object with the keys " + ", ".join(fields))
     tolerances = {field_key(k): v for k, v in (field_tolerances or {}).items()}
     failed: list[str] = []
     for name, gold_value in fields.items():

@@ -48,8 +48,9 @@ MAX_ANSWER_CHARS = 10_000
 MATH_VERIFY_TIMEOUT_S = 2.0
 _MV_MAX_CHARS = 200
 _MV_MAX_DEPTH = 6
-_MV_COMMANDS = frozenset("frac dfrac tfrac boxed times cdot sqrt pi text textbf textrm mathrm "
-                         "mathbf left right displaystyle".split())
+_MV_COMMANDS = frozenset(
+    "frac dfrac tfrac boxed times cdot sqrt pi text textbf textrm mathrm mathbf left right displaystyle".split()
+)
 VALUE_TYPES = ("number", "string", "list", "bool")  # one value each; records: dagent.grading.fields
 
 
@@ -73,8 +74,16 @@ ungraded = partial(Grade, None, None, "ungraded")  # ungraded(note)
 
 
 _FENCE = re.compile(r"```[\w+-]*\n(.*?)\n?```", re.S)
-_PAIRS = (("```", "```"), ("**", "**"), ("__", "__"), ('"', '"'), ("'", "'"), ("`", "`"),
-          ("\u201c", "\u201d"), ("\u2018", "\u2019"))
+_PAIRS = (
+    ("```", "```"),
+    ("**", "**"),
+    ("__", "__"),
+    ('"', '"'),
+    ("'", "'"),
+    ("`", "`"),
+    ("\u201c", "\u201d"),
+    ("\u2018", "\u2019"),
+)
 _MAY_UNWRAP = re.compile(r"[`*_\"'\u201c\u2018]|the\s|final\s|answer\W", re.I)
 _LABEL = re.compile(r"(?:the\s+)?(?:final\s+)?answer(?:\s+is\b|\s*[:=])\s*(?=\S)", re.I)
 
@@ -89,12 +98,17 @@ def _unwrap(text: str) -> str:
             if text.startswith("```") and (m := _FENCE.fullmatch(text)):
                 text = m.group(1).strip()
             for op, cl in _PAIRS:
-                inner = text[len(op):-len(cl)]
-                if len(text) > len(op) + len(cl) and text.startswith(op) and text.endswith(cl) \
-                        and op not in inner and cl not in inner:
+                inner = text[len(op) : -len(cl)]
+                if (
+                    len(text) > len(op) + len(cl)
+                    and text.startswith(op)
+                    and text.endswith(cl)
+                    and op not in inner
+                    and cl not in inner
+                ):
                     text = inner.strip()
         if m := _LABEL.match(text):
-            text = text[m.end():]
+            text = text[m.end() :]
         if text.endswith(".") and not text.endswith(".."):
             text = text[:-1].rstrip()
         if text == before:
@@ -125,15 +139,29 @@ def decode(answer: str | bytes | None) -> tuple[str | None, str]:
 
 
 _REJECTS = (
-    ("placeholder", re.compile(
-        r"<[^<>\n]{0,60}>|[\[{(]\s*(?:your[ _-]?)?(?:value|answer|result|number)\s*[\]})]"
-        r"|(?:your[ _-]?)?(?:answer|value)(?:[ _]here)?|todo|tbd|placeholder|\.\.\.|\u2026|x{3,}",
-        re.I), "fullmatch"),
-    ("shell command instead of a value", re.compile(
-        r"^(?:\$\s*)?(?:echo|printf|cat|tee|python3?|bash|sh)\s|^print\s*\("
-        r"|>>?\s*[\w./~-]{0,200}answer\.txt|/workdir/", re.I), "search"),
-    ("hedge with two candidate answers", re.compile(
-        r"\b(?:or|maybe|perhaps|either|possibly)\b|\?|\u00b1|\+/-", re.I), "search"),
+    (
+        "placeholder",
+        re.compile(
+            r"<[^<>\n]{0,60}>|[\[{(]\s*(?:your[ _-]?)?(?:value|answer|result|number)\s*[\]})]"
+            r"|(?:your[ _-]?)?(?:answer|value)(?:[ _]here)?|todo|tbd|placeholder|\.\.\.|\u2026|x{3,}",
+            re.I,
+        ),
+        "fullmatch",
+    ),
+    (
+        "shell command instead of a value",
+        re.compile(
+            r"^(?:\$\s*)?(?:echo|printf|cat|tee|python3?|bash|sh)\s|^print\s*\("
+            r"|>>?\s*[\w./~-]{0,200}answer\.txt|/workdir/",
+            re.I,
+        ),
+        "search",
+    ),
+    (
+        "hedge with two candidate answers",
+        re.compile(r"\b(?:or|maybe|perhaps|either|possibly)\b|\?|\u00b1|\+/-", re.I),
+        "search",
+    ),
 )
 
 
@@ -153,12 +181,13 @@ _NUMBER = re.compile(
     r"(?:[eE](?P<e1>[+-]?\d{1,6})"
     r"|\s*[x\u00d7*\u00b7]\s*10\s*(?:\^|\*\*)\s*\{?(?P<e2>[+-]?\d{1,6})\}?)?"
     rf"(?:\s*/\s*(?P<den>{_NUM}))?\s*(?P<pct>%?)"
-    r"(?:\s*(?P<unit>(?:[^\W\d_]|[\u00b0$\u20ac\u00a3\u00a5\u20b9])[^\d%]{0,40}))?")
-_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9,
-          "trillion": 1e12}
+    r"(?:\s*(?P<unit>(?:[^\W\d_]|[\u00b0$\u20ac\u00a3\u00a5\u20b9])[^\d%]{0,40}))?"
+)
+_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9, "trillion": 1e12}
 _NOT_UNIT = frozenset(
     "or and nor to not than but plus minus times between about around approximately roughly "
-    "zero one two three four five six seven eight nine ten eleven twelve hundred".split())
+    "zero one two three four five six seven eight nine ten eleven twelve hundred".split()
+)
 
 _PLAIN = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,6})?")
 _SEPARATORS = str.maketrans("", "", ", \u00a0\u2009\u202f")
@@ -233,8 +262,7 @@ def _to_float(expr: Any) -> float:
         return parsed[0]
     if isinstance(expr, (sympy.Number, sympy.NumberSymbol)):
         return float(expr)
-    for kind, op in ((sympy.Add, math.fsum), (sympy.Mul, math.prod),
-                     (sympy.Pow, lambda args: math.pow(*args))):
+    for kind, op in ((sympy.Add, math.fsum), (sympy.Mul, math.prod), (sympy.Pow, lambda args: math.pow(*args))):
         if isinstance(expr, kind):
             return op([_to_float(arg) for arg in expr.args])
     raise _NotANumber(f"{type(expr).__name__} is not a plain number")
@@ -280,8 +308,7 @@ def _bounded(fn: Any, arg: str, timeout_s: float) -> tuple[str, Any]:
     return box[0] if box else ("timeout", None)
 
 
-def grade_latex(text: str, gold: Num, atol: float, rtol: float,
-                 timeout_s: float = MATH_VERIFY_TIMEOUT_S) -> Grade:
+def grade_latex(text: str, gold: Num, atol: float, rtol: float, timeout_s: float = MATH_VERIFY_TIMEOUT_S) -> Grade:
     if len(text) > _MV_MAX_CHARS:
         return wrong("math_verify", f"LaTeX answer too long ({len(text)} > {_MV_MAX_CHARS})")
     depth = deepest = 0
@@ -300,7 +327,7 @@ def grade_latex(text: str, gold: Num, atol: float, rtol: float,
     if tail := _UNIT_TAIL.search(latex):  # a unit word after the math, as in `$5$ kg`
         if set(tail[0].lower().split()) & _NOT_UNIT:
             return wrong("math_verify", f"not a unit after the LaTeX: {tail[0].strip()!r}")
-        latex = latex[:tail.start()]
+        latex = latex[: tail.start()]
     if span := _MATH_SPAN.fullmatch(latex):
         latex = next(group for group in span.groups() if group is not None)
     if _DELIMITER.search(latex) or latex.find("\\boxed") > 0:
@@ -326,8 +353,7 @@ def grade_latex(text: str, gold: Num, atol: float, rtol: float,
 _BULLET = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
 _BULLET_STARTS = frozenset("-*\u20220123456789")
 _ITEM_SEP = re.compile(r"[;\n]")
-_BOOLS = {**dict.fromkeys(("true", "yes", "y", "t", "1"), True),
-          **dict.fromkeys(("false", "no", "n", "f", "0"), False)}
+_BOOLS = {**dict.fromkeys(("true", "yes", "y", "t", "1"), True), **dict.fromkeys(("false", "no", "n", "f", "0"), False)}
 
 
 def _split_list(text: str) -> list[str]:
@@ -350,16 +376,14 @@ def _sorted_items(text: str) -> list[tuple[Num | None, str]]:
     return sorted(items, key=lambda it: (0, it[0][0], "") if it[0] else (1, 0.0, it[1]))
 
 
-def _list_mismatch(answer: str, gold_items: list[tuple[Num | None, str]], atol: float,
-                   rtol: float) -> str | None:
+def _list_mismatch(answer: str, gold_items: list[tuple[Num | None, str]], atol: float, rtol: float) -> str | None:
     """None when the lists hold the same items in any order, else what differs."""
     left = _sorted_items(answer)
     if len(left) != len(gold_items):
         return f"{len(left)} items, expected {len(gold_items)} (an extra or missing item)"
     for index, (want_num, want) in enumerate(gold_items, start=1):
         for i, (have_num, have) in enumerate(left):
-            if have == want or (have_num and want_num and _num_match(have_num, want_num, atol,
-                                                                     rtol)):
+            if have == want or (have_num and want_num and _num_match(have_num, want_num, atol, rtol)):
                 del left[i]
                 break
         else:
@@ -367,8 +391,7 @@ def _list_mismatch(answer: str, gold_items: list[tuple[Num | None, str]], atol: 
     return None
 
 
-def grade_value(answer: str | bytes | None, gold: str, answer_type: str,
-                atol: float = 0.0, rtol: float = 0.0) -> Grade:
+def grade_value(answer: str | bytes | None, gold: str, answer_type: str, atol: float = 0.0, rtol: float = 0.0) -> Grade:
     """Grade one single-value answer (number, string, list, bool) against its gold; never raises."""
     if answer_type not in VALUE_TYPES:
         return ungraded(f"unknown answer_type {answer_type!r} (expected one of {VALUE_TYPES})")
@@ -416,10 +439,9 @@ def grade_value(answer: str | bytes | None, gold: str, answer_type: str,
     if parsed is not None:
         if _num_match(parsed, gold_num, atol, rtol):
             return right("numeric")
-        return wrong("numeric", f"{parsed[0]:.10g}{'%' if parsed[1] else ''} is outside "
-                                 f"tolerance (atol={atol:g}, rtol={rtol:g})")
+        return wrong(
+            "numeric", f"{parsed[0]:.10g}{'%' if parsed[1] else ''} is outside tolerance (atol={atol:g}, rtol={rtol:g})"
+        )
     if _LATEX_HINT.search(text):
         return grade_latex(text, gold_num, atol, rtol)
     return wrong("numeric", "answer is not a number")
-
-

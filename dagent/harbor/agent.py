@@ -39,17 +39,31 @@ RUN_RECORD = "dagent-run.json"
 class OpencodeAgent(BaseAgent):
     """`opencode run` against a capture session (see the module docstring)."""
 
-    def __init__(self, logs_dir: Path, model_name: str | None = None, *, capture_url: str | None = None,
-                 api_key: str = "", opencode_bin: str = "opencode", model: str = "tiny-qwen3",
-                 steps: int | str = 15, max_output_tokens: int | str = 4096,
-                 context_tokens: int | str = 32_768, timeout_s: float | str = 600.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        logs_dir: Path,
+        model_name: str | None = None,
+        *,
+        capture_url: str | None = None,
+        api_key: str = "",
+        opencode_bin: str = "opencode",
+        model: str = "tiny-qwen3",
+        steps: int | str = 15,
+        max_output_tokens: int | str = 4096,
+        context_tokens: int | str = 32_768,
+        timeout_s: float | str = 600.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(logs_dir=logs_dir, model_name=model_name, **kwargs)
         if not capture_url:
-            raise ValueError("dagent's opencode agent needs --ak capture_url=<the capture session's URL "
-                             "as the sandbox sees it> and --ak api_key=<the session id>")
+            raise ValueError(
+                "dagent's opencode agent needs --ak capture_url=<the capture session's URL "
+                "as the sandbox sees it> and --ak api_key=<the session id>"
+            )
         self.capture_url, self.api_key, self.binary = capture_url, api_key, opencode_bin
-        self.config = OpencodeConfig(model=model, steps=int(steps), max_output_tokens=int(max_output_tokens),
-                                     context_tokens=int(context_tokens))
+        self.config = OpencodeConfig(
+            model=model, steps=int(steps), max_output_tokens=int(max_output_tokens), context_tokens=int(context_tokens)
+        )
         self.timeout_s = float(timeout_s)
 
     @staticmethod
@@ -62,15 +76,19 @@ class OpencodeAgent(BaseAgent):
     async def setup(self, environment: BaseEnvironment) -> None:
         r = await environment.exec(f"test -x {self.binary} && {self.binary} --version")
         if r.return_code != 0 or (r.stdout or "").strip() != OPENCODE_VERSION:
-            raise RuntimeError(f"opencode {OPENCODE_VERSION} is not runnable at {self.binary} in the "
-                               f"environment (exit {r.return_code}: {(r.stderr or r.stdout or '')[-300:]}): "
-                               "bind it with --ek ro_binds=<its directory>")
+            raise RuntimeError(
+                f"opencode {OPENCODE_VERSION} is not runnable at {self.binary} in the "
+                f"environment (exit {r.return_code}: {(r.stderr or r.stdout or '')[-300:]}): "
+                "bind it with --ek ro_binds=<its directory>"
+            )
 
     async def run(self, instruction: str, environment: BaseEnvironment, context: AgentContext) -> None:
         home = ((await environment.exec('printf %s "$HOME"')).stdout or "").strip() or "/root"  # F20
         stage = f"{WORKDIR}/.dagent-{secrets.token_hex(6)}"
-        files = {"opencode.json": json.dumps(render_config(self.config, self.capture_url, self.api_key), indent=2),
-                 "task.md": instruction}
+        files = {
+            "opencode.json": json.dumps(render_config(self.config, self.capture_url, self.api_key), indent=2),
+            "task.md": instruction,
+        }
         with tempfile.TemporaryDirectory() as tmp:
             for name, text in files.items():
                 Path(tmp, name).write_text(text)
@@ -78,8 +96,12 @@ class OpencodeAgent(BaseAgent):
         env = {**opencode_env(home), "OPENCODE_BIN": self.binary, "DAGENT_STAGE": stage}
         result = await environment.exec(LAUNCH_SCRIPT, cwd=WORKDIR, env=env, timeout_sec=int(self.timeout_s))
         events = parse_events(result.stdout or "")
-        record = {"exit_code": result.return_code, "opencode": {k: v for k, v in events.items() if k != "text"},
-                  "final_text": events["text"][:500], "stderr": (result.stderr or "")[-2000:]}
+        record = {
+            "exit_code": result.return_code,
+            "opencode": {k: v for k, v in events.items() if k != "text"},
+            "final_text": events["text"][:500],
+            "stderr": (result.stderr or "")[-2000:],
+        }
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         (self.logs_dir / RUN_RECORD).write_text(json.dumps(record, indent=2))
         (self.logs_dir / "opencode.jsonl").write_text(result.stdout or "")

@@ -55,8 +55,16 @@ BUILD_TIMEOUT_S = 900.0
 DEFAULT_ALLOWED_HOSTS = ("127.0.0.1",)
 AGENT_PACKAGES = TABLE_PACKAGES  # what the flat suite's sandbox offers for tables
 VERIFIER_PACKAGES = ("pydantic", "math-verify", "latex2sympy2_extended", "sympy")
-GRADER_MODULES = ("errors.py", "core/__init__.py", "core/task.py", "core/reward.py", "grading/__init__.py",
-                  "grading/value.py", "grading/fields.py", "grading/dispatch.py")
+GRADER_MODULES = (
+    "errors.py",
+    "core/__init__.py",
+    "core/task.py",
+    "core/reward.py",
+    "grading/__init__.py",
+    "grading/value.py",
+    "grading/fields.py",
+    "grading/dispatch.py",
+)
 _IGNORED = {"__pycache__", ".DS_Store", ".git"}  # never part of a task's digest (Harbor's rule)
 
 
@@ -69,9 +77,11 @@ class ExportReport:
     bytes_linked: int
 
     def summary(self) -> str:
-        return (f"{self.tasks} Harbor tasks of split {self.split!r} in {self.out} "
-                f"({self.table_files} table files, {self.bytes_linked / 1e6:.1f} MB, hard-linked "
-                "where the filesystem allows)")
+        return (
+            f"{self.tasks} Harbor tasks of split {self.split!r} in {self.out} "
+            f"({self.table_files} table files, {self.bytes_linked / 1e6:.1f} MB, hard-linked "
+            "where the filesystem allows)"
+        )
 
 
 def base_image() -> str:
@@ -108,8 +118,7 @@ def healthcheck_program(task: Task) -> str:
     )
 
 
-def task_config(task: Task, suite: TaskSuite, split: str, org: str,
-                allowed_hosts: Sequence[str]) -> dict:
+def task_config(task: Task, suite: TaskSuite, split: str, org: str, allowed_hosts: Sequence[str]) -> dict:
     hosts = list(allowed_hosts)
     network = {"network_mode": "allowlist", "allowed_hosts": hosts} if hosts else {"network_mode": "no-network"}
     return {
@@ -149,8 +158,12 @@ def task_config(task: Task, suite: TaskSuite, split: str, org: str,
             "memory_mb": task.memory_mb,
             "storage_mb": storage_mb(task, suite),
             "workdir": WORKDIR,
-            "healthcheck": {"command": f"python3 {HEALTHCHECK_PATH}", "interval_sec": 1.0, "timeout_sec": 30.0,
-                            "retries": 1},
+            "healthcheck": {
+                "command": f"python3 {HEALTHCHECK_PATH}",
+                "interval_sec": 1.0,
+                "timeout_sec": 30.0,
+                "retries": 1,
+            },
         },
     }
 
@@ -179,8 +192,10 @@ def verifier_dockerfile(base: str) -> str:
 def solve_sh(task: Task) -> str:
     marker = "DAGENT_REFERENCE_PROGRAM"
     if marker in task.solution:
-        raise ConfigError(f"task {task.task_id}: its reference program contains {marker!r}, the "
-                          "heredoc marker solve.sh uses; rename it in the template")
+        raise ConfigError(
+            f"task {task.task_id}: its reference program contains {marker!r}, the "
+            "heredoc marker solve.sh uses; rename it in the template"
+        )
     return (
         "#!/bin/bash\n"
         "# The task's reference program (the oracle): prints the answer into the answer file.\n"
@@ -199,17 +214,30 @@ TEST_SH = (
 
 
 def gold_record(task: Task) -> str:
-    return json.dumps({"task_id": task.task_id, "gold": task.gold, "answer_type": task.answer_type,
-                       "atol": task.atol, "rtol": task.rtol,
-                       "field_tolerances": {k: list(v) for k, v in sorted(task.field_tolerances.items())}},
-                      indent=2, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {
+                "task_id": task.task_id,
+                "gold": task.gold,
+                "answer_type": task.answer_type,
+                "atol": task.atol,
+                "rtol": task.rtol,
+                "field_tolerances": {k: list(v) for k, v in sorted(task.field_tolerances.items())},
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
 
 def grader_files() -> dict[str, bytes]:
     """tests/ paths -> bytes of the grader: the entry script and dagent's own grading modules."""
     package = Path(dagent.__file__).parent
-    files = {"grader.py": (package / "harbor" / "grader.py").read_bytes(),
-             "lib/dagent/__init__.py": b'"""dagent\'s grader, copied from dagent by `dagent export harbor`."""\n'}
+    files = {
+        "grader.py": (package / "harbor" / "grader.py").read_bytes(),
+        "lib/dagent/__init__.py": b'"""dagent\'s grader, copied from dagent by `dagent export harbor`."""\n',
+    }
     for name in GRADER_MODULES:
         files[f"lib/dagent/{name}"] = (package / name).read_bytes()
     return files
@@ -230,10 +258,17 @@ def _link(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def write_task(task: Task, suite: TaskSuite, split: str, out: Path, *, org: str = ORG,
-               allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
-               grader: dict[str, bytes] | None = None,
-               base: str | None = None) -> tuple[Path, int, int]:
+def write_task(
+    task: Task,
+    suite: TaskSuite,
+    split: str,
+    out: Path,
+    *,
+    org: str = ORG,
+    allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
+    grader: dict[str, bytes] | None = None,
+    base: str | None = None,
+) -> tuple[Path, int, int]:
     """Write one task directory; returns (its path, table files, their bytes)."""
     base = base or base_image()
     root = out / task.task_id
@@ -263,8 +298,9 @@ def task_digest(task_dir: Path) -> str:
     under environment/, tests/ and solution/, sorted by path."""
     files = [task_dir / n for n in ("task.toml", "instruction.md", "README.md") if (task_dir / n).is_file()]
     for sub in ("environment", "tests", "solution"):
-        files += [p for p in (task_dir / sub).rglob("*")
-                  if p.is_file() and not _IGNORED & set(p.relative_to(task_dir).parts)]
+        files += [
+            p for p in (task_dir / sub).rglob("*") if p.is_file() and not _IGNORED & set(p.relative_to(task_dir).parts)
+        ]
     outer = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.relative_to(task_dir).as_posix()):
         inner = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -273,13 +309,19 @@ def task_digest(task_dir: Path) -> str:
 
 
 def dataset_manifest(name: str, split: str, task_dirs: Sequence[Path], org: str = ORG) -> str:
-    return tomli_w.dumps({
-        "dataset": {"name": name, "version": dagent.__version__,
-                    "description": f"dagent data-agent tasks, split {split}: real tables, one "
-                                   "question each, graded by dagent's grader",
-                    "authors": [{"name": "dagent"}], "keywords": ["data-analysis", "pandas", split]},
-        "tasks": [{"name": f"{org}/{d.name}", "digest": task_digest(d)} for d in task_dirs],
-    })
+    return tomli_w.dumps(
+        {
+            "dataset": {
+                "name": name,
+                "version": dagent.__version__,
+                "description": f"dagent data-agent tasks, split {split}: real tables, one "
+                "question each, graded by dagent's grader",
+                "authors": [{"name": "dagent"}],
+                "keywords": ["data-analysis", "pandas", split],
+            },
+            "tasks": [{"name": f"{org}/{d.name}", "digest": task_digest(d)} for d in task_dirs],
+        }
+    )
 
 
 def verify_catalog(out: str | Path) -> list[str]:
@@ -289,21 +331,33 @@ def verify_catalog(out: str | Path) -> list[str]:
 
     out = Path(out)
     try:
-        listed = {t["name"].split("/", 1)[-1]: t["digest"]
-                  for t in tomllib.loads((out / "dataset.toml").read_text())["tasks"]}
+        listed = {
+            t["name"].split("/", 1)[-1]: t["digest"] for t in tomllib.loads((out / "dataset.toml").read_text())["tasks"]
+        }
     except (OSError, KeyError, ValueError) as e:
         return [f"{out}/dataset.toml unreadable ({e}): re-export with `dagent export harbor`"]
     present = {p.name for p in out.iterdir() if (p / "task.toml").is_file()}
     problems = [f"{name}: listed in dataset.toml but missing" for name in sorted(set(listed) - present)]
     problems += [f"{name}: not in dataset.toml" for name in sorted(present - set(listed))]
-    problems += [f"{name}: files differ from the exported digest (hand-edited or stale): re-export"
-                 for name in sorted(present & set(listed)) if task_digest(out / name) != listed[name]]
+    problems += [
+        f"{name}: files differ from the exported digest (hand-edited or stale): re-export"
+        for name in sorted(present & set(listed))
+        if task_digest(out / name) != listed[name]
+    ]
     return problems
 
 
-def export_harbor(suite: TaskSuite, split: str, out: str | Path, *, org: str = ORG,
-                  allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS, limit: int | None = None,
-                  base: str | None = None, progress=None) -> ExportReport:
+def export_harbor(
+    suite: TaskSuite,
+    split: str,
+    out: str | Path,
+    *,
+    org: str = ORG,
+    allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
+    limit: int | None = None,
+    base: str | None = None,
+    progress=None,
+) -> ExportReport:
     """Write `split` of `suite` as a Harbor catalog under `out` (replacing what an earlier export
     wrote there); deterministic. `base`: the image both Dockerfiles start from (default: a
     version tag of the Python the golds were measured with; pass one pinned by digest,
@@ -320,8 +374,9 @@ def export_harbor(suite: TaskSuite, split: str, out: str | Path, *, org: str = O
     grader = grader_files()
     dirs, n_files, size = [], 0, 0
     for task in tasks:
-        root, files, nbytes = write_task(task, suite, split, out, org=org,
-                                         allowed_hosts=allowed_hosts, grader=grader, base=base)
+        root, files, nbytes = write_task(
+            task, suite, split, out, org=org, allowed_hosts=allowed_hosts, grader=grader, base=base
+        )
         dirs.append(root)
         n_files, size = n_files + files, size + nbytes
         if progress is not None:
@@ -341,22 +396,31 @@ def push_catalog(out: str | Path, repo_id: str, *, api=None, token: str | None =
     tasks = sorted(p for p in out.iterdir() if (p / "task.toml").is_file()) if out.is_dir() else []
     if not tasks or not (out / "dataset.toml").is_file():
         raise ConfigError(f"no exported catalog at {out}: run `dagent export harbor --out {out}` first")
-    ops = [CommitOperationAdd("dataset.toml", str(out / "dataset.toml")),
-           CommitOperationAdd("README.md", _readme(repo_id, len(tasks)).encode())]
+    ops = [
+        CommitOperationAdd("dataset.toml", str(out / "dataset.toml")),
+        CommitOperationAdd("README.md", _readme(repo_id, len(tasks)).encode()),
+    ]
     for task in tasks:
         for path in sorted(p for p in task.rglob("*") if p.is_file() and not _IGNORED & set(p.parts)):
             ops.append(CommitOperationAdd(f"tasks/{path.relative_to(out).as_posix()}", str(path)))
     api = api or HfApi(token=token)
     api.create_repo(repo_id, repo_type="dataset", exist_ok=True, token=token)
-    info = api.create_commit(repo_id, ops, repo_type="dataset", token=token,
-                             commit_message=f"Harbor catalog: {len(tasks)} tasks (dagent export harbor)")
+    info = api.create_commit(
+        repo_id,
+        ops,
+        repo_type="dataset",
+        token=token,
+        commit_message=f"Harbor catalog: {len(tasks)} tasks (dagent export harbor)",
+    )
     return str(info.commit_url)
 
 
 def _readme(repo_id: str, n: int) -> str:
-    return (f"---\ntags: [harbor, data-agents, dagent]\n---\n# {repo_id}\n\n"
-            f"{n} dagent data-agent tasks in Harbor's task format (schema {SCHEMA_VERSION}), one directory "
-            "per task under `tasks/`, each with its Dockerfile, healthcheck, reference solution and "
-            "dagent's grader. Run them with\n\n"
-            f"    harbor run --repo https://huggingface.co/datasets/{repo_id} -a oracle\n\n"
-            "Generated by `dagent export harbor`; do not edit by hand.\n")
+    return (
+        f"---\ntags: [harbor, data-agents, dagent]\n---\n# {repo_id}\n\n"
+        f"{n} dagent data-agent tasks in Harbor's task format (schema {SCHEMA_VERSION}), one directory "
+        "per task under `tasks/`, each with its Dockerfile, healthcheck, reference solution and "
+        "dagent's grader. Run them with\n\n"
+        f"    harbor run --repo https://huggingface.co/datasets/{repo_id} -a oracle\n\n"
+        "Generated by `dagent export harbor`; do not edit by hand.\n"
+    )

@@ -45,16 +45,23 @@ def main(argv: list[str] | None = None) -> int:
         atol, rtol = float(spec["atol"]), float(spec["rtol"])
         fields = {k: (float(a), float(r)) for k, (a, r) in spec.get("field_tolerances", {}).items()}
     except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"dagent-grader: cannot read the gold record {args.gold} ({e}); re-export the "
-              "task with `dagent export harbor`", file=sys.stderr)
+        print(
+            f"dagent-grader: cannot read the gold record {args.gold} ({e}); re-export the "
+            "task with `dagent export harbor`",
+            file=sys.stderr,
+        )
         return UNGRADED_EXIT
     path = Path(args.answer)
     answer = path.read_bytes() if path.is_file() else None
     grade = grade_answer(answer, gold, answer_type, atol, rtol, fields)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = {"correct": grade.correct, "method": grade.method, "note": grade.note,
-              "answer_present": answer is not None}
+    record = {
+        "correct": grade.correct,
+        "method": grade.method,
+        "note": grade.note,
+        "answer_present": answer is not None,
+    }
     (out / "grade.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     if grade.correct is None:
         print(f"dagent-grader: ungraded ({grade.note}); no reward written (F32)", file=sys.stderr)

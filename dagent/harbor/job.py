@@ -45,21 +45,45 @@ def harbor_binary() -> Path:
     """`harbor` of .venv-harbor (made by `bash scripts/setup.sh --tests`), or $DAGENT_HARBOR."""
     path = Path(settings.read("DAGENT_HARBOR") or _ROOT / ".venv-harbor" / "bin" / "harbor")
     if not path.exists():
-        raise ConfigError(f"Harbor is not installed at {path}: run `bash scripts/setup.sh --tests` "
-                          "(Harbor needs Python 3.12 or 3.13, in its own venv) or set DAGENT_HARBOR")
+        raise ConfigError(
+            f"Harbor is not installed at {path}: run `bash scripts/setup.sh --tests` "
+            "(Harbor needs Python 3.12 or 3.13, in its own venv) or set DAGENT_HARBOR"
+        )
     return path
 
 
-def run_harbor(path: str | Path, jobs_dir: str | Path, *, agent: str = "oracle",
-               concurrency: int = 2, model: str | None = None,
-               agent_kwargs: Mapping[str, str] | None = None,
-               env_kwargs: Mapping[str, str] | None = None, include: Sequence[str] = (),
-               extra_env: Mapping[str, str] | None = None, timeout_s: float = 3600.0) -> list[HarborTrial]:
+def run_harbor(
+    path: str | Path,
+    jobs_dir: str | Path,
+    *,
+    agent: str = "oracle",
+    concurrency: int = 2,
+    model: str | None = None,
+    agent_kwargs: Mapping[str, str] | None = None,
+    env_kwargs: Mapping[str, str] | None = None,
+    include: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    timeout_s: float = 3600.0,
+) -> list[HarborTrial]:
     """`harbor run -p PATH -a AGENT -e <dagent's provider>`; returns the job's trials."""
     jobs_dir = Path(jobs_dir)
     before = set(jobs_dir.iterdir()) if jobs_dir.is_dir() else set()
-    argv = [str(harbor_binary()), "run", "-p", str(path), "-a", agent, "-e", PROVIDER,
-            "-o", str(jobs_dir), "-n", str(concurrency), "--quiet", "--yes"]
+    argv = [
+        str(harbor_binary()),
+        "run",
+        "-p",
+        str(path),
+        "-a",
+        agent,
+        "-e",
+        PROVIDER,
+        "-o",
+        str(jobs_dir),
+        "-n",
+        str(concurrency),
+        "--quiet",
+        "--yes",
+    ]
     if model:
         argv += ["-m", model]
     for key, value in (agent_kwargs or {}).items():
@@ -76,8 +100,9 @@ def run_harbor(path: str | Path, jobs_dir: str | Path, *, agent: str = "oracle",
         raise HarborError(f"harbor run did not finish in {timeout_s:.0f} s") from e
     new = sorted(set(jobs_dir.iterdir()) - before) if jobs_dir.is_dir() else []
     if not new:
-        raise HarborError(f"harbor run wrote no job under {jobs_dir} (exit {r.returncode}): "
-                          f"{(r.stderr or r.stdout).strip()[-800:]}")
+        raise HarborError(
+            f"harbor run wrote no job under {jobs_dir} (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-800:]}"
+        )
     return read_job(new[-1])
 
 
@@ -94,7 +119,14 @@ def read_job(job_dir: str | Path) -> list[HarborTrial]:
         exc = r.get("exception_info")
         error = f"{exc.get('exception_type')}: {exc.get('exception_message', '')[:300]}" if exc else None
         name = (r.get("task_name") or "").split("/")[-1] or Path((r.get("task_id") or {}).get("path", "")).name
-        trials.append(HarborTrial(task=name, trial=r.get("trial_name", path.parent.name),
-                                  reward=rewards.get("reward"), correct=rewards.get("correct"), error=error,
-                                  path=str(path.parent)))
+        trials.append(
+            HarborTrial(
+                task=name,
+                trial=r.get("trial_name", path.parent.name),
+                reward=rewards.get("reward"),
+                correct=rewards.get("correct"),
+                error=error,
+                path=str(path.parent),
+            )
+        )
     return sorted(trials, key=lambda t: (t.task, t.trial))

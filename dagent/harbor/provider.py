@@ -110,19 +110,24 @@ class SandboxEnvironment(BaseEnvironment):
     @property
     def capabilities(self) -> EnvironmentCapabilities:
         # each exec is a fresh network namespace, so a policy change applies from the next exec
-        return EnvironmentCapabilities(disable_internet=True, network_allowlist=True,
-                                       network_allowlist_hostnames=True,
-                                       network_allowlist_ipv4_addresses=True,
-                                       dynamic_network_policy=True)
+        return EnvironmentCapabilities(
+            disable_internet=True,
+            network_allowlist=True,
+            network_allowlist_hostnames=True,
+            network_allowlist_ipv4_addresses=True,
+            dynamic_network_policy=True,
+        )
 
     async def _apply_network_policy(self, network_policy: Any) -> None:
         self._network_policy = network_policy  # read by exec: the bridge only under an allowlist
 
     def _validate_definition(self) -> None:
         if not (self.environment_dir / "Dockerfile").is_file():
-            raise FileNotFoundError(f"{self.environment_dir}/Dockerfile is missing: the dagent "
-                                    "sandbox provider reads the task's Dockerfile (docker_image "
-                                    "alone names nothing it can run)")
+            raise FileNotFoundError(
+                f"{self.environment_dir}/Dockerfile is missing: the dagent "
+                "sandbox provider reads the task's Dockerfile (docker_image "
+                "alone names nothing it can run)"
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -130,15 +135,17 @@ class SandboxEnvironment(BaseEnvironment):
         ro: tuple = tuple((p, p) for p in (self.options.ro_binds or "").split(",") if p)
         if self.options.capture_host and self.options.capture_port:
             self._bridge_dir = tempfile.mkdtemp(prefix="dagent-harbor-bridge-")
-            self._bridge = SocketBridge(self.options.capture_host, self.options.capture_port,
-                                        Path(self._bridge_dir)).start()
+            self._bridge = SocketBridge(
+                self.options.capture_host, self.options.capture_port, Path(self._bridge_dir)
+            ).start()
             ro += ((self._bridge_dir, SANDBOX_SOCKET_DIR),)
         if self._bridge is not None:  # its own bridge directory: a backend of its own
             return LocalBackend(self.options.sandboxes_dir, isolation="bwrap", python=self._python, ro_binds=ro)
         key = (self._python, self.options.sandboxes_dir, ro)
         if key not in _BACKENDS:  # one per process and kind: probes, /etc copy and cgroups once
-            _BACKENDS[key] = LocalBackend(self.options.sandboxes_dir, isolation="bwrap",
-                                          python=self._python, ro_binds=ro)
+            _BACKENDS[key] = LocalBackend(
+                self.options.sandboxes_dir, isolation="bwrap", python=self._python, ro_binds=ro
+            )
         return _BACKENDS[key]
 
     async def start(self, force_build: bool) -> None:
@@ -194,8 +201,10 @@ class SandboxEnvironment(BaseEnvironment):
                     key, _, val = part.partition("=")
                     self._image_env[key] = val
             elif op not in ("LABEL", "COMMENT", "ARG", "EXPOSE"):
-                raise ProviderError(f"{path}: the dagent sandbox provider does not emulate {op} "
-                                   "(it reads FROM, RUN pip/useradd, COPY, WORKDIR, USER, ENV)")
+                raise ProviderError(
+                    f"{path}: the dagent sandbox provider does not emulate {op} "
+                    "(it reads FROM, RUN pip/useradd, COPY, WORKDIR, USER, ENV)"
+                )
         self._check_pins(pins)
 
     def _run_line(self, line: str, pins: dict[str, str]) -> None:
@@ -204,13 +213,13 @@ class SandboxEnvironment(BaseEnvironment):
             if word in ("&&", ";", "||"):
                 continue
             if word == "install" and i and words[i - 1] in ("pip", "pip3"):
-                for arg in words[i + 1:]:
+                for arg in words[i + 1 :]:
                     if arg in ("&&", ";"):
                         break
                     if m := _PIN.match(arg):
                         pins[m[1]] = m[2]
             if word == "useradd":
-                args = words[i + 1:]
+                args = words[i + 1 :]
                 uid = next((int(args[j + 1]) for j, a in enumerate(args[:-1]) if a in ("--uid", "-u")), 1000)
                 name = next(a for a in reversed(args) if not a.startswith("-"))
                 self._users[name] = uid
@@ -218,16 +227,20 @@ class SandboxEnvironment(BaseEnvironment):
     def _check_pins(self, pins: dict[str, str]) -> None:
         if not pins:
             return
-        program = ("import importlib.metadata as m, json, sys\nout = {}\nfor n in sys.argv[1:]:\n"
-                   "    try: out[n] = m.version(n)\n    except m.PackageNotFoundError: out[n] = None\n"
-                   "print(json.dumps(out))")
+        program = (
+            "import importlib.metadata as m, json, sys\nout = {}\nfor n in sys.argv[1:]:\n"
+            "    try: out[n] = m.version(n)\n    except m.PackageNotFoundError: out[n] = None\n"
+            "print(json.dumps(out))"
+        )
         r = subprocess.run([self._python, "-c", program, *pins], capture_output=True, text=True)
         have = json.loads(r.stdout) if r.returncode == 0 else {}
         wrong = {n: (v, have.get(n)) for n, v in pins.items() if have.get(n) != v}
         if wrong:
             detail = ", ".join(f"{n} pinned {v}, found {h}" for n, (v, h) in sorted(wrong.items()))
-            message = (f"the image pins packages {self._python} does not have ({detail}): pass "
-                       "--ek python=INTERPRETER with those versions, or --ek strict_pins=false")
+            message = (
+                f"the image pins packages {self._python} does not have ({detail}): pass "
+                "--ek python=INTERPRETER with those versions, or --ek strict_pins=false"
+            )
             if self.options.strict_pins:
                 raise ProviderError(message)
             self.logger.warning(message)
@@ -240,8 +253,11 @@ class SandboxEnvironment(BaseEnvironment):
             if not host_src.is_relative_to(self.environment_dir.resolve()) or not host_src.exists():
                 raise ProviderError(f"COPY {src}: not a path inside {self.environment_dir}")
             if posixpath.normpath(dest) == INPUT_DIR:  # the tables: staged, read-only (F21)
-                files = {p.relative_to(host_src).as_posix(): p for p in sorted(host_src.rglob("*"))
-                         if p.is_file()} if host_src.is_dir() else {host_src.name: host_src}
+                files = (
+                    {p.relative_to(host_src).as_posix(): p for p in sorted(host_src.rglob("*")) if p.is_file()}
+                    if host_src.is_dir()
+                    else {host_src.name: host_src}
+                )
                 self._sb.stage(files)  # an empty input directory fails here, not in the agent
             elif host_src.is_dir():
                 shutil.copytree(host_src, self._host(dest), dirs_exist_ok=True)
@@ -288,8 +304,14 @@ class SandboxEnvironment(BaseEnvironment):
             raise ProviderError(f"user {user!r} is not declared in the image (RUN useradd)")
         return None if uid == 0 else uid
 
-    async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
-                   timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
         if self._sb is None:
             raise ProviderError("the environment is not started")
         cwd = cwd or self._cwd
@@ -298,8 +320,14 @@ class SandboxEnvironment(BaseEnvironment):
         merged = {**self._image_env, **(self._merge_env(env) or {})}
         if self._bridge is not None and self._network_policy.network_mode == "allowlist":
             command = _with_forwarder(command)
-        result = await asyncio.to_thread(self._sb.exec, command, timeout_s=float(timeout_sec or _DEFAULT_TIMEOUT_S),
-                                         env=merged, cwd=cwd, uid=self._uid(user))
+        result = await asyncio.to_thread(
+            self._sb.exec,
+            command,
+            timeout_s=float(timeout_sec or _DEFAULT_TIMEOUT_S),
+            env=merged,
+            cwd=cwd,
+            uid=self._uid(user),
+        )
         code = result.exit_code
         stderr = result.stderr
         if result.timed_out:
@@ -347,11 +375,13 @@ def _with_forwarder(command: str) -> str:
     """Run the capture forwarder for the length of one command (each exec is its own namespace);
     the command does not start until the forwarder listens, and a forwarder that cannot start
     fails the command (exit 97), naming it."""
-    return (f"__ready=$(mktemp -u /tmp/.dagent-forward.XXXXXX)\n"
-            f"python3 -c {shlex.quote(FORWARDER_SOURCE)} {SANDBOX_SOCKET_DIR}/{SOCKET_NAME} {SANDBOX_PORT} "
-            f'"$__ready" 2>"$__ready.log" & __fwd=$!\n'
-            f'__i=0; while [ ! -e "$__ready" ]; do __i=$((__i + 1)); '
-            f'if [ "$__i" -gt 400 ] || ! kill -0 "$__fwd" 2>/dev/null; then '
-            f'echo "dagent: the capture forwarder did not start:" >&2; cat "$__ready.log" >&2; exit 97; fi; '
-            f"sleep 0.05; done\n"
-            f"( {command}\n)\n__rc=$?; kill $__fwd 2>/dev/null; rm -f \"$__ready\" \"$__ready.log\"; exit $__rc")
+    return (
+        f"__ready=$(mktemp -u /tmp/.dagent-forward.XXXXXX)\n"
+        f"python3 -c {shlex.quote(FORWARDER_SOURCE)} {SANDBOX_SOCKET_DIR}/{SOCKET_NAME} {SANDBOX_PORT} "
+        f'"$__ready" 2>"$__ready.log" & __fwd=$!\n'
+        f'__i=0; while [ ! -e "$__ready" ]; do __i=$((__i + 1)); '
+        f'if [ "$__i" -gt 400 ] || ! kill -0 "$__fwd" 2>/dev/null; then '
+        f'echo "dagent: the capture forwarder did not start:" >&2; cat "$__ready.log" >&2; exit 97; fi; '
+        f"sleep 0.05; done\n"
+        f'( {command}\n)\n__rc=$?; kill $__fwd 2>/dev/null; rm -f "$__ready" "$__ready.log"; exit $__rc'
+    )

@@ -78,8 +78,9 @@ class Agent(Protocol):
     name: str
     model: str | None  # the served model id; None for agents without one (the oracle)
 
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
-            seed: int | None = None) -> AgentRun: ...
+    def run(
+        self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None, seed: int | None = None
+    ) -> AgentRun: ...
 
 
 def json_events(stdout: str) -> Iterator[dict[str, Any]]:
@@ -96,8 +97,9 @@ def json_events(stdout: str) -> Iterator[dict[str, Any]]:
             yield event
 
 
-def label_by_system_prompt(turns: Iterable[CapturedTurn], prompts: Sequence[tuple[str, str]], *,
-                           messages: int = 2, starts: bool = False) -> list[CapturedTurn]:
+def label_by_system_prompt(
+    turns: Iterable[CapturedTurn], prompts: Sequence[tuple[str, str]], *, messages: int = 2, starts: bool = False
+) -> list[CapturedTurn]:
     """Label a harness's auxiliary calls by their system prompt (F03): a call whose first `messages`
     system/developer messages hold (or, `starts`, open with) one of `prompts`' texts gets that role
     hint. Other calls are left for `dagent.trajectory.analyse` to place."""

@@ -28,7 +28,9 @@ from dagent.trajectory.turn import CapturedTurn, Finding
 if TYPE_CHECKING:
     from dagent.capture.server import CaptureServer
 
-PROXY_CODES = frozenset({"budget_exhausted", "engine_error", "sampling_pinned", "request_too_large"})  # proxy findings kept
+PROXY_CODES = frozenset(
+    {"budget_exhausted", "engine_error", "sampling_pinned", "request_too_large"}
+)  # proxy findings kept
 EXTRA_CALLS = 3  # beyond the step limit: the title call, a summary, the forced last step
 
 
@@ -41,8 +43,9 @@ class Harness(Protocol):
     def ensure_installed(self, sandbox: Sandbox) -> str | None:
         """None when the harness answers in `sandbox`, else the `harness_install_failed: ...` cause."""
 
-    def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
-               timeout_s: float | None = None) -> AgentRun:
+    def launch(
+        self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *, timeout_s: float | None = None
+    ) -> AgentRun:
         """Write the control files, run the harness against the capture session, wait."""
 
     def role_hints(self, turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
@@ -57,8 +60,9 @@ def write_stage(sandbox: Sandbox, files: dict[str, str]) -> str:
     return stage
 
 
-def end_session(capture: CaptureServer, session_id: str,
-                hints: Callable[[Iterable[CapturedTurn]], list[CapturedTurn]]) -> tuple[list[Finding], Any, list[CapturedTurn]]:
+def end_session(
+    capture: CaptureServer, session_id: str, hints: Callable[[Iterable[CapturedTurn]], list[CapturedTurn]]
+) -> tuple[list[Finding], Any, list[CapturedTurn]]:
     """Close a rollout's capture session: the proxy findings a rollout keeps (PROXY_CODES), its
     counters (`CaptureStats`) and its turns, the harness's auxiliary calls labelled by role by
     `hints`, the harness's labeller (F03)."""
@@ -69,8 +73,9 @@ def end_session(capture: CaptureServer, session_id: str,
 
 def count_tool_calls(trajectory: Trajectory) -> int:
     """Tool calls the agent made, read off the engine answers in its chain (F34)."""
-    return sum(len((t.metadata.get("response_message") or {}).get("tool_calls") or [])
-               for t in trajectory.chain_turns())
+    return sum(
+        len((t.metadata.get("response_message") or {}).get("tool_calls") or []) for t in trajectory.chain_turns()
+    )
 
 
 def infra_cause(run: AgentRun, turns: list[CapturedTurn], findings: list[Finding], answer: bytes | None) -> str | None:
@@ -107,8 +112,14 @@ class CapturedAgent:
     # working set (docs/sandboxes.md).
     runtime_address_space_mb = 32768
 
-    def __init__(self, harness: Harness, capture: CaptureServer, reach: Reach, *,
-                 fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> None:
+    def __init__(
+        self,
+        harness: Harness,
+        capture: CaptureServer,
+        reach: Reach,
+        *,
+        fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD,
+    ) -> None:
         self.harness, self.capture, self.reach = harness, capture, reach
         self.model: str | None = capture.model
         self.fork_threshold_tokens = fork_threshold_tokens
@@ -117,8 +128,7 @@ class CapturedAgent:
     def name(self) -> str:
         return self.harness.name
 
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
-            seed: int | None = None) -> AgentRun:
+    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None, seed: int | None = None) -> AgentRun:
         # seed: the harnesses send none of their own; sampling is pinned by the proxy (dagent.core.sampling,
         # F05) and, given a seed (an evaluation's per-sample seed), so are its random numbers: each call
         # gets `dagent.core.sampling.call_seed(seed, call number)`, so arms evaluated on the same sample share them
@@ -127,18 +137,26 @@ class CapturedAgent:
             if failed is not None:
                 return AgentRun(model_calls=0, cause=failed, metadata={"install": failed})
         seeded = {} if seed is None else {SAMPLING_SEED: seed}
-        session = self.capture.open_session(self.harness.config.steps + EXTRA_CALLS,
-                                            metadata={"task_id": task.task_id, **seeded})
+        session = self.capture.open_session(
+            self.harness.config.steps + EXTRA_CALLS, metadata={"task_id": task.task_id, **seeded}
+        )
         try:
-            launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key,
-                                           timeout_s=timeout_s)
+            launched = self.harness.launch(task.instruction, sandbox, self.reach, session.api_key, timeout_s=timeout_s)
         finally:  # a sandbox failure, a bug or Ctrl-C: no session is left open
             proxy, stats, turns = end_session(self.capture, session.session_id, self.harness.role_hints)
         trajectory = analyse(turns, self.fork_threshold_tokens)
         findings = (*proxy, *trajectory.findings)
         return AgentRun(
-            exec_result=launched.exec_result, model_calls=stats.model_calls,
-            tool_calls=count_tool_calls(trajectory), cause=infra_cause(launched, turns, list(findings), None),
-            captured=Captured(session_id=session.session_id, trajectory=trajectory, findings=findings,
-                              budget_stops=stats.budget_stops, engine_errors=stats.engine_errors),
-            metadata={**launched.metadata, "engine_errors": stats.engine_errors})
+            exec_result=launched.exec_result,
+            model_calls=stats.model_calls,
+            tool_calls=count_tool_calls(trajectory),
+            cause=infra_cause(launched, turns, list(findings), None),
+            captured=Captured(
+                session_id=session.session_id,
+                trajectory=trajectory,
+                findings=findings,
+                budget_stops=stats.budget_stops,
+                engine_errors=stats.engine_errors,
+            ),
+            metadata={**launched.metadata, "engine_errors": stats.engine_errors},
+        )

@@ -40,5 +40,6 @@ def check_step_cap(cap: int | None, env_max_steps: int = MAX_STEPS) -> Check:
         raise StepCapError(
             f"step_cap_above_budget: the agent's step cap ({cap}) is above the environment's step budget "
             f"({env_max_steps} tool calls per episode): between the two every call is refused; set the "
-            f"cap <= {env_max_steps} or raise the environment's max_steps (F35)")
+            f"cap <= {env_max_steps} or raise the environment's max_steps (F35)"
+        )
     return Check("step_cap", True, f"agent cap {cap} <= environment budget {env_max_steps}")

@@ -58,21 +58,28 @@ DISABLED_TOOLS = ("webfetch", "task", "question")  # no egress to fetch; no sub-
 DEFAULT_STEPS = 15  # opencode's agent step limit; at most the environment's step budget (F35)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: System-prompt openings of opencode 1.18's auxiliary agents (title, summary, compaction).
-AUX_PROMPTS = (("You are a title generator", "title"),
-               ("Summarize what was done in this conversation", "summary"),
-               ("You are a context summarization agent", "compaction"))
+AUX_PROMPTS = (
+    ("You are a title generator", "title"),
+    ("Summarize what was done in this conversation", "summary"),
+    ("You are a context summarization agent", "compaction"),
+)
 #: Exit codes of the launch script itself (opencode never uses them).
 EXIT_SETUP, EXIT_FORWARDER = 96, 97
 
-LAUNCH_SCRIPT = r"""set -u
+LAUNCH_SCRIPT = (
+    r"""set -u
 ctl="$HOME/.dagent"
 mkdir -p "$ctl" "$XDG_CONFIG_HOME/opencode" "$XDG_DATA_HOME" "$XDG_CACHE_HOME" "$XDG_STATE_HOME" \
   && mv "$DAGENT_STAGE"/* "$ctl"/ && rmdir "$DAGENT_STAGE" \
   && mv "$ctl/opencode.json" "$XDG_CONFIG_HOME/opencode/opencode.json" \
   || { echo "dagent: could not install the opencode control files" >&2; exit 96; }
-""" + FORWARD_START + r"""
+"""
+    + FORWARD_START
+    + r"""
 "$OPENCODE_BIN" run --format json --auto < "$ctl/task.md"
-""" + FORWARD_STOP
+"""
+    + FORWARD_STOP
+)
 
 #: Installs opencode at run time where the image lacks it (Debian/Ubuntu images run as root: HF).
 INSTALL_SCRIPT = r"""set -e
@@ -106,14 +113,21 @@ def render_config(config: OpencodeConfig, base_url: str, api_key: str) -> dict[s
     return {
         "$schema": "https://opencode.ai/config.json",
         "model": f"{PROVIDER_ID}/{config.model}",
-        "provider": {PROVIDER_ID: {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "dagent capture proxy",
-            "options": {"baseURL": base_url, "apiKey": api_key, "timeout": config.request_timeout_ms},
-            "models": {config.model: {"name": config.model, "tool_call": True, "temperature": True,
-                                      "limit": {"context": config.context_tokens,
-                                                "output": config.max_output_tokens}}},
-        }},
+        "provider": {
+            PROVIDER_ID: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "dagent capture proxy",
+                "options": {"baseURL": base_url, "apiKey": api_key, "timeout": config.request_timeout_ms},
+                "models": {
+                    config.model: {
+                        "name": config.model,
+                        "tool_call": True,
+                        "temperature": True,
+                        "limit": {"context": config.context_tokens, "output": config.max_output_tokens},
+                    }
+                },
+            }
+        },
         "tools": {name: False for name in config.disabled_tools},
         "agent": {"build": {"steps": config.steps}},
         "autoupdate": False,
@@ -126,9 +140,15 @@ def render_config(config: OpencodeConfig, base_url: str, api_key: str) -> dict[s
 
 def opencode_env(home: str) -> dict[str, str]:
     """HOME and XDG_* under the sandbox's own home (F20); no models fetch, no update check."""
-    return {"HOME": home, "XDG_CONFIG_HOME": f"{home}/.config", "XDG_DATA_HOME": f"{home}/.local/share",
-            "XDG_CACHE_HOME": f"{home}/.cache", "XDG_STATE_HOME": f"{home}/.local/state",
-            "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    return {
+        "HOME": home,
+        "XDG_CONFIG_HOME": f"{home}/.config",
+        "XDG_DATA_HOME": f"{home}/.local/share",
+        "XDG_CACHE_HOME": f"{home}/.cache",
+        "XDG_STATE_HOME": f"{home}/.local/state",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    }
 
 
 def find_opencode(root: str | Path | None = None) -> Path:
@@ -140,34 +160,48 @@ def find_opencode(root: str | Path | None = None) -> Path:
         return Path(explicit).resolve()
     modules = Path(root or PROJECT_ROOT) / "node_modules"
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
-        platform.machine().lower(), platform.machine().lower())
-    for rel in ("opencode-ai/bin/opencode.exe",  # the postinstall's pick (avx2 or baseline)
-                f"opencode-linux-{arch}/bin/opencode", f"opencode-linux-{arch}-baseline/bin/opencode"):
+        platform.machine().lower(), platform.machine().lower()
+    )
+    for rel in (
+        "opencode-ai/bin/opencode.exe",  # the postinstall's pick (avx2 or baseline)
+        f"opencode-linux-{arch}/bin/opencode",
+        f"opencode-linux-{arch}-baseline/bin/opencode",
+    ):
         if os.access(modules / rel, os.X_OK):
             return (modules / rel).resolve()
     found = shutil.which("opencode")
     if found:
         return Path(found).resolve()
-    raise HarnessError(f"{OPENCODE_PACKAGE} is not installed: run scripts/setup.sh, or "
-                       f"`npm install --prefix {Path(root or PROJECT_ROOT)} --no-save {OPENCODE_PACKAGE}`")
+    raise HarnessError(
+        f"{OPENCODE_PACKAGE} is not installed: run scripts/setup.sh, or "
+        f"`npm install --prefix {Path(root or PROJECT_ROOT)} --no-save {OPENCODE_PACKAGE}`"
+    )
 
 
 def check_version(binary: str | Path, env: dict[str, str] | None = None) -> str:
     """The binary's version; HarnessError unless it is OPENCODE_VERSION (the schema this module writes)."""
     try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60,
-                             env=env or {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")})
+        out = subprocess.run(
+            [str(binary), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env or {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")},
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise HarnessError(f"could not run {binary} --version: {e}") from e
     version = out.stdout.strip()
     if version != OPENCODE_VERSION:
-        raise HarnessError(f"{binary} is opencode {version or '?'}; dagent writes the config schema of "
-                           f"{OPENCODE_VERSION}: install {OPENCODE_PACKAGE}")
+        raise HarnessError(
+            f"{binary} is opencode {version or '?'}; dagent writes the config schema of "
+            f"{OPENCODE_VERSION}: install {OPENCODE_PACKAGE}"
+        )
     return version
 
 
-def rendered_agent(binary: str | Path, config: dict[str, Any], agent: str = "build",
-                   timeout_s: float = 120.0) -> dict[str, Any]:
+def rendered_agent(
+    binary: str | Path, config: dict[str, Any], agent: str = "build", timeout_s: float = 120.0
+) -> dict[str, Any]:
     """What opencode itself makes of `config`: `opencode debug agent <agent>` (its resolved tools
     map, permissions and step limit), run with the config installed in a throwaway HOME."""
     with tempfile.TemporaryDirectory(prefix="dagent-opencode-") as home:
@@ -175,15 +209,23 @@ def rendered_agent(binary: str | Path, config: dict[str, Any], agent: str = "bui
         Path(env["XDG_CONFIG_HOME"], "opencode").mkdir(parents=True)
         Path(env["XDG_CONFIG_HOME"], "opencode", "opencode.json").write_text(json.dumps(config))
         try:
-            out = subprocess.run([str(binary), "debug", "agent", agent], capture_output=True, text=True,
-                                 timeout=timeout_s, env=env, cwd=home)
+            out = subprocess.run(
+                [str(binary), "debug", "agent", agent],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=env,
+                cwd=home,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise HarnessError(f"could not run `opencode debug agent {agent}`: {e}") from e
     try:
         return json.loads(out.stdout)
     except ValueError as e:
-        raise HarnessError(f"`opencode debug agent {agent}` did not print its configuration (exit "
-                           f"{out.returncode}): {(out.stderr or out.stdout)[-500:]}") from e
+        raise HarnessError(
+            f"`opencode debug agent {agent}` did not print its configuration (exit "
+            f"{out.returncode}): {(out.stderr or out.stdout)[-500:]}"
+        ) from e
 
 
 def check_rendered(agent: dict[str, Any], config: OpencodeConfig) -> None:
@@ -193,18 +235,21 @@ def check_rendered(agent: dict[str, Any], config: OpencodeConfig) -> None:
     tools = agent.get("tools") or {}
     enabled = [name for name in config.disabled_tools if tools.get(name, True) is not False]
     if enabled:
-        raise HarnessError(f"tools_not_disabled: opencode's rendered config leaves {', '.join(enabled)} enabled "
-                           "although the config disables them: use the `tools` map and no top-level "
-                           "`permission: allow` (F31)")
+        raise HarnessError(
+            f"tools_not_disabled: opencode's rendered config leaves {', '.join(enabled)} enabled "
+            "although the config disables them: use the `tools` map and no top-level "
+            "`permission: allow` (F31)"
+        )
     if agent.get("steps") != config.steps:
-        raise HarnessError(f"step_limit_not_applied: opencode renders steps={agent.get('steps')!r}, "
-                           f"the config asks for {config.steps}: set agent.build.steps (F31)")
+        raise HarnessError(
+            f"step_limit_not_applied: opencode renders steps={agent.get('steps')!r}, "
+            f"the config asks for {config.steps}: set agent.build.steps (F31)"
+        )
 
 
 def parse_events(stdout: str) -> dict[str, Any]:
     """What `opencode run --format json` reported: its session, tool uses, errors, last text."""
-    out: dict[str, Any] = {"events": 0, "tool_uses": 0, "errors": [], "text": "", "session": None,
-                           "step_finish": []}
+    out: dict[str, Any] = {"events": 0, "tool_uses": 0, "errors": [], "text": "", "session": None, "step_finish": []}
     for event in json_events(stdout):
         out["events"] += 1
         out["session"] = out["session"] or event.get("sessionID")
@@ -226,16 +271,19 @@ class OpencodeHarness:
 
     name = "opencode"
 
-    def __init__(self, config: OpencodeConfig = OpencodeConfig(), *, binary: str | None = None,
-                 max_steps: int = MAX_STEPS) -> None:
+    def __init__(
+        self, config: OpencodeConfig = OpencodeConfig(), *, binary: str | None = None, max_steps: int = MAX_STEPS
+    ) -> None:
         check_step_cap(config.steps, max_steps)
         self.config = config
         self.binary = binary or "opencode"  # the path INSIDE the sandbox
 
     def files(self, instruction: str, reach: Reach, api_key: str) -> dict[str, str]:
         """The control files, by name: opencode.json, task.md (verbatim) and, bridged, forward.py."""
-        files = {"opencode.json": json.dumps(render_config(self.config, reach.base_url, api_key), indent=2),
-                 "task.md": instruction}
+        files = {
+            "opencode.json": json.dumps(render_config(self.config, reach.base_url, api_key), indent=2),
+            "task.md": instruction,
+        }
         if reach.socket_path:
             files["forward.py"] = FORWARDER_SOURCE
         return files
@@ -259,11 +307,15 @@ class OpencodeHarness:
             return None
         r = sandbox.exec(INSTALL_SCRIPT, timeout_s=INSTALL_TIMEOUT_S, env={"DAGENT_OPENCODE": OPENCODE_PACKAGE})
         if r.exit_code != 0:
-            return (f"harness_install_failed: installing {OPENCODE_PACKAGE} exited "
-                    f"{'on a timeout' if r.timed_out else r.exit_code}: {(r.stderr or r.stdout).strip()[-300:]}")
+            return (
+                f"harness_install_failed: installing {OPENCODE_PACKAGE} exited "
+                f"{'on a timeout' if r.timed_out else r.exit_code}: {(r.stderr or r.stdout).strip()[-300:]}"
+            )
         if (r := sandbox.exec(probe, timeout_s=60)).exit_code != 0 or r.stdout.strip() != OPENCODE_VERSION:
-            return (f"harness_install_failed: after installing {OPENCODE_PACKAGE}, `{probe}` answered exit "
-                    f"{r.exit_code} {r.stdout.strip()[:80]!r}, not {OPENCODE_VERSION}")
+            return (
+                f"harness_install_failed: after installing {OPENCODE_PACKAGE}, `{probe}` answered exit "
+                f"{r.exit_code} {r.stdout.strip()[:80]!r}, not {OPENCODE_VERSION}"
+            )
         sandbox._opencode_ready = True  # type: ignore[attr-defined]
         return None
 
@@ -271,19 +323,25 @@ class OpencodeHarness:
     def role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:
         return opencode_role_hints(turns)
 
-    def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
-               timeout_s: float | None = None) -> AgentRun:
+    def launch(
+        self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *, timeout_s: float | None = None
+    ) -> AgentRun:
         """Write the control files, launch, wait. Command failures come back as data."""
         stage = write_stage(sandbox, self.files(instruction, reach, api_key))
-        result = sandbox.exec(LAUNCH_SCRIPT, timeout_s=timeout_s, env=self.env(sandbox.home, reach, stage),
-                              cwd=WORKDIR)
+        result = sandbox.exec(LAUNCH_SCRIPT, timeout_s=timeout_s, env=self.env(sandbox.home, reach, stage), cwd=WORKDIR)
         events = parse_events(result.stdout)
         cause = None
         if result.exit_code in (EXIT_SETUP, EXIT_FORWARDER) and not events["events"]:
             cause = "harness_crash"
-        return AgentRun(exec_result=result, cause=cause,
-                        metadata={"opencode": {k: v for k, v in events.items() if k != "text"},
-                                  "final_text": events["text"][:500], "stderr": result.stderr[-2000:]})
+        return AgentRun(
+            exec_result=result,
+            cause=cause,
+            metadata={
+                "opencode": {k: v for k, v in events.items() if k != "text"},
+                "final_text": events["text"][:500],
+                "stderr": result.stderr[-2000:],
+            },
+        )
 
 
 def opencode_role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:

@@ -19,8 +19,7 @@ class OracleAgent:
     name = "oracle"
     model = None
 
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
-            seed: int | None = None) -> AgentRun:
+    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None, seed: int | None = None) -> AgentRun:
         sandbox.write_file(SOLUTION_PATH, task.solution)
         result = sandbox.exec(f"python {SOLUTION_PATH} > {ANSWER_PATH}", timeout_s=timeout_s)
         return AgentRun(exec_result=result, tool_calls=1)

@@ -1,4 +1,5 @@
-"""pi (`@mariozechner/pi-coding-agent`, pinned in `dagent.sandbox.image`, from npm) as a second black-box agent: it owns its
+"""pi (`@mariozechner/pi-coding-agent`, pinned in `dagent.sandbox.image`, from npm) as a second black-box agent: it
+owns its
 loop, speaks to an OpenAI-compatible URL, and goes through the same capture proxy as opencode.
 
 Installed by scripts/setup.sh into the project's `node_modules/` (a plain Node ESM script, run with
@@ -91,18 +92,23 @@ export default function (pi: any) {
 }
 """
 
-LAUNCH_SCRIPT = r"""set -u
+LAUNCH_SCRIPT = (
+    r"""set -u
 ctl="$HOME/.dagent"
 mkdir -p "$ctl" "$PI_CODING_AGENT_DIR" "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME" "$XDG_DATA_HOME" \
     "$XDG_STATE_HOME" \
   && mv "$DAGENT_STAGE"/* "$ctl"/ && rmdir "$DAGENT_STAGE" \
   && mv "$ctl/models.json" "$ctl/settings.json" "$PI_CODING_AGENT_DIR"/ \
   || { echo "dagent: could not install the pi control files" >&2; exit 96; }
-""" + FORWARD_START + r"""
+"""
+    + FORWARD_START
+    + r"""
 node "$PI_CLI" --mode json --no-session --model "$PI_MODEL" --tools "$PI_TOOLS" \
   --no-extensions -e "$ctl/dagent_ext.ts" --no-skills --no-prompt-templates --no-themes --no-context-files \
   < "$ctl/task.md"
-""" + FORWARD_STOP
+"""
+    + FORWARD_STOP
+)
 
 
 @dataclass(frozen=True)
@@ -121,33 +127,70 @@ class PiConfig:
 
 def render_models(config: PiConfig, base_url: str) -> dict[str, Any]:
     """models.json in pi 0.73's schema (module docstring)."""
-    return {"providers": {PROVIDER_ID: {
-        "baseUrl": base_url, "api": "openai-completions", "apiKey": KEY_VARIABLE,
-        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False, "supportsStore": False,
-                   "supportsUsageInStreaming": True, "maxTokensField": "max_tokens"},
-        "models": [{"id": config.model, "name": config.model, "reasoning": False, "input": ["text"],
-                    "contextWindow": config.context_tokens, "maxTokens": config.max_output_tokens,
-                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}],
-    }}}
+    return {
+        "providers": {
+            PROVIDER_ID: {
+                "baseUrl": base_url,
+                "api": "openai-completions",
+                "apiKey": KEY_VARIABLE,
+                "compat": {
+                    "supportsDeveloperRole": False,
+                    "supportsReasoningEffort": False,
+                    "supportsStore": False,
+                    "supportsUsageInStreaming": True,
+                    "maxTokensField": "max_tokens",
+                },
+                "models": [
+                    {
+                        "id": config.model,
+                        "name": config.model,
+                        "reasoning": False,
+                        "input": ["text"],
+                        "contextWindow": config.context_tokens,
+                        "maxTokens": config.max_output_tokens,
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                    }
+                ],
+            }
+        }
+    }
 
 
 def render_settings(config: PiConfig) -> dict[str, Any]:
     compaction: dict[str, Any] = {"enabled": False}
     if config.compaction_reserve_tokens is not None:
-        compaction = {"enabled": True, "reserveTokens": config.compaction_reserve_tokens,
-                      "keepRecentTokens": max(1, config.compaction_reserve_tokens // 2)}
-    return {"defaultProvider": PROVIDER_ID, "defaultModel": config.model, "defaultThinkingLevel": "off",
-            "quietStartup": True, "enableInstallTelemetry": False, "compaction": compaction,
-            "retry": {"enabled": False, "provider": {"maxRetries": 0, "timeoutMs": config.request_timeout_ms}}}
+        compaction = {
+            "enabled": True,
+            "reserveTokens": config.compaction_reserve_tokens,
+            "keepRecentTokens": max(1, config.compaction_reserve_tokens // 2),
+        }
+    return {
+        "defaultProvider": PROVIDER_ID,
+        "defaultModel": config.model,
+        "defaultThinkingLevel": "off",
+        "quietStartup": True,
+        "enableInstallTelemetry": False,
+        "compaction": compaction,
+        "retry": {"enabled": False, "provider": {"maxRetries": 0, "timeoutMs": config.request_timeout_ms}},
+    }
 
 
 def pi_env(home: str) -> dict[str, str]:
     """HOME, XDG_*, pi's agent dir and TMPDIR (its extension compiler writes there) under the
     sandbox's own home (F20); no start-up network."""
-    return {"HOME": home, "XDG_CONFIG_HOME": f"{home}/.config", "XDG_DATA_HOME": f"{home}/.local/share",
-            "XDG_CACHE_HOME": f"{home}/.cache", "XDG_STATE_HOME": f"{home}/.local/state",
-            "PI_CODING_AGENT_DIR": f"{home}/.pi/agent", "TMPDIR": f"{home}/.tmp", "PI_OFFLINE": "1",
-            "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0", "NO_COLOR": "1"}
+    return {
+        "HOME": home,
+        "XDG_CONFIG_HOME": f"{home}/.config",
+        "XDG_DATA_HOME": f"{home}/.local/share",
+        "XDG_CACHE_HOME": f"{home}/.cache",
+        "XDG_STATE_HOME": f"{home}/.local/state",
+        "PI_CODING_AGENT_DIR": f"{home}/.pi/agent",
+        "TMPDIR": f"{home}/.tmp",
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+        "NO_COLOR": "1",
+    }
 
 
 def find_pi(root: str | Path | None = None) -> Path:
@@ -160,8 +203,10 @@ def find_pi(root: str | Path | None = None) -> Path:
     cli = Path(root or PROJECT_ROOT) / "node_modules" / "@mariozechner" / "pi-coding-agent" / "dist" / "cli.js"
     if cli.is_file():
         return cli.resolve()
-    raise HarnessError(f"{PI_PACKAGE} is not installed: run scripts/setup.sh, or `npm install --prefix "
-                       f"{Path(root or PROJECT_ROOT)} --no-save {PI_PACKAGE}`")
+    raise HarnessError(
+        f"{PI_PACKAGE} is not installed: run scripts/setup.sh, or `npm install --prefix "
+        f"{Path(root or PROJECT_ROOT)} --no-save {PI_PACKAGE}`"
+    )
 
 
 def modules_dir(cli: Path) -> Path:
@@ -183,8 +228,9 @@ def check_version(cli: str | Path) -> str:
     except (OSError, ValueError, KeyError) as e:
         raise HarnessError(f"cannot read pi's version from {package}: {e}") from e
     if version != PI_VERSION:
-        raise HarnessError(f"{cli} is pi {version}; dagent writes the config schema of {PI_VERSION}: "
-                           f"install {PI_PACKAGE}")
+        raise HarnessError(
+            f"{cli} is pi {version}; dagent writes the config schema of {PI_VERSION}: install {PI_PACKAGE}"
+        )
     return version
 
 
@@ -193,8 +239,13 @@ def effective_config(cli: str | Path, config: PiConfig, timeout_s: float = 120.0
     active tools, from a run against an address where nothing listens (it fails at its first model
     call, after the dump; retries are off)."""
     with tempfile.TemporaryDirectory(prefix="dagent-pi-") as home:
-        env = {**pi_env(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), KEY_VARIABLE: "probe",
-               "PI_DUMP_CONFIG": f"{home}/effective.json", "PI_MAX_TURNS": str(config.steps)}
+        env = {
+            **pi_env(home),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            KEY_VARIABLE: "probe",
+            "PI_DUMP_CONFIG": f"{home}/effective.json",
+            "PI_MAX_TURNS": str(config.steps),
+        }
         agent_dir = Path(env["PI_CODING_AGENT_DIR"])
         agent_dir.mkdir(parents=True)
         Path(env["TMPDIR"]).mkdir(parents=True)
@@ -202,17 +253,39 @@ def effective_config(cli: str | Path, config: PiConfig, timeout_s: float = 120.0
         (agent_dir / "settings.json").write_text(json.dumps(render_settings(config)))
         (Path(home) / "dagent_ext.ts").write_text(EXTENSION)
         try:
-            out = subprocess.run(["node", str(cli), "--mode", "json", "--no-session", "--model",
-                                  f"{PROVIDER_ID}/{config.model}", "--tools", ",".join(config.tools), "--no-extensions",
-                                  "-e", f"{home}/dagent_ext.ts", "--no-skills", "--no-prompt-templates", "--no-themes",
-                                  "--no-context-files"], input="probe", capture_output=True, text=True,
-                                 timeout=timeout_s, env=env, cwd=home)
+            out = subprocess.run(
+                [
+                    "node",
+                    str(cli),
+                    "--mode",
+                    "json",
+                    "--no-session",
+                    "--model",
+                    f"{PROVIDER_ID}/{config.model}",
+                    "--tools",
+                    ",".join(config.tools),
+                    "--no-extensions",
+                    "-e",
+                    f"{home}/dagent_ext.ts",
+                    "--no-skills",
+                    "--no-prompt-templates",
+                    "--no-themes",
+                    "--no-context-files",
+                ],
+                input="probe",
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=env,
+                cwd=home,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise HarnessError(f"could not run pi to read its effective configuration: {e}") from e
         dump = Path(env["PI_DUMP_CONFIG"])
         if not dump.is_file():
-            raise HarnessError(f"pi did not report its configuration (exit {out.returncode}): "
-                               f"{(out.stderr or out.stdout)[-500:]}")
+            raise HarnessError(
+                f"pi did not report its configuration (exit {out.returncode}): {(out.stderr or out.stdout)[-500:]}"
+            )
         return json.loads(dump.read_text())
 
 
@@ -220,16 +293,22 @@ def check_effective(effective: dict[str, Any], config: PiConfig) -> None:
     """Fail, naming it, where pi's effective configuration differs from what was asked (F31)."""
     active = list(effective.get("activeTools") or [])
     if sorted(active) != sorted(config.tools):
-        raise HarnessError(f"tools_not_applied: pi runs with tools {active} but the harness asked for "
-                           f"{list(config.tools)} (pi drops tool names it does not know without a word): use "
-                           "pi's own tool names (bash, read, edit, write, grep, find, ls) (F31)")
+        raise HarnessError(
+            f"tools_not_applied: pi runs with tools {active} but the harness asked for "
+            f"{list(config.tools)} (pi drops tool names it does not know without a word): use "
+            "pi's own tool names (bash, read, edit, write, grep, find, ls) (F31)"
+        )
     model = effective.get("model") or {}
     if model.get("id") != config.model or model.get("api") != "openai-completions":
-        raise HarnessError(f"model_not_applied: pi resolved model {model.get('id')!r} over {model.get('api')!r}, "
-                           f"not {config.model!r} over openai-completions: check models.json (F31)")
+        raise HarnessError(
+            f"model_not_applied: pi resolved model {model.get('id')!r} over {model.get('api')!r}, "
+            f"not {config.model!r} over openai-completions: check models.json (F31)"
+        )
     if effective.get("maxTurns") != config.steps:
-        raise HarnessError(f"step_limit_not_applied: the turn cap reads {effective.get('maxTurns')!r}, the harness "
-                           f"asked for {config.steps} (F31)")
+        raise HarnessError(
+            f"step_limit_not_applied: the turn cap reads {effective.get('maxTurns')!r}, the harness "
+            f"asked for {config.steps} (F31)"
+        )
 
 
 def parse_events(stdout: str) -> dict[str, Any]:
@@ -275,36 +354,55 @@ class PiHarness:
         return [(modules, modules)]
 
     def files(self, instruction: str, reach: Reach, api_key: str) -> dict[str, str]:
-        files = {"models.json": json.dumps(render_models(self.config, reach.base_url), indent=2),
-                 "settings.json": json.dumps(render_settings(self.config), indent=2),
-                 "dagent_ext.ts": EXTENSION, "task.md": instruction}
+        files = {
+            "models.json": json.dumps(render_models(self.config, reach.base_url), indent=2),
+            "settings.json": json.dumps(render_settings(self.config), indent=2),
+            "dagent_ext.ts": EXTENSION,
+            "task.md": instruction,
+        }
         if reach.socket_path:
             files["forward.py"] = FORWARDER_SOURCE
         return files
 
     def env(self, home: str, reach: Reach, stage: str, api_key: str) -> dict[str, str]:
-        env = {**pi_env(home), "PI_CLI": self.cli, "PI_MODEL": f"{PROVIDER_ID}/{self.config.model}",
-               "PI_TOOLS": ",".join(self.config.tools), "PI_MAX_TURNS": str(self.config.steps),
-               KEY_VARIABLE: api_key, "DAGENT_STAGE": stage}
+        env = {
+            **pi_env(home),
+            "PI_CLI": self.cli,
+            "PI_MODEL": f"{PROVIDER_ID}/{self.config.model}",
+            "PI_TOOLS": ",".join(self.config.tools),
+            "PI_MAX_TURNS": str(self.config.steps),
+            KEY_VARIABLE: api_key,
+            "DAGENT_STAGE": stage,
+        }
         if reach.socket_path:
             env.update(DAGENT_FORWARD_SOCKET=reach.socket_path, DAGENT_FORWARD_PORT=str(reach.port))
         return env
 
     def ensure_installed(self, sandbox: Sandbox) -> str | None:
         """Remote images are not provisioned for pi: a rollout there is refused before any call."""
-        return (f"harness_install_failed: {PI_PACKAGE} is installed on local sandboxes only (bound from the host); "
-                "use opencode on remote backends")
+        return (
+            f"harness_install_failed: {PI_PACKAGE} is installed on local sandboxes only (bound from the host); "
+            "use opencode on remote backends"
+        )
 
-    def launch(self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *,
-               timeout_s: float | None = None) -> AgentRun:
+    def launch(
+        self, instruction: str, sandbox: Sandbox, reach: Reach, api_key: str, *, timeout_s: float | None = None
+    ) -> AgentRun:
         stage = write_stage(sandbox, self.files(instruction, reach, api_key))
-        result = sandbox.exec(LAUNCH_SCRIPT, timeout_s=timeout_s, env=self.env(sandbox.home, reach, stage, api_key),
-                              cwd=WORKDIR)
+        result = sandbox.exec(
+            LAUNCH_SCRIPT, timeout_s=timeout_s, env=self.env(sandbox.home, reach, stage, api_key), cwd=WORKDIR
+        )
         events = parse_events(result.stdout)
         cause = "harness_crash" if result.exit_code in (96, 97) and not events["events"] else None
-        return AgentRun(exec_result=result, cause=cause,
-                        metadata={"pi": {k: v for k, v in events.items() if k != "text"},
-                                  "final_text": events["text"][:500], "stderr": result.stderr[-2000:]})
+        return AgentRun(
+            exec_result=result,
+            cause=cause,
+            metadata={
+                "pi": {k: v for k, v in events.items() if k != "text"},
+                "final_text": events["text"][:500],
+                "stderr": result.stderr[-2000:],
+            },
+        )
 
     @staticmethod
     def role_hints(turns: Iterable[CapturedTurn]) -> list[CapturedTurn]:

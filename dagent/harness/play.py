@@ -60,19 +60,34 @@ def probe_input(sandbox) -> None:
     the agent did not earn (F21)."""
     r = sandbox.exec(INPUT_PROBE, timeout_s=60)
     if r.exit_code != 0 or not r.stdout.strip():
-        raise StagingError(f"directory empty: no non-empty file under {INPUT_DIR} inside the sandbox "
-                           f"(probe exit {r.exit_code}{', timed out' if r.timed_out else ''}), checked before "
-                           "the agent started")
+        raise StagingError(
+            f"directory empty: no non-empty file under {INPUT_DIR} inside the sandbox "
+            f"(probe exit {r.exit_code}{', timed out' if r.timed_out else ''}), checked before "
+            "the agent started"
+        )
 
 
-def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend, *,
-         timeout_s: float = 300.0, memory_mb: int | None = None, sample: int = 0,
-         reward_config: RewardConfig = RewardConfig()) -> Played:
+def play(
+    suite: TaskSuite,
+    split: str,
+    index: int,
+    agent: Agent,
+    backend: SandboxBackend,
+    *,
+    timeout_s: float = 300.0,
+    memory_mb: int | None = None,
+    sample: int = 0,
+    reward_config: RewardConfig = RewardConfig(),
+) -> Played:
     """One task, end to end, through `agent` (module docstring). Never raises for infrastructure."""
     started = time.monotonic()
     task = suite.task_at(split, index)
-    resources = Resources(cpus=task.cpus, memory_mb=memory_mb or task.memory_mb, timeout_s=timeout_s,
-                          runtime_address_space_mb=getattr(agent, "runtime_address_space_mb", 0))
+    resources = Resources(
+        cpus=task.cpus,
+        memory_mb=memory_mb or task.memory_mb,
+        timeout_s=timeout_s,
+        runtime_address_space_mb=getattr(agent, "runtime_address_space_mb", 0),
+    )
     run: AgentRun | None = None
     answer: bytes | None = None
     failure: tuple[str, str] | None = None  # (cause, note) of an infrastructure failure
@@ -99,13 +114,25 @@ def play(suite: TaskSuite, split: str, index: int, agent: Agent, backend: Sandbo
         cause = cause_head(grade.note) if grade.correct is None else None
     tool_calls = None if run is None else run.tool_calls
     record = EvalRecord(
-        task_id=task.task_id, split=split, index=index, difficulty_tier=task.difficulty_tier,
-        agent=agent.name, model=agent.model, sample=sample, outcome=outcome_of(grade),
-        reward=reward(grade.correct, tool_calls or 0, reward_config), correct=grade.correct,
-        method=grade.method, note=grade.note, cause=cause, answer=clip_answer(answer),
+        task_id=task.task_id,
+        split=split,
+        index=index,
+        difficulty_tier=task.difficulty_tier,
+        agent=agent.name,
+        model=agent.model,
+        sample=sample,
+        outcome=outcome_of(grade),
+        reward=reward(grade.correct, tool_calls or 0, reward_config),
+        correct=grade.correct,
+        method=grade.method,
+        note=grade.note,
+        cause=cause,
+        answer=clip_answer(answer),
         exit_code=None if run is None or run.exec_result is None else run.exec_result.exit_code,
-        model_calls=None if run is None else run.model_calls, tool_calls=tool_calls,
-        duration_s=round(time.monotonic() - started, 4), cutoff=None if run is None else run.cutoff,
+        model_calls=None if run is None else run.model_calls,
+        tool_calls=tool_calls,
+        duration_s=round(time.monotonic() - started, 4),
+        cutoff=None if run is None else run.cutoff,
         transcript=transcript_of(run),
     )
     return Played(record=record, run=run, task=task)
@@ -120,23 +147,44 @@ def transcript_of(run: AgentRun | None) -> list[dict[str, Any]] | None:
         return [dict(m) for m in run.metadata["messages"]]
     if run.captured is not None and (chain := run.captured.trajectory.chain_turns()):
         last = chain[-1]
-        return [*(dict(m) for m in last.messages),
-                {"role": "assistant", "completion_token_ids": list(last.completion_token_ids)}]
+        return [
+            *(dict(m) for m in last.messages),
+            {"role": "assistant", "completion_token_ids": list(last.completion_token_ids)},
+        ]
     return None
 
 
-def run_episode(suite: TaskSuite, split: str, index: int, agent: Agent, backend: SandboxBackend,
-                *, timeout_s: float = 300.0, sample: int = 0,
-                reward_config: RewardConfig = RewardConfig()) -> EvalRecord:
+def run_episode(
+    suite: TaskSuite,
+    split: str,
+    index: int,
+    agent: Agent,
+    backend: SandboxBackend,
+    *,
+    timeout_s: float = 300.0,
+    sample: int = 0,
+    reward_config: RewardConfig = RewardConfig(),
+) -> EvalRecord:
     """One task's evaluation record (`play`'s)."""
-    return play(suite, split, index, agent, backend, timeout_s=timeout_s, sample=sample,
-                reward_config=reward_config).record
+    return play(
+        suite, split, index, agent, backend, timeout_s=timeout_s, sample=sample, reward_config=reward_config
+    ).record
 
 
-def run_eval(suite: TaskSuite, split: str, agent: Agent, backend: SandboxBackend, *,
-             workers: int = 2, limit: int | None = None, samples: int = 1, timeout_s: float = 300.0,
-             out_dir: Path | None = None, reward_config: RewardConfig = RewardConfig(),
-             on_done: Callable[[EvalRecord], None] | None = None) -> tuple[list[EvalRecord], EvalSummary]:
+def run_eval(
+    suite: TaskSuite,
+    split: str,
+    agent: Agent,
+    backend: SandboxBackend,
+    *,
+    workers: int = 2,
+    limit: int | None = None,
+    samples: int = 1,
+    timeout_s: float = 300.0,
+    out_dir: Path | None = None,
+    reward_config: RewardConfig = RewardConfig(),
+    on_done: Callable[[EvalRecord], None] | None = None,
+) -> tuple[list[EvalRecord], EvalSummary]:
     """Evaluate `agent` on `split` (optionally its first `limit` tasks), `samples` times per task,
     with `workers` threads. Writes `records.jsonl` (in split order, then sample) and
     `summary.json` to `out_dir` when given."""
@@ -144,8 +192,12 @@ def run_eval(suite: TaskSuite, split: str, agent: Agent, backend: SandboxBackend
     jobs = [(i, s) for i in range(n if limit is None else min(limit, n)) for s in range(max(1, samples))]
     records: dict[tuple[int, int], EvalRecord] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(run_episode, suite, split, i, agent, backend, timeout_s=timeout_s, sample=s,
-                               reward_config=reward_config): (i, s) for i, s in jobs}
+        futures = {
+            pool.submit(
+                run_episode, suite, split, i, agent, backend, timeout_s=timeout_s, sample=s, reward_config=reward_config
+            ): (i, s)
+            for i, s in jobs
+        }
         for fut in as_completed(futures):
             rec = fut.result()
             records[futures[fut]] = rec
@@ -154,8 +206,9 @@ def run_eval(suite: TaskSuite, split: str, agent: Agent, backend: SandboxBackend
     ordered = [records[job] for job in jobs]
     summary = summarize(ordered)
     if out_dir is not None:
-        write_records(out_dir, ordered, summary, split=split, agent=agent.name, suite=suite.source,
-                      provenance=provenance(suite))
+        write_records(
+            out_dir, ordered, summary, split=split, agent=agent.name, suite=suite.source, provenance=provenance(suite)
+        )
     return ordered, summary
 
 
@@ -173,6 +226,10 @@ def write_records(out_dir: Path, records: Sequence[EvalRecord], summary: EvalSum
     if kept:
         with gzip.open(out_dir / TRANSCRIPTS, "wt", encoding="utf-8") as z:
             for rec in kept:
-                z.write(json.dumps({"task_id": rec.task_id, "sample": rec.sample, "transcript": rec.transcript},
-                                   default=str) + "\n")
+                z.write(
+                    json.dumps(
+                        {"task_id": rec.task_id, "sample": rec.sample, "transcript": rec.transcript}, default=str
+                    )
+                    + "\n"
+                )
     (out_dir / "summary.json").write_text(json.dumps({**meta, **summary.model_dump()}, indent=2) + "\n")

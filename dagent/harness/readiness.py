@@ -21,20 +21,25 @@ from dagent.sandbox.base import SandboxBackend
 
 __all__ = ["SandboxImageError", "check_image"]
 
-FIX = ("use an image with the data stack the reference programs import: for an HF sandbox, publish ours with "
-       "`dagent sandbox image hf OWNER/NAME` and set DAGENT_SANDBOX_IMAGE=hf.co/spaces/OWNER/NAME (or "
-       "HFBackend(image=...)); for E2B, the template `dagent sandbox template e2b` builds")
-LOCAL_FIX = ("a local sandbox must reach this interpreter and its packages and resolve /workdir: run "
-             "`dagent sandbox check` and one task by hand (`dagent eval --agent oracle --limit 1`) to see which "
-             "(docs/sandboxes.md names what each tier needs)")
+FIX = (
+    "use an image with the data stack the reference programs import: for an HF sandbox, publish ours with "
+    "`dagent sandbox image hf OWNER/NAME` and set DAGENT_SANDBOX_IMAGE=hf.co/spaces/OWNER/NAME (or "
+    "HFBackend(image=...)); for E2B, the template `dagent sandbox template e2b` builds"
+)
+LOCAL_FIX = (
+    "a local sandbox must reach this interpreter and its packages and resolve /workdir: run "
+    "`dagent sandbox check` and one task by hand (`dagent eval --agent oracle --limit 1`) to see which "
+    "(docs/sandboxes.md names what each tier needs)"
+)
 
 
 class SandboxImageError(SandboxError):
     """The backend's image cannot run a task's reference program; the message names the image and the fix."""
 
 
-def check_image(suite: TaskSuite, backend: SandboxBackend, *, split: str | None = None, index: int = 0,
-                timeout_s: float = 300.0) -> EvalRecord:
+def check_image(
+    suite: TaskSuite, backend: SandboxBackend, *, split: str | None = None, index: int = 0, timeout_s: float = 300.0
+) -> EvalRecord:
     """The oracle of one task through `backend`; its record when correct, else `SandboxImageError`.
     A local backend runs the interpreter the suite was built with, so there the program must RUN
     (exit 0, an answer written, graded): a wrong answer is the suite's business, not the sandbox's."""
@@ -46,5 +51,6 @@ def check_image(suite: TaskSuite, backend: SandboxBackend, *, split: str | None 
         raise SandboxImageError(
             f"the sandbox image cannot run the tasks: the oracle of {record.task_id} was {record.outcome} in "
             f"{backend.describe()} (exit {record.exit_code}, answer {record.answer!r}: {why[:300]}). "
-            f"Fix: {LOCAL_FIX if backend.name == 'local' else FIX}")
+            f"Fix: {LOCAL_FIX if backend.name == 'local' else FIX}"
+        )
     return record

@@ -71,8 +71,9 @@ def parse_arguments(raw: Any) -> dict[str, Any] | ToolResult:
     try:
         value = json.loads(raw or "{}")
     except (TypeError, ValueError) as e:
-        return ToolResult(False, f"the tool call's arguments are not valid JSON ({e}); "
-                                 "send a JSON object of the tool's parameters")
+        return ToolResult(
+            False, f"the tool call's arguments are not valid JSON ({e}); send a JSON object of the tool's parameters"
+        )
     if not isinstance(value, dict):
         return ToolResult(False, "the tool call's arguments must be a JSON object of the tool's parameters")
     return value
@@ -100,9 +101,17 @@ class ToolLoopAgent:
 
     name = "tools"
 
-    def __init__(self, engine_url: str, model: str, *, config: EpisodeConfig | None = None,
-                 limits: LoopLimits = LoopLimits(), sampling: Sampling = RECIPE_SAMPLING,
-                 request_timeout_s: float = 600.0, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        engine_url: str,
+        model: str,
+        *,
+        config: EpisodeConfig | None = None,
+        limits: LoopLimits = LoopLimits(),
+        sampling: Sampling = RECIPE_SAMPLING,
+        request_timeout_s: float = 600.0,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.engine_url, self.model = engine_url.rstrip("/"), model
         self.config, self.limits, self.sampling = config or EpisodeConfig(), limits, sampling
         self.tools = self.config.tools
@@ -113,8 +122,13 @@ class ToolLoopAgent:
         return [{"role": "user", "content": "" + reword_submission(task.instruction)}]
 
     def _generate(self, messages: list[dict[str, Any]], seed: int | None, turn: int) -> dict[str, Any]:
-        body = {"model": self.model, "messages": messages, "tools": tool_schemas(self.tools),
-                "max_tokens": self.limits.max_tokens_per_turn, **self.sampling.as_request()}
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "tools": tool_schemas(self.tools),
+            "max_tokens": self.limits.max_tokens_per_turn,
+            **self.sampling.as_request(),
+        }
         if seed is not None:
             body["seed"] = call_seed(seed, turn)  # one stream per turn, fixed by the sample's seed
         try:
@@ -127,8 +141,9 @@ class ToolLoopAgent:
             raise EngineError(f"engine_error: HTTP {r.status_code}: {r.text[:300]}")
         return r.json()
 
-    def loop(self, messages: list[dict[str, Any]], seed: int | None,
-             call: Callable[[str, dict[str, Any]], ToolResult]) -> tuple[Transcript, str | None, str]:
+    def loop(
+        self, messages: list[dict[str, Any]], seed: int | None, call: Callable[[str, dict[str, Any]], ToolResult]
+    ) -> tuple[Transcript, str | None, str]:
         """Generate, execute each tool call through `call` (the terminator too), append, repeat:
         (transcript, the accepted answer or None, the engine failure or ""). `call` raising
         `LoopAborted` ends the loop there (the episode is lost; nothing more is worth generating)."""
@@ -144,8 +159,7 @@ class ToolLoopAgent:
             t.stop = "aborted"
         return t, t.answer, ""
 
-    def step(self, t: Transcript, seed: int | None,
-             call: Callable[[str, dict[str, Any]], ToolResult]) -> str | None:
+    def step(self, t: Transcript, seed: int | None, call: Callable[[str, dict[str, Any]], ToolResult]) -> str | None:
         """ONE turn of the loop: a generation, then each of its tool calls through `call`, appended
         to `t.messages` (an accepted answer lands in `t.answer`). Returns why the loop ends here, or
         None to go on. Raises `EngineError` / `LoopAborted` (the demo steps with it turn by turn)."""
@@ -159,11 +173,13 @@ class ToolLoopAgent:
         t.finish_reasons.append(str(choice.get("finish_reason")))
         if t.prompt0 is None:
             t.prompt0 = int(usage.get("prompt_tokens") or 0)
-        t.completion_tokens_used = (int(usage.get("prompt_tokens") or 0)
-                                    + int(usage.get("completion_tokens") or 0) - t.prompt0)
+        t.completion_tokens_used = (
+            int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0) - t.prompt0
+        )
         calls = message.get("tool_calls") or []
-        t.messages.append({"role": "assistant", "content": message.get("content") or "",
-                           **({"tool_calls": calls} if calls else {})})
+        t.messages.append(
+            {"role": "assistant", "content": message.get("content") or "", **({"tool_calls": calls} if calls else {})}
+        )
         if not calls:
             return "no_tool_calls"
         if t.completion_tokens_used > self.limits.max_completion_length:
@@ -190,8 +206,7 @@ class ToolLoopAgent:
             return "tool_iterations"
         return None
 
-    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None,
-            seed: int | None = None) -> AgentRun:
+    def run(self, task: Task, sandbox: Sandbox, *, timeout_s: float | None = None, seed: int | None = None) -> AgentRun:
         episode = Episode(uuid.uuid4().hex, task, split="", index=-1, config=self.config, sandbox=sandbox)
 
         def call(name: str, args: dict[str, Any]) -> ToolResult:
@@ -213,8 +228,17 @@ class ToolLoopAgent:
         else:  # as Episode.finish: the last call's infrastructure cause counts only without an answer
             cause = episode.last_cause if answer is None else None
         return AgentRun(
-            model_calls=t.model_calls, tool_calls=episode.tool_calls, cause=cause,
-            metadata={"stop": t.stop, "completion_tokens": t.completion_tokens_used,
-                      "refused_calls": episode.refused_calls, "malformed_calls": t.malformed_calls,
-                      "step_capped": episode.refused_calls > 0, "finish_reasons": t.finish_reasons,
-                      "engine_error": engine_note, "messages": t.messages})
+            model_calls=t.model_calls,
+            tool_calls=episode.tool_calls,
+            cause=cause,
+            metadata={
+                "stop": t.stop,
+                "completion_tokens": t.completion_tokens_used,
+                "refused_calls": episode.refused_calls,
+                "malformed_calls": t.malformed_calls,
+                "step_capped": episode.refused_calls > 0,
+                "finish_reasons": t.finish_reasons,
+                "engine_error": engine_note,
+                "messages": t.messages,
+            },
+        )

@@ -38,8 +38,12 @@ from dagent.sandbox.image import python_version
 __all__ = ["JOB_EXTRAS", "JOB_SCRIPTS", "JobSpec", "extras_for", "job_spec", "logs", "project_requirement", "submit"]
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_SCRIPTS = {"eval": "jobs/eval.py", "train-whitebox": "jobs/train_whitebox.py",
-               "train-blackbox": "jobs/train_blackbox.py", "sft": "jobs/sft_warmstart.py"}
+JOB_SCRIPTS = {
+    "eval": "jobs/eval.py",
+    "train-whitebox": "jobs/train_whitebox.py",
+    "train-blackbox": "jobs/train_blackbox.py",
+    "sft": "jobs/sft_warmstart.py",
+}
 PINNED = re.compile(r"^dagent(\[[a-z,-]+\])? @ (git\+\S+@[0-9a-f]{40}|\S+\.whl)$")
 #: The extras a job installs, by hardware (pyproject.toml's extras; `gpu` adds vLLM and aiohttp).
 JOB_EXTRAS = {"cpu": "engine,env,cloud,report", "gpu": "gpu"}
@@ -92,8 +96,10 @@ class JobSpec:
     def script_url(self) -> str | None:
         """The job script at the pinned commit, for a project on GitHub: the job runs exactly that
         commit's script, fetched by uv (no upload of a local copy through Xet storage)."""
-        m = re.match(r"^dagent(?:\[[a-z,-]+\])? @ git\+https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?@([0-9a-f]{40})$",
-                     self.requirement)
+        m = re.match(
+            r"^dagent(?:\[[a-z,-]+\])? @ git\+https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?@([0-9a-f]{40})$",
+            self.requirement,
+        )
         return f"https://raw.githubusercontent.com/{m[1]}/{m[2]}/{m[3]}/{self.script}" if m else None
 
 
@@ -101,32 +107,50 @@ def _git(*args: str) -> str | None:
     return git(*args)
 
 
-def project_requirement(url: str | None = None, revision: str | None = None, *, extras: str = JOB_EXTRAS["gpu"],
-                        allow_dirty: bool = False) -> str:
+def project_requirement(
+    url: str | None = None, revision: str | None = None, *, extras: str = JOB_EXTRAS["gpu"], allow_dirty: bool = False
+) -> str:
     """`dagent[extras] @ git+URL@SHA`: URL from the argument, $DAGENT_PROJECT_URL or the git remote
     `origin`; SHA the full commit (default: the checked-out one, and then a clean tree)."""
     url = url or settings.read("DAGENT_PROJECT_URL") or _git("remote", "get-url", "origin")
     if not url:
-        raise ConfigError("no project URL for the job to install dagent from: pass --project-url "
-                          "https://github.com/OWNER/dagent (or a Hub repo holding it), or set DAGENT_PROJECT_URL")
+        raise ConfigError(
+            "no project URL for the job to install dagent from: pass --project-url "
+            "https://github.com/OWNER/dagent (or a Hub repo holding it), or set DAGENT_PROJECT_URL"
+        )
     if revision is None:
         revision = _git("rev-parse", "HEAD")
         if not allow_dirty and _git("status", "--porcelain", "--untracked-files=no"):
-            raise ConfigError("the working tree has uncommitted changes the job would not run: commit and push "
-                              "them, or pass --revision SHA of a pushed commit")
+            raise ConfigError(
+                "the working tree has uncommitted changes the job would not run: commit and push "
+                "them, or pass --revision SHA of a pushed commit"
+            )
     if not revision or not re.fullmatch(r"[0-9a-f]{40}", revision):
-        raise ConfigError(f"--revision must be a full 40-character commit sha (got {revision!r}): a branch or "
-                          "tag moves, and the job would install something else later")
+        raise ConfigError(
+            f"--revision must be a full 40-character commit sha (got {revision!r}): a branch or "
+            "tag moves, and the job would install something else later"
+        )
     url = url.removeprefix("git+")
     requirement = f"dagent[{extras}] @ git+{url}@{revision}"
     assert PINNED.match(requirement), requirement
     return requirement
 
 
-def job_spec(name: str, args: Sequence[str] = (), *, flavor: str = "cpu-basic", timeout: str | None = None,
-             env: Mapping[str, str] | None = None, secrets: Iterable[str] = (), requirement: str | None = None,
-             project_url: str | None = None, revision: str | None = None, extras: str | None = None,
-             expose: Iterable[int] = (), image: str | None = None) -> JobSpec:
+def job_spec(
+    name: str,
+    args: Sequence[str] = (),
+    *,
+    flavor: str = "cpu-basic",
+    timeout: str | None = None,
+    env: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+    requirement: str | None = None,
+    project_url: str | None = None,
+    revision: str | None = None,
+    extras: str | None = None,
+    expose: Iterable[int] = (),
+    image: str | None = None,
+) -> JobSpec:
     """The spec of job `name` (one of JOB_SCRIPTS) with this project pinned, in the job environment
     of its flavour (`extras` overrides it). A black-box training job whose episodes run on a remote
     server (`--env-url`) has that server call back into the job's engine: its port is pinned
@@ -135,36 +159,58 @@ def job_spec(name: str, args: Sequence[str] = (), *, flavor: str = "cpu-basic", 
         raise ConfigError(f"unknown job {name!r}: use one of {', '.join(JOB_SCRIPTS)}")
     requirement = requirement or project_requirement(project_url, revision, extras=extras or extras_for(flavor))
     if not PINNED.match(requirement):
-        raise ConfigError(f"{requirement!r} does not pin dagent: give 'dagent[gpu] @ git+URL@<40-hex sha>' or a wheel URL")
+        raise ConfigError(
+            f"{requirement!r} does not pin dagent: give 'dagent[gpu] @ git+URL@<40-hex sha>' or a wheel URL"
+        )
     sha = requirement.rsplit("@", 1)[-1][:12] if "git+" in requirement else "wheel"
     env = dict(env or {})
     exposed = tuple(expose)
     if name == "train-blackbox" and "--env-url" in args:
         env.setdefault(ENGINE_PORT_VARIABLE, str(EXPOSED_ENGINE_PORT))
         exposed = tuple(dict.fromkeys((*exposed, int(env[ENGINE_PORT_VARIABLE]))))
-    return JobSpec(script=JOB_SCRIPTS[name], args=tuple(args), requirement=requirement, flavor=flavor,
-                   timeout=timeout, env=tuple(sorted(env.items())), secrets=tuple(secrets),
-                   labels=(("app", "dagent"), ("job", name), ("revision", sha)), expose=exposed, image=image)
+    return JobSpec(
+        script=JOB_SCRIPTS[name],
+        args=tuple(args),
+        requirement=requirement,
+        flavor=flavor,
+        timeout=timeout,
+        env=tuple(sorted(env.items())),
+        secrets=tuple(secrets),
+        labels=(("app", "dagent"), ("job", name), ("revision", sha)),
+        expose=exposed,
+        image=image,
+    )
 
 
-def submit(spec: JobSpec, *, api: Any = None, namespace: str | None = None,
-           environ: Mapping[str, str] | None = None) -> Any:
+def submit(
+    spec: JobSpec, *, api: Any = None, namespace: str | None = None, environ: Mapping[str, str] | None = None
+) -> Any:
     """`HfApi.run_uv_job` of `spec` (a real call; HF_TOKEN). Returns the JobInfo."""
     environ = os.environ if environ is None else environ
     missing = [n for n in spec.secrets if not environ.get(n)]
     if missing:
-        raise ConfigError(f"secret(s) {', '.join(missing)} not set in this environment: export them (they are "
-                          "sent by name, encrypted, never on a command line)")
+        raise ConfigError(
+            f"secret(s) {', '.join(missing)} not set in this environment: export them (they are "
+            "sent by name, encrypted, never on a command line)"
+        )
     if api is None:
         from huggingface_hub import HfApi
 
         api = HfApi()
-    return api.run_uv_job(spec.script_url or str(ROOT / spec.script), script_args=list(spec.args),
-                          dependencies=[spec.requirement],
-                          python=spec.python, image=spec.image, env=dict(spec.env) or None,
-                          secrets={n: environ[n] for n in spec.secrets} or None, flavor=spec.flavor,
-                          timeout=spec.timeout, labels=dict(spec.labels), namespace=namespace,
-                          expose=list(spec.expose) or None)
+    return api.run_uv_job(
+        spec.script_url or str(ROOT / spec.script),
+        script_args=list(spec.args),
+        dependencies=[spec.requirement],
+        python=spec.python,
+        image=spec.image,
+        env=dict(spec.env) or None,
+        secrets={n: environ[n] for n in spec.secrets} or None,
+        flavor=spec.flavor,
+        timeout=spec.timeout,
+        labels=dict(spec.labels),
+        namespace=namespace,
+        expose=list(spec.expose) or None,
+    )
 
 
 def logs(job_id: str, *, follow: bool = False, api: Any = None, namespace: str | None = None) -> Iterable[str]:

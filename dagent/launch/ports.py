@@ -48,8 +48,10 @@ def job_ports(environ: dict[str, str] | None = None) -> JobPorts:
     """The ports of the job this process runs in; refused without a job id (F36)."""
     jid = job_id(environ)
     if jid is None:
-        raise ConfigError(f"no job id in {', '.join(JOB_ID_VARIABLES)}: set DAGENT_JOB_ID so every port derives from "
-                          "it; fixed ports let a second job on this host probe the first job's engine (F36)")
+        raise ConfigError(
+            f"no job id in {', '.join(JOB_ID_VARIABLES)}: set DAGENT_JOB_ID so every port derives from "
+            "it; fixed ports let a second job on this host probe the first job's engine (F36)"
+        )
     digits = "".join(c for c in jid if c.isdigit())
     ports = JobPorts.for_job(digits or str(abs(hash(jid)) % 10**6))
     pinned = settings.read(ENGINE_PORT_VARIABLE, environ)

@@ -45,8 +45,10 @@ def config_file(config: str) -> Path:
     else:
         path = Path(config)
     if not path.is_file():
-        raise ConfigError(f"no accelerate config {config!r}: name one of TRL's ({', '.join(TRL_CONFIGS)}) "
-                          "or give the path of a YAML file written by `accelerate config`")
+        raise ConfigError(
+            f"no accelerate config {config!r}: name one of TRL's ({', '.join(TRL_CONFIGS)}) "
+            "or give the path of a YAML file written by `accelerate config`"
+        )
     return path
 
 
@@ -67,14 +69,30 @@ def trainer_processes(requested: int, gpus: int | None = None) -> int:
     return max(visible_gpus() if gpus is None else gpus, 1)
 
 
-def accelerate_command(processes: int, config: str, command: Sequence[str], *, mixed_precision: str,
-                       port: int | None = None) -> list[str]:
+def accelerate_command(
+    processes: int, config: str, command: Sequence[str], *, mixed_precision: str, port: int | None = None
+) -> list[str]:
     """`python -m accelerate.commands.launch ...` running `command` (a script path or `-m module`,
     then its arguments) as `processes` processes on this machine. The mixed precision is the
     recipe's (TRL's configs say bf16, which a CPU run must not get behind its back)."""
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_file(config)),
-            "--num_processes", str(processes), "--num_machines", "1", "--machine_rank", "0",
-            "--mixed_precision", mixed_precision, "--main_process_port", str(port or free_port()), *command]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(config_file(config)),
+        "--num_processes",
+        str(processes),
+        "--num_machines",
+        "1",
+        "--machine_rank",
+        "0",
+        "--mixed_precision",
+        mixed_precision,
+        "--main_process_port",
+        str(port or free_port()),
+        *command,
+    ]
 
 
 def this_command(argv: Sequence[str] | None = None) -> list[str]:
@@ -98,8 +116,16 @@ def launched(environ: Any = None) -> bool:
     return any(name in environ for name in LAUNCHED)
 
 
-def relaunch(processes: int, config: str, *, mixed_precision: str, argv: Sequence[str] | None = None,
-             echo: Any = print, execv: Any = os.execv, gpus: int | None = None) -> None:
+def relaunch(
+    processes: int,
+    config: str,
+    *,
+    mixed_precision: str,
+    argv: Sequence[str] | None = None,
+    echo: Any = print,
+    execv: Any = os.execv,
+    gpus: int | None = None,
+) -> None:
     """Replace this process by `accelerate launch` of the same command when more than one trainer
     process is wanted and no launcher started this one; otherwise return and train here."""
     n = trainer_processes(processes, gpus)

@@ -49,33 +49,44 @@ class DeployPlan:
         return f"https://{self.repo_id.replace('/', '-').replace('_', '-').lower()}.hf.space/health"
 
     def lines(self) -> list[str]:
-        return [f"space {self.repo_id} (docker, {'private' if self.private else 'public'}): {self.kind} server "
-                f"from {SPACES[self.kind]}/",
-                f"upload {len(self.files)} files: Dockerfile and README.md (the Space card) at the root, "
-                f"{', '.join(SOURCES)}, {SPACES[self.kind]}/",
-                "secrets (by name, from this environment): " + (", ".join(self.secrets) or "none"),
-                "variables: " + (", ".join(f"{k}={v}" for k, v in sorted(self.variables.items())) or "none"),
-                f"restart, then wait for {self.health_url}"]
+        return [
+            f"space {self.repo_id} (docker, {'private' if self.private else 'public'}): {self.kind} server "
+            f"from {SPACES[self.kind]}/",
+            f"upload {len(self.files)} files: Dockerfile and README.md (the Space card) at the root, "
+            f"{', '.join(SOURCES)}, {SPACES[self.kind]}/",
+            "secrets (by name, from this environment): " + (", ".join(self.secrets) or "none"),
+            "variables: " + (", ".join(f"{k}={v}" for k, v in sorted(self.variables.items())) or "none"),
+            f"restart, then wait for {self.health_url}",
+        ]
 
 
 def _shipped(paths: Sequence[str]) -> list[str]:
     """The files git ships under `paths` (tracked and untracked-not-ignored)."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *paths], cwd=ROOT,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "--", *paths], cwd=ROOT, capture_output=True, text=True
+    )
     if out.returncode != 0:
         raise ConfigError(f"cannot list the files to upload (git ls-files failed): {out.stderr.strip()}")
     return [p for p in out.stdout.split() if (ROOT / p).is_file()]
 
 
-def plan(kind: str, repo_id: str, *, secrets: Sequence[str] = (), variables: dict[str, str] | None = None,
-         private: bool = False) -> DeployPlan:
+def plan(
+    kind: str,
+    repo_id: str,
+    *,
+    secrets: Sequence[str] = (),
+    variables: dict[str, str] | None = None,
+    private: bool = False,
+) -> DeployPlan:
     if kind not in SPACES:
         raise ConfigError(f"unknown Space {kind!r}: use whitebox or blackbox")
     if repo_id.count("/") != 1:
         raise ConfigError(f"{repo_id!r} is not OWNER/NAME")
     if not (variables or {}).get("DAGENT_SUITE"):  # the images carry no suite: it comes at start-up
-        raise ConfigError("the Space's image carries no task suite: pass --var DAGENT_SUITE=OWNER/NAME (a dataset "
-                          "that `dagent suite push OWNER/NAME` made; the Space downloads it when it starts)")
+        raise ConfigError(
+            "the Space's image carries no task suite: pass --var DAGENT_SUITE=OWNER/NAME (a dataset "
+            "that `dagent suite push OWNER/NAME` made; the Space downloads it when it starts)"
+        )
     files = ["Dockerfile", "README.md", *_shipped([*SOURCES, SPACES[kind]])]
     return DeployPlan(kind, repo_id, tuple(files), tuple(secrets), dict(variables or {}), private)
 
@@ -94,13 +105,22 @@ def secret_values(names: Sequence[str], environ: dict[str, str] | None = None) -
     env = os.environ if environ is None else environ
     missing = [n for n in names if not env.get(n)]
     if missing:
-        raise ConfigError(f"secret {', '.join(missing)} is not set in this environment: export it (it is sent by "
-                          "name, never written to a file or a command line)")
+        raise ConfigError(
+            f"secret {', '.join(missing)} is not set in this environment: export it (it is sent by "
+            "name, never written to a file or a command line)"
+        )
     return {n: env[n] for n in names}
 
 
-def wait_healthy(url: str, *, timeout_s: float, api: Any = None, repo_id: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> dict:
+def wait_healthy(
+    url: str,
+    *,
+    timeout_s: float,
+    api: Any = None,
+    repo_id: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
     deadline = clock() + timeout_s
     stage = "unknown"
     while clock() < deadline:
@@ -121,16 +141,26 @@ def wait_healthy(url: str, *, timeout_s: float, api: Any = None, repo_id: str | 
     raise SpaceNotHealthy(f"{url} did not answer within {timeout_s:.0f} s (last stage {stage})")
 
 
-def deploy(p: DeployPlan, *, api: Any = None, health_url: str | None = None, timeout_s: float = 1800.0,
-           echo: Callable[[str], None] = print) -> dict:
+def deploy(
+    p: DeployPlan,
+    *,
+    api: Any = None,
+    health_url: str | None = None,
+    timeout_s: float = 1800.0,
+    echo: Callable[[str], None] = print,
+) -> dict:
     from huggingface_hub import HfApi
 
     api = api or HfApi()
     values = secret_values(p.secrets)  # before anything is created
     api.create_repo(p.repo_id, repo_type="space", space_sdk="docker", private=p.private, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dagent-space-") as tmp:
-        api.upload_folder(repo_id=p.repo_id, repo_type="space", folder_path=str(stage_files(p, Path(tmp))),
-                          commit_message=f"dagent {p.kind} environment server")
+        api.upload_folder(
+            repo_id=p.repo_id,
+            repo_type="space",
+            folder_path=str(stage_files(p, Path(tmp))),
+            commit_message=f"dagent {p.kind} environment server",
+        )
     echo(f"uploaded {len(p.files)} files to spaces/{p.repo_id}")
     for name, value in values.items():
         api.add_space_secret(p.repo_id, name, value)
@@ -146,14 +176,28 @@ def deploy(p: DeployPlan, *, api: Any = None, health_url: str | None = None, tim
     return health
 
 
-def duplicate(from_id: str, to_id: str, *, secrets: Sequence[str] = (), variables: dict[str, str] | None = None,
-              private: bool = False, api: Any = None, echo: Callable[[str], None] = print) -> str:
+def duplicate(
+    from_id: str,
+    to_id: str,
+    *,
+    secrets: Sequence[str] = (),
+    variables: dict[str, str] | None = None,
+    private: bool = False,
+    api: Any = None,
+    echo: Callable[[str], None] = print,
+) -> str:
     from huggingface_hub import HfApi
 
     api = api or HfApi()
     values = secret_values(secrets)
-    url = api.duplicate_repo(from_id, to_id, repo_type="space", private=private, exist_ok=True,
-                             space_secrets=[{"key": k, "value": v} for k, v in values.items()] or None,
-                             space_variables=[{"key": k, "value": v} for k, v in (variables or {}).items()] or None)
+    url = api.duplicate_repo(
+        from_id,
+        to_id,
+        repo_type="space",
+        private=private,
+        exist_ok=True,
+        space_secrets=[{"key": k, "value": v} for k, v in values.items()] or None,
+        space_variables=[{"key": k, "value": v} for k, v in (variables or {}).items()] or None,
+    )
     echo(f"duplicated spaces/{from_id} -> {url} (secrets {', '.join(values) or 'none'})")
     return str(url)

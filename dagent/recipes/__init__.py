@@ -29,8 +29,18 @@ PRESETS: dict[str, dict[str, Callable[..., Any]]] = {
 }
 AGENT_KIND = {"tools": "whitebox", "opencode": "blackbox", "pi": "blackbox"}  # the oracle runs no recipe
 
-__all__ = ["AGENT_KIND", "HARNESSES", "KINDS", "PRESETS", "BlackboxRecipe", "Recipes", "WhiteboxRecipe",
-           "cpu_has_bf16", "preset_of", "resolve"]
+__all__ = [
+    "AGENT_KIND",
+    "HARNESSES",
+    "KINDS",
+    "PRESETS",
+    "BlackboxRecipe",
+    "Recipes",
+    "WhiteboxRecipe",
+    "cpu_has_bf16",
+    "preset_of",
+    "resolve",
+]
 
 
 def resolve(kind: str, preset: str, **overrides: Any) -> Any:
@@ -40,8 +50,10 @@ def resolve(kind: str, preset: str, **overrides: Any) -> Any:
     if kind not in PRESETS:
         raise ConfigError(f"unknown recipe kind {kind!r}: use {' or '.join(KINDS)}")
     if preset not in PRESETS[kind]:
-        raise ConfigError(f"unknown preset {preset!r} for {kind}: use {', '.join(PRESETS[kind])} "
-                          "(the recipe the checkpoint trained under)")
+        raise ConfigError(
+            f"unknown preset {preset!r} for {kind}: use {', '.join(PRESETS[kind])} "
+            "(the recipe the checkpoint trained under)"
+        )
     given = {k: v for k, v in overrides.items() if v is not None}
     groups = given.pop("groups_per_step", None) if kind == "whitebox" else None
     recipe = PRESETS[kind][preset](**given)
@@ -73,8 +85,10 @@ class Recipes:
             return None
         recipe = getattr(self, kind)
         if recipe is None:
-            raise ConfigError(f"preset {self.preset!r} has no {kind} recipe, which agent {agent!r} runs under: "
-                              f"use {', '.join(PRESETS[kind])}")
+            raise ConfigError(
+                f"preset {self.preset!r} has no {kind} recipe, which agent {agent!r} runs under: "
+                f"use {', '.join(PRESETS[kind])}"
+            )
         return recipe
 
     def conditions(self, agent: str) -> Conditions | None:
@@ -95,7 +109,9 @@ def preset_of(recipe: dict[str, Any]) -> str | None:
     kind = "blackbox" if "black-box" in str(recipe.get("mode", "")) else "whitebox"
     names = {f.name for f in dataclasses.fields(BlackboxRecipe if kind == "blackbox" else WhiteboxRecipe)}
     try:
-        made = (BlackboxRecipe if kind == "blackbox" else WhiteboxRecipe)(**{k: v for k, v in recipe.items() if k in names})
+        made = (BlackboxRecipe if kind == "blackbox" else WhiteboxRecipe)(
+            **{k: v for k, v in recipe.items() if k in names}
+        )
         conditions = made.conditions
     except (TypeError, ValueError, ConfigError):
         return None

@@ -31,7 +31,9 @@ class BlackboxRecipe:
     warmup_steps: int = 10
     max_steps: int = 400
     save_steps: int = 20
-    agent_steps: int = 17  # the agent's own step cap; the reference run's hard cap (it bound 4,627 times), <= the env budget (F35)
+    agent_steps: int = (
+        17  # the agent's own step cap; the reference run's hard cap (it bound 4,627 times), <= the env budget (F35)
+    )
     env_max_steps: int = MAX_STEPS  # the environment's step budget (tool calls an episode serves)
     max_output_tokens: int = 8192  # what capture clamps an agent's max_tokens to
     agent_timeout_s: float = 600.0
@@ -81,17 +83,33 @@ class BlackboxRecipe:
         own module: bf16 autocast only where the CPU has it), and a short agent: 8 steps of at most
         384 tokens (with 15 steps most of a group's rollouts ran to the cap and a group's rollouts
         took most of a step; the figures: docs/results.md, "Black-box on this CPU, measured")."""
-        base = cls(num_generations=4, groups_per_step=1, learning_rate=5e-6, warmup_steps=2, max_steps=40,
-                   save_steps=10, agent_steps=8, max_output_tokens=384, agent_timeout_s=600.0,
-                   use_cpu=True, bf16=cpu_has_bf16())
+        base = cls(
+            num_generations=4,
+            groups_per_step=1,
+            learning_rate=5e-6,
+            warmup_steps=2,
+            max_steps=40,
+            save_steps=10,
+            agent_steps=8,
+            max_output_tokens=384,
+            agent_timeout_s=600.0,
+            use_cpu=True,
+            bf16=cpu_has_bf16(),
+        )
         return replace(base, **overrides)
 
     @property
     def conditions(self) -> Conditions:
         """The black-box episode's conditions (dagent.core.conditions), as training runs it."""
-        return Conditions.of("black-box", RECIPE_SAMPLING, tokens_per_call=self.max_output_tokens,
-                             tokens_per_episode=None, step_cap=self.agent_steps, output_chars=None,
-                             timeout_s=self.agent_timeout_s)
+        return Conditions.of(
+            "black-box",
+            RECIPE_SAMPLING,
+            tokens_per_call=self.max_output_tokens,
+            tokens_per_episode=None,
+            step_cap=self.agent_steps,
+            output_chars=None,
+            timeout_s=self.agent_timeout_s,
+        )
 
     @property
     def batch(self) -> int:

@@ -46,19 +46,27 @@ class WhiteboxRecipe:
     vllm_group_port: int = 51216  # the weight-sync group's port (TRL's default; a Slurm job derives its own, F36)
     use_cpu: bool = False
     bf16: bool = True
-    generation_dtype: str = "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.cpu_generation); "float32"
+    generation_dtype: str = (
+        "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.cpu_generation); "float32"
+    )
     gradient_checkpointing: bool = True  # TRL's default: recompute activations in the backward pass (memory for time)
-    generator: str = "transformers"  # without vLLM: "transformers" (TRL's generate) or "engine" (dagent.train.engine_generation)
+    generator: str = (
+        "transformers"  # without vLLM: "transformers" (TRL's generate) or "engine" (dagent.train.engine_generation)
+    )
     seed: int = 0
     logging_steps: int = 1
 
     def __post_init__(self) -> None:
         if self.generation_dtype not in ("auto", "float32"):
-            raise ConfigError(f"generation_dtype {self.generation_dtype!r}: use auto (bfloat16 on a CPU that computes it "
-                              "natively, when bf16 is on) or float32")
+            raise ConfigError(
+                f"generation_dtype {self.generation_dtype!r}: use auto (bfloat16 on a CPU that computes it "
+                "natively, when bf16 is on) or float32"
+            )
         if self.generator not in GENERATORS:
-            raise ConfigError(f"generator {self.generator!r}: use {' or '.join(GENERATORS)} (where vLLM is off; "
-                              "vLLM generates where use_vllm is on)")
+            raise ConfigError(
+                f"generator {self.generator!r}: use {' or '.join(GENERATORS)} (where vLLM is off; "
+                "vLLM generates where use_vllm is on)"
+            )
 
     @classmethod
     def gpu(cls, **overrides: Any) -> WhiteboxRecipe:
@@ -73,10 +81,23 @@ class WhiteboxRecipe:
         generation in a bfloat16 autocast (dagent.train.cpu_generation); without it, float32 through
         dagent's engine (dagent.train.engine_generation: continuous batching, prefix reuse)."""
         native = cpu_has_bf16()
-        base = cls(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1,
-                   max_completion_length=640, output_chars=600, max_tool_calling_iterations=4, tools="bash",
-                   learning_rate=5e-6, warmup_steps=2, max_steps=40, save_steps=10, use_vllm=False,
-                   use_cpu=True, bf16=native, generator="transformers" if native else "engine")
+        base = cls(
+            num_generations=4,
+            per_device_train_batch_size=4,
+            gradient_accumulation_steps=1,
+            max_completion_length=640,
+            output_chars=600,
+            max_tool_calling_iterations=4,
+            tools="bash",
+            learning_rate=5e-6,
+            warmup_steps=2,
+            max_steps=40,
+            save_steps=10,
+            use_vllm=False,
+            use_cpu=True,
+            bf16=native,
+            generator="transformers" if native else "engine",
+        )
         return replace(base, **overrides)
 
     @property
@@ -87,23 +108,32 @@ class WhiteboxRecipe:
     def limits(self) -> LoopLimits:
         """TRL generates each turn up to what is left of the completion budget: so does the loop
         evaluation runs (no per-turn cap of its own)."""
-        return LoopLimits(max_completion_length=self.max_completion_length,
-                          max_tool_calling_iterations=self.max_tool_calling_iterations,
-                          max_tokens_per_turn=self.max_completion_length)
+        return LoopLimits(
+            max_completion_length=self.max_completion_length,
+            max_tool_calling_iterations=self.max_tool_calling_iterations,
+            max_tokens_per_turn=self.max_completion_length,
+        )
 
     @property
     def conditions(self) -> Conditions:
         """The white-box episode's conditions (dagent.core.conditions), as training runs it."""
-        return Conditions.of("white-box", RECIPE_SAMPLING, tokens_per_call=self.max_completion_length,
-                             tokens_per_episode=self.max_completion_length,
-                             step_cap=self.max_tool_calling_iterations or self.episode.max_steps,
-                             output_chars=self.output_chars, timeout_s=None)
+        return Conditions.of(
+            "white-box",
+            RECIPE_SAMPLING,
+            tokens_per_call=self.max_completion_length,
+            tokens_per_episode=self.max_completion_length,
+            step_cap=self.max_tool_calling_iterations or self.episode.max_steps,
+            output_chars=self.output_chars,
+            timeout_s=None,
+        )
 
     def with_groups_per_step(self, groups: int) -> WhiteboxRecipe:
         """`groups` GRPO groups of G rollouts an optimizer step: TRL's generation batch is per device x
         accumulation = groups x G, so the per-device batch is what changes."""
         rollouts = groups * self.num_generations
         if groups < 1 or rollouts % self.gradient_accumulation_steps:
-            raise ConfigError(f"--groups-per-step {groups}: {rollouts} rollouts a step do not split "
-                              f"into the preset's {self.gradient_accumulation_steps} accumulation steps")
+            raise ConfigError(
+                f"--groups-per-step {groups}: {rollouts} rollouts a step do not split "
+                f"into the preset's {self.gradient_accumulation_steps} accumulation steps"
+            )
         return replace(self, per_device_train_batch_size=rollouts // self.gradient_accumulation_steps)

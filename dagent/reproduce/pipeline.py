@@ -62,8 +62,19 @@ from dagent.serving import ThreadedServer
 from dagent.suites.sources import load_tasks
 from dagent.train.rollouts import audit_clean, row_of
 
-STAGES = ("suite", "smoke-whitebox", "smoke-blackbox", "smoke-harbor", "eval-base", "sft", "train-whitebox",
-          "sft-blackbox", "train-blackbox", "eval-checkpoint", "report")
+STAGES = (
+    "suite",
+    "smoke-whitebox",
+    "smoke-blackbox",
+    "smoke-harbor",
+    "eval-base",
+    "sft",
+    "train-whitebox",
+    "sft-blackbox",
+    "train-blackbox",
+    "eval-checkpoint",
+    "report",
+)
 ROOT = Path(__file__).resolve().parents[2]  # the project: stages run `jobs/...` from here
 
 
@@ -100,10 +111,22 @@ class Profile:
         if name == "cpu":
             return cls("cpu", model or "smollm2-135m")
         if name == "gpu":
-            return cls("gpu", model or "HuggingFaceTB/SmolLM2-360M-Instruct", eval_limit=131, eval_samples=4,
-                       sft_n=512, sft_steps=64, grpo_steps=200, blackbox_steps=100, blackbox_sft_n=512,
-                       blackbox_sft_steps=64, blackbox_harness="pi,opencode", preset="gpu", engine="vllm",
-                       workers=32)
+            return cls(
+                "gpu",
+                model or "HuggingFaceTB/SmolLM2-360M-Instruct",
+                eval_limit=131,
+                eval_samples=4,
+                sft_n=512,
+                sft_steps=64,
+                grpo_steps=200,
+                blackbox_steps=100,
+                blackbox_sft_n=512,
+                blackbox_sft_steps=64,
+                blackbox_harness="pi,opencode",
+                preset="gpu",
+                engine="vllm",
+                workers=32,
+            )
         raise ConfigError(f"unknown profile {name!r}: use cpu or gpu")
 
 
@@ -120,8 +143,15 @@ class Stage:
 class Reproduction:
     """The stages over one output directory; `stages.json` there records each stage's receipt."""
 
-    def __init__(self, out: str | Path, profile: Profile, *, suite: str | None = None,
-                 load_suite: Callable[[str | None], Any] = load_tasks, echo: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        out: str | Path,
+        profile: Profile,
+        *,
+        suite: str | None = None,
+        load_suite: Callable[[str | None], Any] = load_tasks,
+        echo: Callable[[str], None] = print,
+    ) -> None:
         """`load_suite` loads `suite` (None: the bundled build); the command line passes one that
         builds the bundled suite on first use."""
         self.out, self.profile, self.suite_source, self.echo = Path(out).resolve(), profile, suite, echo
@@ -139,10 +169,12 @@ class Reproduction:
         last = names.index(stop) if stop else len(names) - 1
         for name in names[:first]:
             if self.stages[name].status not in ("ok", "skipped"):
-                raise ConfigError(f"--from {start}: stage {name} has not completed in {self.out} "
-                                  f"(status {self.stages[name].status}); run from {name}")
+                raise ConfigError(
+                    f"--from {start}: stage {name} has not completed in {self.out} "
+                    f"(status {self.stages[name].status}); run from {name}"
+                )
         total = time.monotonic()
-        for k, name in enumerate(names[first:last + 1], start=first + 1):
+        for k, name in enumerate(names[first : last + 1], start=first + 1):
             stage = self.stages[name] = Stage(name)
             self.echo(f"[{k}/{len(names)}] {name} ...")
             started = time.monotonic()
@@ -157,13 +189,17 @@ class Reproduction:
             self.echo(line + (f": {stage.cause}" if stage.cause else ""))
             if stage.status == "failed":
                 raise StageError(f"stage {name} failed: {stage.cause}\n  rerun from here: {self.rerun(name)}")
-        self.echo(f"done in {_clock(time.monotonic() - total)}: {self.out / 'results.md'}, {self.out / 'validation.md'}")
+        self.echo(
+            f"done in {_clock(time.monotonic() - total)}: {self.out / 'results.md'}, {self.out / 'validation.md'}"
+        )
         return self.stages
 
     def rerun(self, name: str) -> str:
         suite = f" --suite {shlex.quote(self.suite_source)}" if self.suite_source else ""
-        return (f"dagent reproduce --profile {self.profile.name} --model {shlex.quote(self.profile.model)}"
-                f" --out {shlex.quote(str(self.out))}{suite} --from {name}")
+        return (
+            f"dagent reproduce --profile {self.profile.name} --model {shlex.quote(self.profile.model)}"
+            f" --out {shlex.quote(str(self.out))}{suite} --from {name}"
+        )
 
     def _save(self) -> None:
         self.state_path.write_text(json.dumps({n: asdict(s) for n, s in self.stages.items()}, indent=1))
@@ -176,8 +212,9 @@ class Reproduction:
         with path.open("w") as f:
             code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode
         if code != 0:
-            raise StageError(f"`{stage.command}` exited {code}; the end of {path}:\n"
-                             + path.read_text(errors="replace")[-1500:])
+            raise StageError(
+                f"`{stage.command}` exited {code}; the end of {path}:\n" + path.read_text(errors="replace")[-1500:]
+            )
 
     @property
     def suite(self) -> Any:
@@ -204,23 +241,38 @@ class Reproduction:
             task = self.suite.task_at(split, index)
             episode = http.reset(split, index)
             eid = episode["episode_id"]
-            ran = http.call_tool(eid, "bash", {"command": "python3 - <<'DAGENT_EOF'\n" + task.solution + "\nDAGENT_EOF"})
+            ran = http.call_tool(
+                eid, "bash", {"command": "python3 - <<'DAGENT_EOF'\n" + task.solution + "\nDAGENT_EOF"}
+            )
             http.call_tool(eid, "submit_solution", {"answer": ran.output.strip()})
             graded = http.finish(eid)
-        stage.command = "the white-box server (dagent.envs.whitebox_server.create_app) over HTTP: reset, bash, submit_solution"
+        stage.command = (
+            "the white-box server (dagent.envs.whitebox_server.create_app) over HTTP: reset, bash, submit_solution"
+        )
         outcome = "ungraded" if graded.get("correct") is None else "correct" if graded["correct"] else "wrong"
-        stage.receipt = {"task": task.task_id, "outcome": outcome, "reward": graded.get("reward"),
-                         "tool_calls": graded.get("tool_calls"), "note": graded.get("note")}
+        stage.receipt = {
+            "task": task.task_id,
+            "outcome": outcome,
+            "reward": graded.get("reward"),
+            "tool_calls": graded.get("tool_calls"),
+            "note": graded.get("note"),
+        }
         if outcome != "correct":
             raise StageError(f"the reference program's answer through the white-box tools was graded {graded}")
 
     def stage_smoke_blackbox(self, stage: Stage) -> None:
         from dagent.envs.blackbox_session import BlackBoxSessionFactory
+
         split = self.profile.eval_split
         with LocalEngineProcess(self.profile.model) as engine:
             served = engine.model
-            runtime = BlackBoxRuntime(self.suite, engine.url, model=served, timeout_s=900,
-                                      opencode=OpencodeConfig(model=served, max_output_tokens=512))
+            runtime = BlackBoxRuntime(
+                self.suite,
+                engine.url,
+                model=served,
+                timeout_s=900,
+                opencode=OpencodeConfig(model=served, max_output_tokens=512),
+            )
             with runtime, _Served(create_app(runtime)) as url:
                 session = BlackBoxSessionFactory(url, split=split).create({"split": split, "index": 0})
                 session.wait_for_completion(timeout_s=1200)
@@ -228,11 +280,19 @@ class Reproduction:
         stage.command = f"POST {{black-box server}}/data_agent_blackbox/rollout (opencode, {self.profile.model})"
         rollout = _PayloadRollout(payload)
         row = row_of(rollout, "opencode", 1024, lambda: ([0], [0]))
-        stage.receipt = {"task": payload.get("task_id"), "outcome": payload.get("outcome"), "cause": payload.get("cause"),
-                         "reward": payload.get("reward"), "agent_turns": payload.get("agent_turns"),
-                         "calls": payload.get("turns"), "roles": payload.get("roles"),
-                         "gate": (payload.get("gate") or {}).get("tier"), "trained_tokens": row.trained_tokens,
-                         "exact_token_audit": row.audit, "samples_per_rollout": row.sequences}
+        stage.receipt = {
+            "task": payload.get("task_id"),
+            "outcome": payload.get("outcome"),
+            "cause": payload.get("cause"),
+            "reward": payload.get("reward"),
+            "agent_turns": payload.get("agent_turns"),
+            "calls": payload.get("turns"),
+            "roles": payload.get("roles"),
+            "gate": (payload.get("gate") or {}).get("tier"),
+            "trained_tokens": row.trained_tokens,
+            "exact_token_audit": row.audit,
+            "samples_per_rollout": row.sequences,
+        }
         if payload.get("outcome") == "ungraded" and payload.get("cause") not in (None,):
             raise StageError(f"the black-box smoke rollout was ungraded: {payload.get('cause')}")
 
@@ -240,26 +300,71 @@ class Reproduction:
         try:
             harbor = harbor_binary()
         except DagentError as e:
-            stage.receipt = {"skipped": f"Harbor is not installed here ({e}); bash scripts/setup.sh --tests puts it in "
-                                        ".venv-harbor (Python 3.12)"}
+            stage.receipt = {
+                "skipped": f"Harbor is not installed here ({e}); bash scripts/setup.sh --tests puts it in "
+                ".venv-harbor (Python 3.12)"
+            }
             return "skipped"
         catalog = self.out / "harbor"
         expected = min(3, len(self.suite.tasks("test")))
-        self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "export", "harbor", "--split", "test", "--limit", str(expected),
-                          "--out", str(catalog), *self._suite_args()], "export-harbor.log")
+        self._cmd(
+            stage,
+            [
+                sys.executable,
+                "-m",
+                "dagent.cli.app",
+                "export",
+                "harbor",
+                "--split",
+                "test",
+                "--limit",
+                str(expected),
+                "--out",
+                str(catalog),
+                *self._suite_args(),
+            ],
+            "export-harbor.log",
+        )
         trials = run_harbor(catalog, self.out / "harbor-jobs", agent="oracle", concurrency=1)
-        stage.command += (f" && {harbor} run -p {catalog} -a oracle -e dagent.harbor.provider:SandboxEnvironment "
-                          f"-o {self.out / 'harbor-jobs'}")
-        stage.receipt = {"tasks": len(trials), "rewards": {t.task: t.reward for t in trials},
-                         "errors": [t.error for t in trials if t.error]}
+        stage.command += (
+            f" && {harbor} run -p {catalog} -a oracle -e dagent.harbor.provider:SandboxEnvironment "
+            f"-o {self.out / 'harbor-jobs'}"
+        )
+        stage.receipt = {
+            "tasks": len(trials),
+            "rewards": {t.task: t.reward for t in trials},
+            "errors": [t.error for t in trials if t.error],
+        }
         if len(trials) != expected or not all(t.correct for t in trials):
             raise StageError(f"the oracle through harbor run did not solve every task: {stage.receipt}")
 
     def _eval(self, stage: Stage, out: Path, model: str, baseline: str | None, log: str) -> dict[str, Any]:
         p = self.profile
-        argv = [sys.executable, "-m", "dagent.cli.app", "eval", "--agent", "tools", "--preset", p.preset, "--model", model,
-                "--split", p.eval_split, "--limit", str(p.eval_limit), "--task-seed", "0", "--samples", str(p.eval_samples),
-                "--workers", str(p.workers), "--out", str(out), *self._suite_args()]
+        argv = [
+            sys.executable,
+            "-m",
+            "dagent.cli.app",
+            "eval",
+            "--agent",
+            "tools",
+            "--preset",
+            p.preset,
+            "--model",
+            model,
+            "--split",
+            p.eval_split,
+            "--limit",
+            str(p.eval_limit),
+            "--task-seed",
+            "0",
+            "--samples",
+            str(p.eval_samples),
+            "--workers",
+            str(p.workers),
+            "--out",
+            str(out),
+            *self._suite_args(),
+        ]
         if p.engine != "local":
             argv += ["--engine", p.engine]
         if baseline:
@@ -269,77 +374,191 @@ class Reproduction:
 
     def stage_eval_base(self, stage: Stage) -> None:
         scores = self._eval(stage, self.out / "eval-base", self.profile.model, None, "eval-base.log")
-        stage.receipt = {arm: {"pass@1": s["pass_at"].get("1"), "ci": s.get("pass1_ci"),
-                               "excluded_by_cause": s.get("excluded_by_cause")} for arm, s in scores.items()}
+        stage.receipt = {
+            arm: {
+                "pass@1": s["pass_at"].get("1"),
+                "ci": s.get("pass1_ci"),
+                "excluded_by_cause": s.get("excluded_by_cause"),
+            }
+            for arm, s in scores.items()
+        }
 
     def stage_sft(self, stage: Stage) -> None:
         p = self.profile
         _fresh(self.out / "sft")
-        self._cmd(stage, [sys.executable, "jobs/sft_warmstart.py", "--model", p.model, "--tools", "bash", "--n",
-                          str(p.sft_n), "--max-steps", str(p.sft_steps), "--batch-size", "4", "--grad-accum", "2",
-                          "--save-steps", str(p.sft_steps), "--out", str(self.out / "sft"), *self._suite_args()],
-                  "sft.log")
+        self._cmd(
+            stage,
+            [
+                sys.executable,
+                "jobs/sft_warmstart.py",
+                "--model",
+                p.model,
+                "--tools",
+                "bash",
+                "--n",
+                str(p.sft_n),
+                "--max-steps",
+                str(p.sft_steps),
+                "--batch-size",
+                "4",
+                "--grad-accum",
+                "2",
+                "--save-steps",
+                str(p.sft_steps),
+                "--out",
+                str(self.out / "sft"),
+                *self._suite_args(),
+            ],
+            "sft.log",
+        )
         summary = json.loads((self.out / "sft" / "sft_summary.json").read_text())
-        stage.receipt = {k: summary.get(k) for k in ("steps", "first_loss", "last_loss", "s_per_step")
-                         if k in summary} | checkpoint_receipt(self.out / "sft", self._base_weights(), p.sft_steps)
+        stage.receipt = {
+            k: summary.get(k) for k in ("steps", "first_loss", "last_loss", "s_per_step") if k in summary
+        } | checkpoint_receipt(self.out / "sft", self._base_weights(), p.sft_steps)
 
     def stage_train_whitebox(self, stage: Stage) -> None:
         p = self.profile
         out = _fresh(self.out / "grpo")
-        self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "whitebox", "--preset", p.preset, "--model",
-                          str(self.out / "sft" / "final"), "--max-steps", str(p.grpo_steps), "--save-steps",
-                          str(p.grpo_steps), "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()],
-                  "train-whitebox.log")
+        self._cmd(
+            stage,
+            [
+                sys.executable,
+                "-m",
+                "dagent.cli.app",
+                "train",
+                "whitebox",
+                "--preset",
+                p.preset,
+                "--model",
+                str(self.out / "sft" / "final"),
+                "--max-steps",
+                str(p.grpo_steps),
+                "--save-steps",
+                str(p.grpo_steps),
+                "--warmup-steps",
+                "0",
+                "--force",
+                "--report-to",
+                "none",
+                "--out",
+                str(out),
+                *self._suite_args(),
+            ],
+            "train-whitebox.log",
+        )
         stage.receipt = checkpoint_receipt(out, self.out / "sft" / "final", p.grpo_steps)
 
     def stage_sft_blackbox(self, stage: Stage) -> None:
         p = self.profile
         _fresh(self.out / "sft-blackbox")
-        self._cmd(stage, [sys.executable, "jobs/sft_warmstart.py", "--model", p.model, "--harness", p.blackbox_harness,
-                          "--n", str(p.blackbox_sft_n), "--max-steps", str(p.blackbox_sft_steps), "--batch-size", "2",
-                          "--save-steps", str(p.blackbox_sft_steps), "--out", str(self.out / "sft-blackbox"),
-                          *self._suite_args()], "sft-blackbox.log")
+        self._cmd(
+            stage,
+            [
+                sys.executable,
+                "jobs/sft_warmstart.py",
+                "--model",
+                p.model,
+                "--harness",
+                p.blackbox_harness,
+                "--n",
+                str(p.blackbox_sft_n),
+                "--max-steps",
+                str(p.blackbox_sft_steps),
+                "--batch-size",
+                "2",
+                "--save-steps",
+                str(p.blackbox_sft_steps),
+                "--out",
+                str(self.out / "sft-blackbox"),
+                *self._suite_args(),
+            ],
+            "sft-blackbox.log",
+        )
         summary = json.loads((self.out / "sft-blackbox" / "sft_summary.json").read_text())
-        stage.receipt = {k: summary.get(k) for k in ("rows", "steps", "first_loss", "last_loss", "s_per_step")
-                         if k in summary} | checkpoint_receipt(self.out / "sft-blackbox", self._base_weights(), p.blackbox_sft_steps)
+        stage.receipt = {
+            k: summary.get(k) for k in ("rows", "steps", "first_loss", "last_loss", "s_per_step") if k in summary
+        } | checkpoint_receipt(self.out / "sft-blackbox", self._base_weights(), p.blackbox_sft_steps)
 
     def stage_train_blackbox(self, stage: Stage) -> None:
         p = self.profile
         out = _fresh(self.out / "blackbox")
-        self._cmd(stage, [sys.executable, "-m", "dagent.cli.app", "train", "blackbox", "--mode", "sync", "--preset", p.preset,
-                          "--model", str(self.out / "sft-blackbox" / "final"), "--harness", p.blackbox_harness, "--max-steps",
-                          str(p.blackbox_steps), "--save-steps", str(p.blackbox_steps),
-                          "--warmup-steps", "0", "--force", "--report-to", "none", "--out", str(out), *self._suite_args()], "train-blackbox.log")
+        self._cmd(
+            stage,
+            [
+                sys.executable,
+                "-m",
+                "dagent.cli.app",
+                "train",
+                "blackbox",
+                "--mode",
+                "sync",
+                "--preset",
+                p.preset,
+                "--model",
+                str(self.out / "sft-blackbox" / "final"),
+                "--harness",
+                p.blackbox_harness,
+                "--max-steps",
+                str(p.blackbox_steps),
+                "--save-steps",
+                str(p.blackbox_steps),
+                "--warmup-steps",
+                "0",
+                "--force",
+                "--report-to",
+                "none",
+                "--out",
+                str(out),
+                *self._suite_args(),
+            ],
+            "train-blackbox.log",
+        )
         rows = [json.loads(line) for line in (out / "receipts.jsonl").read_text().splitlines()]
         graded = [r for r in rows if r["dropped"] is None]
-        stage.receipt = {"rollouts": len(rows), "by_harness": _count(r["harness"] for r in rows),
-                         "outcomes": _count(r["outcome"] for r in rows),
-                         "exact_token_audit": _count(r["audit"] for r in rows),
-                         "trained_rollouts": len(graded), "trained_tokens": sum(r["trained_tokens"] for r in rows),
-                         "auxiliary_calls_excluded": sum(r["other_calls"] for r in rows),
-                         "samples_per_rollout": (sum(r["sequences"] for r in graded) / len(graded)) if graded else None,
-                         } | checkpoint_receipt(out, self.out / "sft-blackbox" / "final", p.blackbox_steps)
+        stage.receipt = {
+            "rollouts": len(rows),
+            "by_harness": _count(r["harness"] for r in rows),
+            "outcomes": _count(r["outcome"] for r in rows),
+            "exact_token_audit": _count(r["audit"] for r in rows),
+            "trained_rollouts": len(graded),
+            "trained_tokens": sum(r["trained_tokens"] for r in rows),
+            "auxiliary_calls_excluded": sum(r["other_calls"] for r in rows),
+            "samples_per_rollout": (sum(r["sequences"] for r in graded) / len(graded)) if graded else None,
+        } | checkpoint_receipt(out, self.out / "sft-blackbox" / "final", p.blackbox_steps)
         if not all(audit_clean(r["audit"]) for r in rows):
             raise StageError(f"a trained row differs from the engine's tokens: {stage.receipt['exact_token_audit']}")
 
     def stage_eval_checkpoint(self, stage: Stage) -> None:
-        scores = self._eval(stage, self.out / "eval", str(self.out / "grpo" / "final"), self.profile.model,
-                            "eval-checkpoint.log")
-        stage.receipt = {arm: {"pass@1": s["pass_at"].get("1"), "ci": s.get("pass1_ci"),
-                               "excluded_by_cause": s.get("excluded_by_cause")} for arm, s in scores.items()}
+        scores = self._eval(
+            stage, self.out / "eval", str(self.out / "grpo" / "final"), self.profile.model, "eval-checkpoint.log"
+        )
+        stage.receipt = {
+            arm: {
+                "pass@1": s["pass_at"].get("1"),
+                "ci": s.get("pass1_ci"),
+                "excluded_by_cause": s.get("excluded_by_cause"),
+            }
+            for arm, s in scores.items()
+        }
         base, ckpt = (load_records(self.out / "eval" / arm) for arm in ("baseline", "final"))
         comparison = paired(base, ckpt, a_arm=f"baseline ({self.profile.model})", b_arm="final (trained)")
         stage.receipt["paired"] = comparison.model_dump(mode="json")
 
     def stage_report(self, stage: Stage) -> None:
 
-        verdicts = [ok for name, st in self.stages.items() if name != "report"
-                    for _, ok in checks_for(name, st.receipt, st.status)]
+        verdicts = [
+            ok
+            for name, st in self.stages.items()
+            if name != "report"
+            for _, ok in checks_for(name, st.receipt, st.status)
+        ]
         stage.command = "dagent.reproduce.receipts.write_reports"
         stage.receipt = {"pass": verdicts.count(True), "fail": verdicts.count(False), "skipped": verdicts.count(None)}
         write_reports(self.out, self.profile, self.stages)
-        self.echo(f"receipts: {stage.receipt['pass']} PASS, {stage.receipt['fail']} FAIL, "
-                  f"{stage.receipt['skipped']} SKIPPED (validation.md)")
+        self.echo(
+            f"receipts: {stage.receipt['pass']} PASS, {stage.receipt['fail']} FAIL, "
+            f"{stage.receipt['skipped']} SKIPPED (validation.md)"
+        )
 
     def _base_weights(self) -> Path:
         return model_dir(self.profile.model)
@@ -362,13 +581,20 @@ def checkpoint_receipt(run_dir: Path, start: Path, step: int) -> dict[str, Any]:
         raise StageError(f"no {ckpt.name} in {run_dir} (found {found or 'none'}): the run stopped before step {step}")
     present = {name: (ckpt / name).is_file() for name in ("optimizer.pt", "scheduler.pt", "trainer_state.json")}
     if not all(present.values()):
-        raise StageError(f"{ckpt} lacks {[n for n, ok in present.items() if not ok]}: no optimizer state to resume from")
+        raise StageError(
+            f"{ckpt} lacks {[n for n, ok in present.items() if not ok]}: no optimizer state to resume from"
+        )
     changed, total = weights_changed(start, ckpt)
     restored = restores_identically(ckpt)
     if not restored["identical"]:
         raise StageError(f"{ckpt} does not restore onto its own weights: {restored}")
-    return {"checkpoint": str(ckpt), "state_present": present, "tensors_changed": changed, "tensors": total,
-            "restore": restored}
+    return {
+        "checkpoint": str(ckpt),
+        "state_present": present,
+        "tensors_changed": changed,
+        "tensors": total,
+        "restore": restored,
+    }
 
 
 def _tensors(model_dir: Path) -> dict[str, Any]:
@@ -428,9 +654,15 @@ def restores_identically(ckpt: Path) -> dict[str, Any]:
                 steps.add(int(state["step"]))
     lr_saved = [g["lr"] for g in optimizer.param_groups]
     lr_scheduled = list(scheduler.get("_last_lr", lr_saved))
-    return {"identical": bool(weights_equal and not misplaced and steps == {global_step} and lr_saved == lr_scheduled),
-            "weights_equal": bool(weights_equal), "optimizer_tensors": moments, "misplaced": misplaced[:5],
-            "optimizer_steps": sorted(steps), "global_step": global_step, "param_groups": len(saved["param_groups"])}
+    return {
+        "identical": bool(weights_equal and not misplaced and steps == {global_step} and lr_saved == lr_scheduled),
+        "weights_equal": bool(weights_equal),
+        "optimizer_tensors": moments,
+        "misplaced": misplaced[:5],
+        "optimizer_steps": sorted(steps),
+        "global_step": global_step,
+        "param_groups": len(saved["param_groups"]),
+    }
 
 
 class _Served:
@@ -438,6 +670,7 @@ class _Served:
 
     def __init__(self, app: Any) -> None:
         from dagent.envs.whitebox_server import SERVE_SETTINGS
+
         self.server = ThreadedServer(app, **SERVE_SETTINGS)
 
     def __enter__(self) -> str:
@@ -477,14 +710,28 @@ def failed_receipts(stages: dict[str, Stage]) -> int:
     report = stages.get("report")
     if report is not None and report.receipt:
         return int(report.receipt.get("fail", 0))
-    return sum(ok is False for name, st in stages.items() if name != "report"
-               for _, ok in checks_for(name, st.receipt, st.status))
+    return sum(
+        ok is False
+        for name, st in stages.items()
+        if name != "report"
+        for _, ok in checks_for(name, st.receipt, st.status)
+    )
 
 
-def reproduce(profile: str = "cpu", out: str = "runs/reproduce", *, model: str | None = None, suite: str | None = None,
-              start: str | None = None, stop: str | None = None, load_suite: Callable[[str | None], Any] = load_tasks,
-              echo: Callable[[str], None] = print) -> dict[str, Stage]:
+def reproduce(
+    profile: str = "cpu",
+    out: str = "runs/reproduce",
+    *,
+    model: str | None = None,
+    suite: str | None = None,
+    start: str | None = None,
+    stop: str | None = None,
+    load_suite: Callable[[str | None], Any] = load_tasks,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Stage]:
     if start is not None and start not in STAGES:
         raise ConfigError(f"unknown stage {start!r}: one of {', '.join(STAGES)}")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    return Reproduction(out, Profile.named(profile, model), suite=suite, load_suite=load_suite, echo=echo).run(start, stop)
+    return Reproduction(out, Profile.named(profile, model), suite=suite, load_suite=load_suite, echo=echo).run(
+        start, stop
+    )

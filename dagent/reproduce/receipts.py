@@ -8,7 +8,8 @@ validation.md: one section per stage with its receipt and a PASS / FAIL / SKIPPE
 the smokes graded (white-box: the reference program through the tools is correct; black-box:
 every trained token is the engine's, the gate's tier, exclusions; Harbor: the oracle scores every
 task), the checkpoints (optimizer, scheduler and trainer state present; weights changed; restored
-to its own weights: moments shaped as their parameters, step = global step), the black-box rows (exact-token audit of every rollout, auxiliary calls
+to its own weights: moments shaped as their parameters, step = global step), the black-box rows (exact-token audit of
+every rollout, auxiliary calls
 excluded, samples per rollout), and the evaluations' exclusions by cause.
 """
 
@@ -39,15 +40,30 @@ def checks_for(name: str, receipt: dict[str, Any], status: str) -> list[tuple[st
         return [("the stage completed", False)]
     out: list[tuple[str, bool | None]] = []
     if name == "smoke-whitebox":
-        out.append((f"the reference program through bash + submit_solution graded {receipt.get('outcome')} "
-                    f"(reward {_fmt(receipt.get('reward'))})", receipt.get("outcome") == "correct"))
+        out.append(
+            (
+                f"the reference program through bash + submit_solution graded {receipt.get('outcome')} "
+                f"(reward {_fmt(receipt.get('reward'))})",
+                receipt.get("outcome") == "correct",
+            )
+        )
     elif name == "smoke-blackbox":
         audit = receipt.get("exact_token_audit")
-        out.append((f"every trained token id is the engine's (exact-token audit: {audit}; "
-                    f"{receipt.get('trained_tokens')} trained tokens)", audit_clean(str(audit))))
-        out.append((f"graded server side: {receipt.get('outcome')} (cause {receipt.get('cause')}), "
-                    f"{receipt.get('agent_turns')} agent calls of {receipt.get('calls')}, roles {receipt.get('roles')}, "
-                    f"gate {receipt.get('gate')}", receipt.get("outcome") in ("correct", "wrong")))
+        out.append(
+            (
+                f"every trained token id is the engine's (exact-token audit: {audit}; "
+                f"{receipt.get('trained_tokens')} trained tokens)",
+                audit_clean(str(audit)),
+            )
+        )
+        out.append(
+            (
+                f"graded server side: {receipt.get('outcome')} (cause {receipt.get('cause')}), "
+                f"{receipt.get('agent_turns')} agent calls of {receipt.get('calls')}, roles {receipt.get('roles')}, "
+                f"gate {receipt.get('gate')}",
+                receipt.get("outcome") in ("correct", "wrong"),
+            )
+        )
     elif name == "smoke-harbor":
         out.append((f"the oracle through harbor run: rewards {receipt.get('rewards')}", not receipt.get("errors")))
     elif name in ("eval-base", "eval-checkpoint"):
@@ -55,42 +71,79 @@ def checks_for(name: str, receipt: dict[str, Any], status: str) -> list[tuple[st
             if arm == "paired" or not isinstance(s, dict):
                 continue
             excluded = s.get("excluded_by_cause") or {}
-            out.append((f"{arm}: exclusions by cause {excluded or 'none'}; pass@1 {_pct(s.get('pass@1'))} "
-                        f"[{', '.join(_pct(x) for x in s.get('ci') or [])}]", not excluded))
+            out.append(
+                (
+                    f"{arm}: exclusions by cause {excluded or 'none'}; pass@1 {_pct(s.get('pass@1'))} "
+                    f"[{', '.join(_pct(x) for x in s.get('ci') or [])}]",
+                    not excluded,
+                )
+            )
         if "paired" in receipt:
             p = receipt["paired"]
             ci = p.get("ci") or [None, None]
-            out.append((f"paired over {p.get('paired_tasks')} tasks: {p.get('b_arm')} - {p.get('a_arm')} = "
-                        f"{_pct(p.get('diff'))} [95% CI {_pct(ci[0])}, {_pct(ci[1])}], p = {_fmt(p.get('p_value'))}, "
-                        f"wins/losses/ties {p.get('wins')}/{p.get('losses')}/{p.get('ties')}", p.get("paired_tasks", 0) > 0))
+            out.append(
+                (
+                    f"paired over {p.get('paired_tasks')} tasks: {p.get('b_arm')} - {p.get('a_arm')} = "
+                    f"{_pct(p.get('diff'))} [95% CI {_pct(ci[0])}, {_pct(ci[1])}], p = {_fmt(p.get('p_value'))}, "
+                    f"wins/losses/ties {p.get('wins')}/{p.get('losses')}/{p.get('ties')}",
+                    p.get("paired_tasks", 0) > 0,
+                )
+            )
     if "checkpoint" in receipt:
         state = receipt.get("state_present") or {}
-        out.append((f"{Path(receipt['checkpoint']).name}: optimizer, scheduler and trainer state present "
-                    f"({', '.join(k for k, v in state.items() if v)})", all(state.values())))
-        out.append((f"weights changed: {receipt.get('tensors_changed')} of {receipt.get('tensors')} tensors differ "
-                    "from the starting model", (receipt.get("tensors_changed") or 0) > 0))
+        out.append(
+            (
+                f"{Path(receipt['checkpoint']).name}: optimizer, scheduler and trainer state present "
+                f"({', '.join(k for k, v in state.items() if v)})",
+                all(state.values()),
+            )
+        )
+        out.append(
+            (
+                f"weights changed: {receipt.get('tensors_changed')} of {receipt.get('tensors')} tensors differ "
+                "from the starting model",
+                (receipt.get("tensors_changed") or 0) > 0,
+            )
+        )
         restore = receipt.get("restore") or {}
-        out.append((f"restores onto its own weights: weights equal {restore.get('weights_equal')}, "
-                    f"{restore.get('optimizer_tensors')} optimizer moments each the shape of its parameter "
-                    f"(misplaced: {len(restore.get('misplaced') or [])}), optimizer step {restore.get('optimizer_steps')} "
-                    f"= global step {restore.get('global_step')}", bool(restore.get("identical"))))
+        out.append(
+            (
+                f"restores onto its own weights: weights equal {restore.get('weights_equal')}, "
+                f"{restore.get('optimizer_tensors')} optimizer moments each the shape of its parameter "
+                f"(misplaced: {len(restore.get('misplaced') or [])}), optimizer step {restore.get('optimizer_steps')} "
+                f"= global step {restore.get('global_step')}",
+                bool(restore.get("identical")),
+            )
+        )
     if name == "train-blackbox":
         audits = receipt.get("exact_token_audit") or {}
-        out.append((f"exact-token audit of every rollout's row: {audits}",
-                    all(audit_clean(a) for a in audits)))
-        out.append((f"{receipt.get('rollouts')} rollouts by harness {receipt.get('by_harness')}, outcomes "
-                    f"{receipt.get('outcomes')}, {receipt.get('auxiliary_calls_excluded')} auxiliary/other calls kept "
-                    f"out of training, samples per rollout {_fmt(receipt.get('samples_per_rollout'))}",
-                    receipt.get("samples_per_rollout") in (None, 1.0)))
+        out.append((f"exact-token audit of every rollout's row: {audits}", all(audit_clean(a) for a in audits)))
+        out.append(
+            (
+                f"{receipt.get('rollouts')} rollouts by harness {receipt.get('by_harness')}, outcomes "
+                f"{receipt.get('outcomes')}, {receipt.get('auxiliary_calls_excluded')} auxiliary/other calls kept "
+                f"out of training, samples per rollout {_fmt(receipt.get('samples_per_rollout'))}",
+                receipt.get("samples_per_rollout") in (None, 1.0),
+            )
+        )
     if name in ("sft", "sft-blackbox"):
-        out.append((f"loss {_fmt(receipt.get('first_loss'))} -> {_fmt(receipt.get('last_loss'))} over "
-                    f"{receipt.get('steps')} steps", (receipt.get("last_loss") or 1e9) < (receipt.get("first_loss") or 0)))
+        out.append(
+            (
+                f"loss {_fmt(receipt.get('first_loss'))} -> {_fmt(receipt.get('last_loss'))} over "
+                f"{receipt.get('steps')} steps",
+                (receipt.get("last_loss") or 1e9) < (receipt.get("first_loss") or 0),
+            )
+        )
     return out
 
 
 def validation_markdown(profile: Any, stages: dict[str, Any]) -> str:
-    lines = [f"# dagent reproduce: validation ({profile.name} profile, {profile.model})", "",
-             "A receipt per stage: what was checked against what the stage wrote. PASS / FAIL / SKIPPED.", ""]
+    lines = [
+        f"# dagent reproduce: validation ({profile.name} profile, {profile.model})",
+        "",
+        "A receipt per stage: what was checked against what the stage wrote. PASS / FAIL / SKIPPED.",
+        "",
+    ]
     for name, stage in stages.items():
         if name == "report":
             continue
@@ -106,8 +159,12 @@ def validation_markdown(profile: Any, stages: dict[str, Any]) -> str:
 
 
 def results_markdown(profile: Any, stages: dict[str, Any], out: Path) -> str:
-    lines = [f"# dagent reproduce: results ({profile.name} profile, {profile.model})", "",
-             "| stage | status | time | command |", "|---|---|---|---|"]
+    lines = [
+        f"# dagent reproduce: results ({profile.name} profile, {profile.model})",
+        "",
+        "| stage | status | time | command |",
+        "|---|---|---|---|",
+    ]
     for name, stage in stages.items():
         if name == "report":
             continue
@@ -117,10 +174,16 @@ def results_markdown(profile: Any, stages: dict[str, Any], out: Path) -> str:
     lines += ["", f"Total: {total / 60:.1f} min.", ""]
     evaluation = out / "eval" / "results.md"
     if evaluation.is_file():
-        lines += ["## The white-box trained checkpoint against the base model", "",
-                  "(the evaluation's own results.md; plots in eval/)", ""]
-        lines += [line.replace("](", "](eval/") if line.startswith("![") else line
-                  for line in evaluation.read_text().splitlines()[1:]]
+        lines += [
+            "## The white-box trained checkpoint against the base model",
+            "",
+            "(the evaluation's own results.md; plots in eval/)",
+            "",
+        ]
+        lines += [
+            line.replace("](", "](eval/") if line.startswith("![") else line
+            for line in evaluation.read_text().splitlines()[1:]
+        ]
     base = out / "eval-base" / "results.md"
     if base.is_file():
         lines += ["", "## The base model alone", ""] + base.read_text().splitlines()[1:]

@@ -124,9 +124,17 @@ class Rollout:
     def summary(self) -> dict[str, Any]:
         """JSON-safe view without token ids (what the MCP tool and the CLI show)."""
         out = self.record.model_dump(mode="json")
-        out.update(budget_stops=self.budget_stops, session_id=self.session_id, wall_s=self.wall_s,
-                   turns=len(self.turns), agent_turns=self.agent_turns, roles=list(self.trajectory.roles),
-                   findings=[str(f) for f in self.findings], gate=asdict(self.gate), metadata=self.metadata)
+        out.update(
+            budget_stops=self.budget_stops,
+            session_id=self.session_id,
+            wall_s=self.wall_s,
+            turns=len(self.turns),
+            agent_turns=self.agent_turns,
+            roles=list(self.trajectory.roles),
+            findings=[str(f) for f in self.findings],
+            gate=asdict(self.gate),
+            metadata=self.metadata,
+        )
         return out
 
     def lines(self) -> list[str]:
@@ -134,14 +142,18 @@ class Rollout:
         head = f"{self.outcome.upper()}  reward {self.reward}"
         if self.cause:
             head += f"  cause {self.cause}"
-        out = [f"task {self.task_id} ({self.split} #{self.index}, {self.difficulty_tier})",
-               head + f"  ({self.method}: {self.note})" if self.note else head,
-               f"answer {self.answer!r}  {self.agent} exit {self.exit_code}  wall {self.wall_s:.1f}s",
-               f"turns {len(self.turns)}: " + ", ".join(
-                   f"{t.seq}:{role}({len(t.prompt_token_ids or ())}+{len(t.completion_token_ids)})"
-                   for t, role in zip(self.turns, self.trajectory.roles)),
-               f"model calls {self.model_calls}  tool calls {self.tool_calls}  budget stops {self.budget_stops}",
-               self.gate.report()]
+        out = [
+            f"task {self.task_id} ({self.split} #{self.index}, {self.difficulty_tier})",
+            head + f"  ({self.method}: {self.note})" if self.note else head,
+            f"answer {self.answer!r}  {self.agent} exit {self.exit_code}  wall {self.wall_s:.1f}s",
+            f"turns {len(self.turns)}: "
+            + ", ".join(
+                f"{t.seq}:{role}({len(t.prompt_token_ids or ())}+{len(t.completion_token_ids)})"
+                for t, role in zip(self.turns, self.trajectory.roles)
+            ),
+            f"model calls {self.model_calls}  tool calls {self.tool_calls}  budget stops {self.budget_stops}",
+            self.gate.report(),
+        ]
         out += ["findings:"] + [f"  {f}" for f in self.findings] if self.findings else ["findings: none"]
         return out
 
@@ -149,15 +161,29 @@ class Rollout:
 class BlackBoxRuntime:
     """The suite, the capture proxy, its publisher, the sandbox backend and the opencode harness."""
 
-    def __init__(self, suite: TaskSuite, engine_url: str, *, model: str = "tiny-qwen3",
-                 backend: str | SandboxBackend = "local", opencode: OpencodeConfig | None = None,
-                 reward_config: RewardConfig = RewardConfig(), sampling: Sampling = DEFAULT_SAMPLING,
-                 publish: str = "direct", public_url: str | None = None, tunnel: Tunnel | None = None,
-                 tunnel_timeout_s: float = 30.0, timeout_s: float = 600.0,
-                 fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD, sandbox_dir: str | Path | None = None,
-                 harbor_catalog: str | Path | None = None, isolation: str = "auto",
-                 capture_journal: str | Path | None = None, harness: str = "opencode",
-                 pi: Any = None) -> None:
+    def __init__(
+        self,
+        suite: TaskSuite,
+        engine_url: str,
+        *,
+        model: str = "tiny-qwen3",
+        backend: str | SandboxBackend = "local",
+        opencode: OpencodeConfig | None = None,
+        reward_config: RewardConfig = RewardConfig(),
+        sampling: Sampling = DEFAULT_SAMPLING,
+        publish: str = "direct",
+        public_url: str | None = None,
+        tunnel: Tunnel | None = None,
+        tunnel_timeout_s: float = 30.0,
+        timeout_s: float = 600.0,
+        fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD,
+        sandbox_dir: str | Path | None = None,
+        harbor_catalog: str | Path | None = None,
+        isolation: str = "auto",
+        capture_journal: str | Path | None = None,
+        harness: str = "opencode",
+        pi: Any = None,
+    ) -> None:
         """`harbor_catalog`: run each rollout as `harbor run` of the task's exported directory there
         (`dagent export harbor`), opencode as a Harbor agent against this runtime's capture, the
         verifier's verdict the grade (see `run_harbor_rollout`). `isolation`: the local backend's
@@ -180,8 +206,13 @@ class BlackBoxRuntime:
         self.fork_threshold_tokens = fork_threshold_tokens
         self._backend_spec, self._sandbox_dir, self._isolation = backend, sandbox_dir, isolation
         self._publish = dict(mode=publish, public_url=public_url, tunnel=tunnel, tunnel_timeout_s=tunnel_timeout_s)
-        self.capture = CaptureServer(engine_url, sampling=sampling, model=model, max_output_tokens=max_output,
-                                     journal=capture_journal or settings.read("DAGENT_CAPTURE_JOURNAL"))
+        self.capture = CaptureServer(
+            engine_url,
+            sampling=sampling,
+            model=model,
+            max_output_tokens=max_output,
+            journal=capture_journal or settings.read("DAGENT_CAPTURE_JOURNAL"),
+        )
         self.backend: SandboxBackend | None = None
         self.publisher: Publisher | None = None
         self.reach: Reach | None = None
@@ -194,13 +225,21 @@ class BlackBoxRuntime:
         remote = (isinstance(spec, SandboxBackend) and spec.remote) or spec in ("e2b", "hf")
         if self.harness.name != "opencode":
             if remote:
-                raise ConfigError(f"the {self.harness.name} harness runs on local sandboxes only (bound from this "
-                                  "host): use backend='local', or the opencode harness on e2b/hf")
+                raise ConfigError(
+                    f"the {self.harness.name} harness runs on local sandboxes only (bound from this "
+                    "host): use backend='local', or the opencode harness on e2b/hf"
+                )
             binds = [*self.harness.prepare(), (bridge_dir, SANDBOX_SOCKET_DIR)]  # version and F31 checks
             if spec != "local":
-                raise ConfigError(f"the {self.harness.name} harness needs backend='local' (dagent binds pi and the bridge)")
-            return LocalBackend(self._sandbox_dir, self._isolation, ro_binds=binds,  # type: ignore[arg-type]
-                                hidden=suite_paths(self.suite.tables_root.parent))
+                raise ConfigError(
+                    f"the {self.harness.name} harness needs backend='local' (dagent binds pi and the bridge)"
+                )
+            return LocalBackend(
+                self._sandbox_dir,
+                self._isolation,
+                ro_binds=binds,  # type: ignore[arg-type]
+                hidden=suite_paths(self.suite.tables_root.parent),
+            )
         if remote:
             if isinstance(spec, SandboxBackend):
                 return spec
@@ -211,21 +250,28 @@ class BlackBoxRuntime:
         binary = find_opencode()
         check_version(binary)
         # F31: what opencode RESOLVES from our config, not what we wrote, decides the tools
-        check_rendered(rendered_agent(binary, render_config(self.opencode, "http://127.0.0.1:1/v1", "probe")),
-                       self.opencode)
+        check_rendered(
+            rendered_agent(binary, render_config(self.opencode, "http://127.0.0.1:1/v1", "probe")), self.opencode
+        )
         self.harness.binary = str(binary)  # local sandboxes run the host's binary, bound read-only
         if isinstance(spec, SandboxBackend):
             targets = {dst for _, dst in getattr(spec, "ro_binds", ())}
             if getattr(spec, "loopback_only", False) and SANDBOX_SOCKET_DIR not in targets:
-                raise ConfigError("this LocalBackend's sandboxes cannot see opencode or the capture bridge: "
-                                  "pass backend='local' (dagent binds both), or build it with "
-                                  f"ro_binds=[(opencode's directory, same), (bridge dir, {SANDBOX_SOCKET_DIR!r})]")
+                raise ConfigError(
+                    "this LocalBackend's sandboxes cannot see opencode or the capture bridge: "
+                    "pass backend='local' (dagent binds both), or build it with "
+                    f"ro_binds=[(opencode's directory, same), (bridge dir, {SANDBOX_SOCKET_DIR!r})]"
+                )
             return spec
         if spec != "local":
             raise ConfigError(f"unknown sandbox backend {spec!r}: use local, e2b or hf")
         binds = [(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)]
-        return LocalBackend(self._sandbox_dir, self._isolation, ro_binds=binds,  # type: ignore[arg-type]
-                            hidden=suite_paths(self.suite.tables_root.parent))
+        return LocalBackend(
+            self._sandbox_dir,
+            self._isolation,
+            ro_binds=binds,  # type: ignore[arg-type]
+            hidden=suite_paths(self.suite.tables_root.parent),
+        )
 
     def start(self) -> BlackBoxRuntime:
         """Start the proxy and publish it; refuse what would fail every rollout (F08, F09, F31)."""
@@ -237,8 +283,9 @@ class BlackBoxRuntime:
             self.capture.start()
             if isinstance(self.backend, LocalBackend):  # landlock: TCP to this one port (the known gap: any address)
                 self.backend.allow_tcp(self.capture.port)
-            self.publisher = Publisher(self.backend, self.capture.host, self.capture.port,
-                                       bridge_dir=self._bridge_dir, **self._publish)
+            self.publisher = Publisher(
+                self.backend, self.capture.host, self.capture.port, bridge_dir=self._bridge_dir, **self._publish
+            )
             self.reach = self.publisher.start()  # F08 refusal, bounded tunnel (F09), the bridge
             if self.backend.remote:  # egress to the URL actually resolved, checked from a sandbox (F45)
                 allow_egress(self.backend, self.reach.base_url)
@@ -276,28 +323,48 @@ class BlackBoxRuntime:
             raise ConfigError("the black-box runtime is not started: call start() (or use it as a context manager)")
         return CapturedAgent(self.harness, self.capture, self.reach, fork_threshold_tokens=self.fork_threshold_tokens)
 
-    def run_rollout(self, split: str, index: int, *, task_id: str | None = None,
-                    timeout_s: float | None = None, memory_mb: int | None = None) -> Rollout:
+    def run_rollout(
+        self,
+        split: str,
+        index: int,
+        *,
+        task_id: str | None = None,
+        timeout_s: float | None = None,
+        memory_mb: int | None = None,
+    ) -> Rollout:
         """Run, grade and analyse one rollout through the episode skeleton (`dagent.harness.play.play`).
         Infrastructure failures come back as UNGRADED data."""
         agent = self.agent()
         task = self.suite.task_at(split, index)
         if task_id is not None and task_id != task.task_id:
-            raise ConfigError(f"the row names task {task_id!r} but {split}[{index}] is {task.task_id!r}: "
-                              "rebuild the rows from the served suite")
+            raise ConfigError(
+                f"the row names task {task_id!r} but {split}[{index}] is {task.task_id!r}: "
+                "rebuild the rows from the served suite"
+            )
         if self.harbor_catalog is not None:
             return self.run_harbor_rollout(split, index, timeout_s=timeout_s)
-        played = play(self.suite, split, index, agent, self.backend,
-                      timeout_s=self.timeout_s if timeout_s is None else timeout_s, memory_mb=memory_mb,
-                      reward_config=self.reward_config)
+        played = play(
+            self.suite,
+            split,
+            index,
+            agent,
+            self.backend,
+            timeout_s=self.timeout_s if timeout_s is None else timeout_s,
+            memory_mb=memory_mb,
+            reward_config=self.reward_config,
+        )
         captured = played.run.captured if played.run is not None else None
         trajectory = captured.trajectory if captured is not None else analyse([], self.fork_threshold_tokens)
-        return Rollout(record=played.record, turns=trajectory.turns,
-                       findings=captured.findings if captured is not None else (),
-                       gate=gate(trajectory), trajectory=trajectory,
-                       budget_stops=captured.budget_stops if captured is not None else 0,
-                       session_id=captured.session_id if captured is not None else "",
-                       metadata={} if played.run is None else played.run.metadata)
+        return Rollout(
+            record=played.record,
+            turns=trajectory.turns,
+            findings=captured.findings if captured is not None else (),
+            gate=gate(trajectory),
+            trajectory=trajectory,
+            budget_stops=captured.budget_stops if captured is not None else 0,
+            session_id=captured.session_id if captured is not None else "",
+            metadata={} if played.run is None else played.run.metadata,
+        )
 
     def run_harbor_rollout(self, split: str, index: int, *, timeout_s: float | None = None) -> Rollout:
         """One rollout as a Harbor run of the task's exported directory: opencode
@@ -312,24 +379,37 @@ class BlackBoxRuntime:
         task = self.suite.task_at(split, index)
         task_dir = self.harbor_catalog / task.task_id
         if not (task_dir / "task.toml").is_file():
-            raise ConfigError(f"no exported Harbor task at {task_dir}: run `dagent export harbor --split "
-                              f"{split.split(':')[0]} --out {self.harbor_catalog}`")
+            raise ConfigError(
+                f"no exported Harbor task at {task_dir}: run `dagent export harbor --split "
+                f"{split.split(':')[0]} --out {self.harbor_catalog}`"
+            )
         binary = Path(self.harness.binary)
         started = time.monotonic()
         session = self.capture.open_session(self.opencode.steps + EXTRA_CALLS, metadata={"task_id": task.task_id})
         try:
             with tempfile.TemporaryDirectory(prefix="dagent-harbor-jobs-") as jobs:
-                (trial,) = run_harbor(task_dir, jobs, agent="dagent.harbor.agent:OpencodeAgent", concurrency=1,
-                                      agent_kwargs={"capture_url": f"http://127.0.0.1:{SANDBOX_PORT}/v1",
-                                                    "api_key": session.api_key, "model": self.opencode.model,
-                                                    "opencode_bin": str(binary), "steps": str(self.opencode.steps),
-                                                    "max_output_tokens": str(self.opencode.max_output_tokens),
-                                                    "context_tokens": str(self.opencode.context_tokens),
-                                                    "timeout_s": str(timeout_s or self.timeout_s)},
-                                      env_kwargs={"capture_host": self.capture.host,
-                                                  "capture_port": str(self.capture.port),
-                                                  "ro_binds": str(binary.parent),
-                                                  **({"sandboxes_dir": str(self._sandbox_dir)} if self._sandbox_dir else {})})
+                (trial,) = run_harbor(
+                    task_dir,
+                    jobs,
+                    agent="dagent.harbor.agent:OpencodeAgent",
+                    concurrency=1,
+                    agent_kwargs={
+                        "capture_url": f"http://127.0.0.1:{SANDBOX_PORT}/v1",
+                        "api_key": session.api_key,
+                        "model": self.opencode.model,
+                        "opencode_bin": str(binary),
+                        "steps": str(self.opencode.steps),
+                        "max_output_tokens": str(self.opencode.max_output_tokens),
+                        "context_tokens": str(self.opencode.context_tokens),
+                        "timeout_s": str(timeout_s or self.timeout_s),
+                    },
+                    env_kwargs={
+                        "capture_host": self.capture.host,
+                        "capture_port": str(self.capture.port),
+                        "ro_binds": str(binary.parent),
+                        **({"sandboxes_dir": str(self._sandbox_dir)} if self._sandbox_dir else {}),
+                    },
+                )
                 answer = trial.file("artifacts/workdir/answer.txt")
                 ran = json.loads(trial.file("agent/dagent-run.json") or b"null")
                 verdict = json.loads(trial.file("verifier/grade.json") or b"null")
@@ -338,30 +418,66 @@ class BlackBoxRuntime:
         trajectory = analyse(turns, self.fork_threshold_tokens)
         findings = (*proxy, *trajectory.findings)
         timed_out = bool(trial.error and "Timeout" in trial.error)
-        result = ExecResult(exit_code=None if ran is None else ran["exit_code"], stdout="",
-                            stderr="" if ran is None else ran["stderr"], timed_out=timed_out)
-        run = AgentRun(exec_result=result if ran is not None or timed_out else None, model_calls=stats.model_calls,
-                       tool_calls=count_tool_calls(trajectory))
+        result = ExecResult(
+            exit_code=None if ran is None else ran["exit_code"],
+            stdout="",
+            stderr="" if ran is None else ran["stderr"],
+            timed_out=timed_out,
+        )
+        run = AgentRun(
+            exec_result=result if ran is not None or timed_out else None,
+            model_calls=stats.model_calls,
+            tool_calls=count_tool_calls(trajectory),
+        )
         cause = infra_cause(run, turns, list(findings), answer) if ran is not None or timed_out else "harness_crash"
         grade = settle(task, answer, infra_cause=cause, model_calls=stats.model_calls)  # F07 / F18 voids first
         ours = grade.correct
         if grade.correct is not None:  # graded: Harbor's verifier decides
             if trial.correct is None or verdict is None:
-                grade = Grade(reward=None, correct=None, method="ungraded",
-                              note=f"sandbox_error: Harbor's verifier wrote no reward ({trial.error})")
+                grade = Grade(
+                    reward=None,
+                    correct=None,
+                    method="ungraded",
+                    note=f"sandbox_error: Harbor's verifier wrote no reward ({trial.error})",
+                )
             else:
-                grade = Grade(reward=trial.reward, correct=bool(trial.correct), method=verdict["method"],
-                              note=verdict["note"])
+                grade = Grade(
+                    reward=trial.reward, correct=bool(trial.correct), method=verdict["method"], note=verdict["note"]
+                )
         record = EvalRecord(
-            task_id=task.task_id, split=split, index=index, difficulty_tier=task.difficulty_tier,
-            agent="harbor:opencode", model=self.model, outcome=outcome_of(grade),
-            reward=reward(grade.correct, run.tool_calls or 0, self.reward_config), correct=grade.correct,
-            method=grade.method, note=grade.note, cause=cause_head(grade.note) if grade.correct is None else None,
-            answer=clip_answer(answer), exit_code=result.exit_code, model_calls=stats.model_calls,
-            tool_calls=run.tool_calls, duration_s=round(time.monotonic() - started, 4))
-        return Rollout(record=record, turns=trajectory.turns, findings=findings, gate=gate(trajectory),
-                       trajectory=trajectory, budget_stops=stats.budget_stops, session_id=session.session_id,
-                       metadata={"harbor": {"trial": trial.trial, "error": trial.error, "verifier": verdict,
-                                            "grader_agrees": ours is None or ours == grade.correct},
-                                 **({} if ran is None else {"opencode": ran["opencode"]})})
-
+            task_id=task.task_id,
+            split=split,
+            index=index,
+            difficulty_tier=task.difficulty_tier,
+            agent="harbor:opencode",
+            model=self.model,
+            outcome=outcome_of(grade),
+            reward=reward(grade.correct, run.tool_calls or 0, self.reward_config),
+            correct=grade.correct,
+            method=grade.method,
+            note=grade.note,
+            cause=cause_head(grade.note) if grade.correct is None else None,
+            answer=clip_answer(answer),
+            exit_code=result.exit_code,
+            model_calls=stats.model_calls,
+            tool_calls=run.tool_calls,
+            duration_s=round(time.monotonic() - started, 4),
+        )
+        return Rollout(
+            record=record,
+            turns=trajectory.turns,
+            findings=findings,
+            gate=gate(trajectory),
+            trajectory=trajectory,
+            budget_stops=stats.budget_stops,
+            session_id=session.session_id,
+            metadata={
+                "harbor": {
+                    "trial": trial.trial,
+                    "error": trial.error,
+                    "verifier": verdict,
+                    "grader_agrees": ours is None or ours == grade.correct,
+                },
+                **({} if ran is None else {"opencode": ran["opencode"]}),
+            },
+        )

@@ -45,11 +45,14 @@ class _Cgroups:
     def __init__(self, parents: Mapping[str, Path], name: str, res: Resources) -> None:
         self.memory = parents["memory"] / name
         self.dirs: list[Path] = []
-        settings = {"memory": [("memory.limit_in_bytes", res.memory_mb << 20),
-                               ("memory.memsw.limit_in_bytes", res.memory_mb << 20)],
-                    "pids": [("pids.max", res.max_processes)],
-                    "cpu": [("cpu.cfs_period_us", 100_000),
-                            ("cpu.cfs_quota_us", max(res.cpus, 1) * 100_000)]}
+        settings = {
+            "memory": [
+                ("memory.limit_in_bytes", res.memory_mb << 20),
+                ("memory.memsw.limit_in_bytes", res.memory_mb << 20),
+            ],
+            "pids": [("pids.max", res.max_processes)],
+            "cpu": [("cpu.cfs_period_us", 100_000), ("cpu.cfs_quota_us", max(res.cpus, 1) * 100_000)],
+        }
         try:
             for ctl, parent in parents.items():
                 self.dirs.append(parent / name)

@@ -56,11 +56,24 @@ _RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 
 # filesystem rights by the ABI that brought them
-_FS = {"execute": (1 << 0, 1), "write_file": (1 << 1, 1), "read_file": (1 << 2, 1), "read_dir": (1 << 3, 1),
-       "remove_dir": (1 << 4, 1), "remove_file": (1 << 5, 1), "make_char": (1 << 6, 1),
-       "make_dir": (1 << 7, 1), "make_reg": (1 << 8, 1), "make_sock": (1 << 9, 1), "make_fifo": (1 << 10, 1),
-       "make_block": (1 << 11, 1), "make_sym": (1 << 12, 1), "refer": (1 << 13, 2), "truncate": (1 << 14, 3),
-       "ioctl_dev": (1 << 15, 5)}
+_FS = {
+    "execute": (1 << 0, 1),
+    "write_file": (1 << 1, 1),
+    "read_file": (1 << 2, 1),
+    "read_dir": (1 << 3, 1),
+    "remove_dir": (1 << 4, 1),
+    "remove_file": (1 << 5, 1),
+    "make_char": (1 << 6, 1),
+    "make_dir": (1 << 7, 1),
+    "make_reg": (1 << 8, 1),
+    "make_sock": (1 << 9, 1),
+    "make_fifo": (1 << 10, 1),
+    "make_block": (1 << 11, 1),
+    "make_sym": (1 << 12, 1),
+    "refer": (1 << 13, 2),
+    "truncate": (1 << 14, 3),
+    "ioctl_dev": (1 << 15, 5),
+}
 _NET_BIND, _NET_CONNECT = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 _READ = ("execute", "read_file", "read_dir")
@@ -90,15 +103,19 @@ def landlock_abi() -> int:
     try:
         abi = _syscall(_SYS_CREATE, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
     except OSError as e:
-        why = {errno.ENOSYS: "this kernel was built without Landlock (CONFIG_SECURITY_LANDLOCK)",
-               errno.EOPNOTSUPP: "Landlock is built in but disabled at boot (add landlock to the lsm= "
-                                 "kernel parameter)",
-               errno.EPERM: "a seccomp profile older than Landlock refuses its system calls (update the "
-                            "container runtime, or its seccomp profile)"}.get(e.errno, f"errno {e.errno}")
+        why = {
+            errno.ENOSYS: "this kernel was built without Landlock (CONFIG_SECURITY_LANDLOCK)",
+            errno.EOPNOTSUPP: "Landlock is built in but disabled at boot (add landlock to the lsm= kernel parameter)",
+            errno.EPERM: "a seccomp profile older than Landlock refuses its system calls (update the "
+            "container runtime, or its seccomp profile)",
+        }.get(e.errno, f"errno {e.errno}")
         raise ConfineError(e.errno, f"Landlock is unavailable: {why}") from None
     if abi < MIN_ABI:
-        raise ConfineError(errno.EOPNOTSUPP, f"Landlock ABI {abi} is below {MIN_ABI} (Linux 6.12): it has no "
-                                            "TCP rules or signal scoping; run on a newer kernel")
+        raise ConfineError(
+            errno.EOPNOTSUPP,
+            f"Landlock ABI {abi} is below {MIN_ABI} (Linux 6.12): it has no "
+            "TCP rules or signal scoping; run on a newer kernel",
+        )
     return abi
 
 
@@ -141,16 +158,53 @@ _X32_BIT = 0x40000000
 # x86-64 numbers: denied with EPERM (chmod/chown/utime/xattr families, ptrace and process memory,
 # SysV IPC, io_uring, kernel keyrings, bpf, perf, userfaultfd, and the *at2 variants)
 _DENY_X86_64 = {
-    "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93, "lchown": 94,
-    "fchownat": 260, "utime": 132, "utimes": 235, "futimesat": 261,
-    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
-    "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
-    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
-    "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
-    "userfaultfd": 323, "mount_setattr": 442, "open_by_handle_at": 304,
+    "chmod": 90,
+    "fchmod": 91,
+    "fchmodat": 268,
+    "fchmodat2": 452,
+    "chown": 92,
+    "fchown": 93,
+    "lchown": 94,
+    "fchownat": 260,
+    "utime": 132,
+    "utimes": 235,
+    "futimesat": 261,
+    "setxattr": 188,
+    "lsetxattr": 189,
+    "fsetxattr": 190,
+    "removexattr": 197,
+    "lremovexattr": 198,
+    "fremovexattr": 199,
+    "setxattrat": 463,
+    "removexattrat": 466,
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "kcmp": 312,
+    "pidfd_getfd": 438,
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "shmdt": 67,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "semtimedop": 220,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "bpf": 321,
+    "perf_event_open": 298,
+    "userfaultfd": 323,
+    "mount_setattr": 442,
+    "open_by_handle_at": 304,
 }
 _SOCKET_X86_64, _UTIMENSAT_X86_64 = 41, 280
 _AF_INET, _AF_INET6, _SOCK_STREAM, _IPPROTO_TCP = 2, 10, 1, 6
@@ -161,24 +215,44 @@ _LD_W_ABS, _JEQ_K, _JGE_K, _AND_K, _RET_K = 0x20, 0x15, 0x35, 0x54, 0x06
 def seccomp_program() -> list[tuple[int, int, int, int]]:
     """The filter as classic BPF (code, jt, jf, k), for x86-64; ConfineError elsewhere."""
     if platform.machine() not in ("x86_64", "AMD64"):
-        raise ConfineError(errno.EOPNOTSUPP, f"the landlock tier's seccomp filter knows x86-64 system call "
-                                            f"numbers only, not {platform.machine()}: use bubblewrap here")
+        raise ConfineError(
+            errno.EOPNOTSUPP,
+            f"the landlock tier's seccomp filter knows x86-64 system call "
+            f"numbers only, not {platform.machine()}: use bubblewrap here",
+        )
     eperm, eacces = _RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.EACCES
     # (code, jump-if-true label or offset, jump-if-false label or offset, k); labels resolved below
     prog: list[tuple[int, int | str, int | str, int]] = [
-        (_LD_W_ABS, 0, 0, 4), (_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64), (_RET_K, 0, 0, _RET_KILL_PROCESS),  # arch
-        (_LD_W_ABS, 0, 0, 0), (_JGE_K, 0, 1, _X32_BIT), (_RET_K, 0, 0, _RET_KILL_PROCESS),  # nr; no x32
+        (_LD_W_ABS, 0, 0, 4),
+        (_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),  # arch
+        (_LD_W_ABS, 0, 0, 0),
+        (_JGE_K, 0, 1, _X32_BIT),
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),  # nr; no x32
         *[(_JEQ_K, "deny", 0, nr) for nr in sorted(set(_DENY_X86_64.values()))],
-        (_JEQ_K, "socket", 0, _SOCKET_X86_64), (_JEQ_K, "utimensat", 0, _UTIMENSAT_X86_64),
+        (_JEQ_K, "socket", 0, _SOCKET_X86_64),
+        (_JEQ_K, "utimensat", 0, _UTIMENSAT_X86_64),
         (_RET_K, 0, 0, _RET_ALLOW),
         # socket(domain, type, protocol): AF_INET(6), SOCK_STREAM, protocol 0 or TCP (never MPTCP, SCTP)
-        ("socket", 0, 0, 0), (_LD_W_ABS, 0, 0, 16), (_JEQ_K, 1, 0, _AF_INET), (_JEQ_K, 0, "refuse", _AF_INET6),
-        (_LD_W_ABS, 0, 0, 24), (_AND_K, 0, 0, 0xF), (_JEQ_K, 0, "refuse", _SOCK_STREAM),
-        (_LD_W_ABS, 0, 0, 32), (_JEQ_K, "allow", 0, 0), (_JEQ_K, "allow", "refuse", _IPPROTO_TCP),
+        ("socket", 0, 0, 0),
+        (_LD_W_ABS, 0, 0, 16),
+        (_JEQ_K, 1, 0, _AF_INET),
+        (_JEQ_K, 0, "refuse", _AF_INET6),
+        (_LD_W_ABS, 0, 0, 24),
+        (_AND_K, 0, 0, 0xF),
+        (_JEQ_K, 0, "refuse", _SOCK_STREAM),
+        (_LD_W_ABS, 0, 0, 32),
+        (_JEQ_K, "allow", 0, 0),
+        (_JEQ_K, "allow", "refuse", _IPPROTO_TCP),
         # utimensat(fd, path, times, flags) with times NULL ("now", what `touch` does): allowed
-        ("utimensat", 0, 0, 0), (_LD_W_ABS, 0, 0, 32), (_JEQ_K, 0, "deny", 0), (_LD_W_ABS, 0, 0, 36),
+        ("utimensat", 0, 0, 0),
+        (_LD_W_ABS, 0, 0, 32),
+        (_JEQ_K, 0, "deny", 0),
+        (_LD_W_ABS, 0, 0, 36),
         (_JEQ_K, "allow", "deny", 0),
-        ("allow", 0, 0, 0), ("deny", 0, 0, 0), ("refuse", 0, 0, 0),  # jumps go forward only
+        ("allow", 0, 0, 0),
+        ("deny", 0, 0, 0),
+        ("refuse", 0, 0, 0),  # jumps go forward only
     ]
     returns = {"allow": _RET_ALLOW, "deny": eperm, "refuse": eacces}
     where: dict[str, int] = {}
@@ -315,8 +389,11 @@ def main(argv: list[str]) -> int:
         stop["why"] = "terminated"
 
     signal.signal(signal.SIGTERM, on_term)
-    limits = {"memory": float(spec.get("memory_mb") or 0), "disk": float(spec.get("disk_mb") or 0),
-              "processes": float(spec.get("max_processes") or 0)}
+    limits = {
+        "memory": float(spec.get("memory_mb") or 0),
+        "disk": float(spec.get("disk_mb") or 0),
+        "processes": float(spec.get("max_processes") or 0),
+    }
     status, last_disk = None, 0.0
     poller = select.poll()
     pidfd = os.pidfd_open(pid)
@@ -340,8 +417,11 @@ def main(argv: list[str]) -> int:
     if status is None:
         why = stop["why"]
         if why in limits:
-            os.write(2, f"\ndagent-sandbox: killed: the sandbox's {why} went past its limit "
-                        f"({limits[why]:.0f}{'' if why == 'processes' else ' MB'})\n".encode())
+            os.write(
+                2,
+                f"\ndagent-sandbox: killed: the sandbox's {why} went past its limit "
+                f"({limits[why]:.0f}{'' if why == 'processes' else ' MB'})\n".encode(),
+            )
         return 137
     return os.waitstatus_to_exitcode(status)
 
@@ -353,7 +433,7 @@ def _reap(scoped: bool) -> None:
     to it, a subreaper, so they descend from it too)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for _ in range(50):
-        for target in ([-1] if scoped else _descendants(os.getpid())):
+        for target in [-1] if scoped else _descendants(os.getpid()):
             try:
                 os.kill(target, signal.SIGKILL)  # -1, scoped: this launcher's domain and the nested one
             except (ProcessLookupError, PermissionError):

@@ -70,22 +70,33 @@ class E2BBackend(SandboxBackend):
     label = "E2B"
     ends_when = "with its lifetime"
 
-    def __init__(self, template: str = DEFAULT_TEMPLATE, *, lifetime_s: int = 900,
-                 env: Mapping[str, str] | None = None, api_key: str | None = None,
-                 allow_out: Sequence[str] = (), allow_base_template: bool = False) -> None:
+    def __init__(
+        self,
+        template: str = DEFAULT_TEMPLATE,
+        *,
+        lifetime_s: int = 900,
+        env: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        allow_out: Sequence[str] = (),
+        allow_base_template: bool = False,
+    ) -> None:
         """`template`: dagent's (`dagent sandbox template e2b`); E2B's bare `base` is refused (no
         huggingface_hub, /workdir not writable by `user`: every task would start with an empty input
         and score as wrong) unless `allow_base_template`. `allow_out`: the only hosts a sandbox may
         reach (the capture URL's host, the bucket host); empty: no internet access at all."""
         self.sdk = _import_e2b()
         if template == "base" and not allow_base_template:
-            raise ConfigError("E2B's `base` template cannot run the tasks (no huggingface_hub for staging, "
-                              f"{WORKDIR} not writable by `{_USER}`): build dagent's with `dagent sandbox template "
-                              f"e2b --alias {DEFAULT_TEMPLATE}` and use it (the default)")
+            raise ConfigError(
+                "E2B's `base` template cannot run the tasks (no huggingface_hub for staging, "
+                f"{WORKDIR} not writable by `{_USER}`): build dagent's with `dagent sandbox template "
+                f"e2b --alias {DEFAULT_TEMPLATE}` and use it (the default)"
+            )
         self.api_key = api_key or os.environ.get("E2B_API_KEY")
         if not self.api_key:
-            raise ConfigError("E2B_API_KEY is not set: export E2B_API_KEY=<your key from the E2B dashboard> "
-                              "or pass E2BBackend(api_key=...)")
+            raise ConfigError(
+                "E2B_API_KEY is not set: export E2B_API_KEY=<your key from the E2B dashboard> "
+                "or pass E2BBackend(api_key=...)"
+            )
         self.template = template
         self.lifetime_s = int(lifetime_s)
         self.env = dict(env or {})
@@ -99,8 +110,10 @@ class E2BBackend(SandboxBackend):
 
     def describe(self) -> str:
         egress = f"egress only to {', '.join(self.allow_out)}" if self.allow_out else "no internet access"
-        return (f"e2b: remote microVM from template {self.template!r} (cpu and memory fixed by the "
-                f"template), lifetime {self.lifetime_s} s, commands as `{_USER}` in {_HOME}, {egress}")
+        return (
+            f"e2b: remote microVM from template {self.template!r} (cpu and memory fixed by the "
+            f"template), lifetime {self.lifetime_s} s, commands as `{_USER}` in {_HOME}, {egress}"
+        )
 
     def create(self, resources: Resources | None = None) -> E2BSandbox:
         try:
@@ -114,9 +127,13 @@ class E2BBackend(SandboxBackend):
             )
         except Exception as e:
             raise SandboxError(f"could not create an E2B sandbox from template {self.template!r}: {e}") from e
-        _LOG.info("e2b sandbox %s from template %r, lifetime %d s; env: %s",
-                  getattr(sdk_sandbox, "sandbox_id", "?"), self.template, self.lifetime_s,
-                  describe_secrets(sorted(self.env), self.env))
+        _LOG.info(
+            "e2b sandbox %s from template %r, lifetime %d s; env: %s",
+            getattr(sdk_sandbox, "sandbox_id", "?"),
+            self.template,
+            self.lifetime_s,
+            describe_secrets(sorted(self.env), self.env),
+        )
         return E2BSandbox(sdk_sandbox, self, resources or Resources())
 
 
@@ -129,18 +146,32 @@ class E2BSandbox(RemoteSandbox):
         self.sdk_sandbox, self.sdk, self.resources = sdk_sandbox, backend.sdk, resources
         self.id = str(getattr(sdk_sandbox, "sandbox_id", "?"))
         self._closed = False
-        setup = self._run(f"mkdir -p {INPUT_DIR} && chown -R {_USER}:{_USER} {WORKDIR}",
-                          timeout_s=SETUP_TIMEOUT_S, env=None, cwd="/", user="root")
+        setup = self._run(
+            f"mkdir -p {INPUT_DIR} && chown -R {_USER}:{_USER} {WORKDIR}",
+            timeout_s=SETUP_TIMEOUT_S,
+            env=None,
+            cwd="/",
+            user="root",
+        )
         if not setup.ok:
             self.close()
-            raise SandboxError(f"could not prepare {WORKDIR} in E2B sandbox {self.id} "
-                               f"({setup.failure_cause}): {setup.stderr.strip()[-300:]}")
+            raise SandboxError(
+                f"could not prepare {WORKDIR} in E2B sandbox {self.id} "
+                f"({setup.failure_cause}): {setup.stderr.strip()[-300:]}"
+            )
 
-    def _run(self, command: str, *, timeout_s: float, env: Mapping[str, str] | None, cwd: str,
-             user: str | None = None) -> ExecResult:
+    def _run(
+        self, command: str, *, timeout_s: float, env: Mapping[str, str] | None, cwd: str, user: str | None = None
+    ) -> ExecResult:
         out, err = OutputBuffer(), OutputBuffer()
-        kwargs: dict[str, Any] = dict(envs=dict(env) if env else None, cwd=cwd, timeout=timeout_s,
-                                      on_stdout=out, on_stderr=err, retain_output=False)
+        kwargs: dict[str, Any] = dict(
+            envs=dict(env) if env else None,
+            cwd=cwd,
+            timeout=timeout_s,
+            on_stdout=out,
+            on_stderr=err,
+            retain_output=False,
+        )
         if user is not None:
             kwargs["user"] = user
         start = time.monotonic()
@@ -150,22 +181,37 @@ class E2BSandbox(RemoteSandbox):
         except self.sdk.CommandExitException as e:
             code, error = e.exit_code, e.error
         except self.sdk.TimeoutException:
-            return ExecResult(exit_code=None, stdout=out.text(), stderr=err.text(), timed_out=True,
-                              duration_s=time.monotonic() - start)
+            return ExecResult(
+                exit_code=None,
+                stdout=out.text(),
+                stderr=err.text(),
+                timed_out=True,
+                duration_s=time.monotonic() - start,
+            )
         except Exception as e:
             raise SandboxError(f"E2B sandbox {self.id}: could not run a command: {e}") from e
         if code is not None and code < 0 and "killed" in (error or ""):
             code = 137  # envd's "signal: killed": SIGKILL, as a shell would report it
-        return ExecResult(exit_code=code, stdout=out.text(), stderr=err.text(), oom_killed=code == 137,
-                          duration_s=time.monotonic() - start)
+        return ExecResult(
+            exit_code=code,
+            stdout=out.text(),
+            stderr=err.text(),
+            oom_killed=code == 137,
+            duration_s=time.monotonic() - start,
+        )
 
-    def exec_background(self, command: str, *, env: Mapping[str, str] | None = None,
-                        cwd: str | None = None) -> int:
+    def exec_background(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
         """Start `command` without waiting and return its pid; it lives as long as the sandbox."""
         self._check_open()
         try:
-            handle = self.sdk_sandbox.commands.run(command, background=True, envs=dict(env) if env else None,
-                                                   cwd=cwd or WORKDIR, timeout=0, retain_output=False)
+            handle = self.sdk_sandbox.commands.run(
+                command,
+                background=True,
+                envs=dict(env) if env else None,
+                cwd=cwd or WORKDIR,
+                timeout=0,
+                retain_output=False,
+            )
         except Exception as e:
             raise SandboxError(f"E2B sandbox {self.id}: could not start a background command: {e}") from e
         return int(handle.pid)

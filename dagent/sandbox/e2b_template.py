@@ -29,8 +29,14 @@ from dagent.errors import ConfigError, MissingDependencyError, SandboxError
 from dagent.sandbox.base import INPUT_DIR, WORKDIR
 from dagent.sandbox.image import OPENCODE_PACKAGE, TABLE_PACKAGES, pins, python_version
 
-__all__ = ["DEFAULT_TEMPLATE", "E2BTemplateSpec", "build_template", "render_template", "template_builder",
-           "template_spec"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "E2BTemplateSpec",
+    "build_template",
+    "render_template",
+    "template_builder",
+    "template_spec",
+]
 
 DEFAULT_TEMPLATE = "dagent-data-agent"  # the alias E2BBackend uses unless told otherwise
 STAGING_PACKAGES = ("huggingface_hub",)
@@ -49,19 +55,32 @@ class E2BTemplateSpec:
     user: str = _USER
 
 
-def template_spec(suite: TaskSuite | None = None, *, alias: str = DEFAULT_TEMPLATE, cpus: int | None = None,
-                  memory_mb: int | None = None) -> E2BTemplateSpec:
+def template_spec(
+    suite: TaskSuite | None = None,
+    *,
+    alias: str = DEFAULT_TEMPLATE,
+    cpus: int | None = None,
+    memory_mb: int | None = None,
+) -> E2BTemplateSpec:
     """The template for `suite`'s tasks: sized from its largest task unless given."""
     tasks = [t for base in (suite.bases if suite else ()) for t in suite.tasks(base)]
     need_cpus = max([MIN_CPUS, *(t.cpus for t in tasks)])
     need_mb = max([MIN_MEMORY_MB, *(t.memory_mb for t in tasks)])
     cpus, memory_mb = cpus or need_cpus, memory_mb or need_mb
     if cpus < need_cpus or memory_mb < need_mb:
-        raise ConfigError(f"--cpu {cpus} / --memory-mb {memory_mb} is smaller than the suite's largest task "
-                          f"({need_cpus} cpu / {need_mb} MB, measured): a sandbox that small is OOM-killed "
-                          "on it (F18); build at least that size")
-    return E2BTemplateSpec(alias=alias, python=python_version(), packages=tuple(pins((*TABLE_PACKAGES, *STAGING_PACKAGES))),
-                           npm=(OPENCODE_PACKAGE,), cpus=cpus, memory_mb=memory_mb)
+        raise ConfigError(
+            f"--cpu {cpus} / --memory-mb {memory_mb} is smaller than the suite's largest task "
+            f"({need_cpus} cpu / {need_mb} MB, measured): a sandbox that small is OOM-killed "
+            "on it (F18); build at least that size"
+        )
+    return E2BTemplateSpec(
+        alias=alias,
+        python=python_version(),
+        packages=tuple(pins((*TABLE_PACKAGES, *STAGING_PACKAGES))),
+        npm=(OPENCODE_PACKAGE,),
+        cpus=cpus,
+        memory_mb=memory_mb,
+    )
 
 
 def e2b_sdk() -> Any:
@@ -75,37 +94,50 @@ def e2b_sdk() -> Any:
 def template_builder(spec: E2BTemplateSpec) -> Any:
     """The `e2b.Template` for `spec` (nothing is sent anywhere)."""
     e2b = e2b_sdk()
-    return (e2b.Template()
-            .from_python_image(spec.python)
-            .apt_install(["curl", "nodejs", "npm"], no_install_recommends=True)
-            .pip_install(list(spec.packages))
-            .npm_install(list(spec.npm), g=True)
-            .run_cmd(f"id -u {spec.user} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {spec.user}",
-                     user="root")
-            .make_dir(INPUT_DIR, user="root")
-            .run_cmd(f"chown -R {spec.user}:{spec.user} {WORKDIR}", user="root")
-            .set_user(spec.user)
-            .set_workdir(WORKDIR))
+    return (
+        e2b.Template()
+        .from_python_image(spec.python)
+        .apt_install(["curl", "nodejs", "npm"], no_install_recommends=True)
+        .pip_install(list(spec.packages))
+        .npm_install(list(spec.npm), g=True)
+        .run_cmd(
+            f"id -u {spec.user} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {spec.user}", user="root"
+        )
+        .make_dir(INPUT_DIR, user="root")
+        .run_cmd(f"chown -R {spec.user}:{spec.user} {WORKDIR}", user="root")
+        .set_user(spec.user)
+        .set_workdir(WORKDIR)
+    )
 
 
 def render_template(spec: E2BTemplateSpec) -> str:
     """What `--dry-run` prints: the template as a Dockerfile, and the size it is built at."""
     e2b = e2b_sdk()
-    return (f"# E2B template {spec.alias!r}: {spec.cpus} cpu / {spec.memory_mb} MB (fixed at build time)\n"
-            + e2b.Template.to_dockerfile(template_builder(spec)))
+    return (
+        f"# E2B template {spec.alias!r}: {spec.cpus} cpu / {spec.memory_mb} MB (fixed at build time)\n"
+        + e2b.Template.to_dockerfile(template_builder(spec))
+    )
 
 
-def build_template(spec: E2BTemplateSpec, *, api_key: str | None = None,
-                   on_log: Callable[[str], None] = lambda _line: None) -> Any:
+def build_template(
+    spec: E2BTemplateSpec, *, api_key: str | None = None, on_log: Callable[[str], None] = lambda _line: None
+) -> Any:
     """Build and register the template with E2B (a real call; E2B_API_KEY). Returns its BuildInfo."""
     e2b = e2b_sdk()
     key = api_key or os.environ.get("E2B_API_KEY")
     if not key:
-        raise ConfigError("E2B_API_KEY is not set: export E2B_API_KEY=<your key from the E2B dashboard>, "
-                          "or print the template offline with --dry-run")
+        raise ConfigError(
+            "E2B_API_KEY is not set: export E2B_API_KEY=<your key from the E2B dashboard>, "
+            "or print the template offline with --dry-run"
+        )
     try:
-        return e2b.Template.build(template_builder(spec), alias=spec.alias, cpu_count=spec.cpus,
-                                  memory_mb=spec.memory_mb, on_build_logs=lambda entry: on_log(str(entry)),
-                                  api_key=key)
+        return e2b.Template.build(
+            template_builder(spec),
+            alias=spec.alias,
+            cpu_count=spec.cpus,
+            memory_mb=spec.memory_mb,
+            on_build_logs=lambda entry: on_log(str(entry)),
+            api_key=key,
+        )
     except Exception as e:
         raise SandboxError(f"E2B could not build template {spec.alias!r}: {e}") from e

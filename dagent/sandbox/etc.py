@@ -12,17 +12,45 @@ import shutil
 import tempfile
 from pathlib import Path
 
-ETC_ENTRIES = _ETC = ("alternatives", "ca-certificates", "ssl", "passwd", "group", "hosts", "hostname",
-        "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-        "localtime", "timezone", "mime.types", "protocols", "services", "os-release",
-        "debian_version", "magic", "magic.mime", "fonts", "inputrc", "terminfo", "python3",
-        "python3.11", "xdg")
+ETC_ENTRIES = _ETC = (
+    "alternatives",
+    "ca-certificates",
+    "ssl",
+    "passwd",
+    "group",
+    "hosts",
+    "hostname",
+    "nsswitch.conf",
+    "host.conf",
+    "gai.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "protocols",
+    "services",
+    "os-release",
+    "debian_version",
+    "magic",
+    "magic.mime",
+    "fonts",
+    "inputrc",
+    "terminfo",
+    "python3",
+    "python3.11",
+    "xdg",
+)
 
 
 def _unreadable(folder: str, names: list[str]) -> list[str]:
     """What an unprivileged server cannot read (`/etc/ssl/private` as uid 1000): left out of the copy."""
-    return [n for n in names if not os.access(os.path.join(folder, n), os.R_OK)
-            and not os.path.islink(os.path.join(folder, n))]
+    return [
+        n
+        for n in names
+        if not os.access(os.path.join(folder, n), os.R_OK) and not os.path.islink(os.path.join(folder, n))
+    ]
 
 
 def _readable_tree(root: Path) -> list[Path]:

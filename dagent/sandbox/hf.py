@@ -62,8 +62,9 @@ def _import_hub() -> Any:
         import huggingface_hub.errors  # noqa: F401
         from huggingface_hub import Sandbox as _  # noqa: F401  (2.x only)
     except ImportError as e:
-        raise MissingDependencyError("huggingface_hub",
-                                     purpose="Hugging Face sandboxes (huggingface_hub.Sandbox, 2.4.0 or later)") from e
+        raise MissingDependencyError(
+            "huggingface_hub", purpose="Hugging Face sandboxes (huggingface_hub.Sandbox, 2.4.0 or later)"
+        ) from e
     return huggingface_hub
 
 
@@ -80,28 +81,40 @@ class HFBackend(SandboxBackend):
     label = "HF"
     ends_when = "at its idle timeout"
 
-    def __init__(self, image: str | None = None, *, flavor: str = "cpu-basic", idle_timeout_s: int = 900,
-                 env: Mapping[str, str] | None = None, token: str | None = None) -> None:
+    def __init__(
+        self,
+        image: str | None = None,
+        *,
+        flavor: str = "cpu-basic",
+        idle_timeout_s: int = 900,
+        env: Mapping[str, str] | None = None,
+        token: str | None = None,
+    ) -> None:
         self.sdk = _import_hub()
         self.token = token or os.environ.get("HF_TOKEN")
         if not self.token:
-            raise ConfigError("HF_TOKEN is not set: export HF_TOKEN=<a token with Jobs access> "
-                              "or pass HFBackend(token=...)")
+            raise ConfigError(
+                "HF_TOKEN is not set: export HF_TOKEN=<a token with Jobs access> or pass HFBackend(token=...)"
+            )
         # DAGENT_SANDBOX_IMAGE selects it where a server builds the backend from settings (a Space)
         self.image = image or settings.read("DAGENT_SANDBOX_IMAGE") or DEFAULT_IMAGE
         self.flavor, self.idle_timeout_s = flavor, int(idle_timeout_s)
         self.env = dict(env or {})
 
     def describe(self) -> str:
-        return (f"hf: remote HF Job sandbox, image {self.image!r}, flavor {self.flavor}, "
-                f"idle timeout {self.idle_timeout_s} s, commands as root in {_HOME}, egress not limited "
-                "(huggingface_hub's Sandbox has no network setting)")
+        return (
+            f"hf: remote HF Job sandbox, image {self.image!r}, flavor {self.flavor}, "
+            f"idle timeout {self.idle_timeout_s} s, commands as root in {_HOME}, egress not limited "
+            "(huggingface_hub's Sandbox has no network setting)"
+        )
 
     def create(self, resources: Resources | None = None) -> HFSandbox:
         res = resources or Resources()
         if self.flavor == "cpu-basic" and (res.cpus > _CPU_BASIC[0] or res.memory_mb > _CPU_BASIC[1]):
-            raise ConfigError(f"the task asks for {res.cpus} cpu / {res.memory_mb} MB but flavor cpu-basic has "
-                              "2 vCPU / 16 GB: pass HFBackend(flavor=...) (see `hf jobs hardware`)")
+            raise ConfigError(
+                f"the task asks for {res.cpus} cpu / {res.memory_mb} MB but flavor cpu-basic has "
+                "2 vCPU / 16 GB: pass HFBackend(flavor=...) (see `hf jobs hardware`)"
+            )
         idle_timeout_s = max(self.idle_timeout_s, math.ceil(res.timeout_s) + 60)
         try:
             sdk_sandbox = self.sdk.Sandbox.create(
@@ -114,10 +127,17 @@ class HFBackend(SandboxBackend):
                 token=self.token,
             )
         except Exception as e:
-            raise SandboxError(f"could not create a Hugging Face sandbox from {self.image!r} "
-                               f"({self.flavor}): {e}") from e
-        _LOG.info("hf sandbox %s from %r (%s), idle timeout %d s; env: %s", getattr(sdk_sandbox, "id", "?"),
-                  self.image, self.flavor, idle_timeout_s, describe_secrets(sorted(self.env), self.env))
+            raise SandboxError(
+                f"could not create a Hugging Face sandbox from {self.image!r} ({self.flavor}): {e}"
+            ) from e
+        _LOG.info(
+            "hf sandbox %s from %r (%s), idle timeout %d s; env: %s",
+            getattr(sdk_sandbox, "id", "?"),
+            self.image,
+            self.flavor,
+            idle_timeout_s,
+            describe_secrets(sorted(self.env), self.env),
+        )
         return HFSandbox(sdk_sandbox, self, res)
 
 
@@ -134,35 +154,49 @@ class HFSandbox(RemoteSandbox):
         setup = self._run(f"mkdir -p {INPUT_DIR}", timeout_s=SETUP_TIMEOUT_S, env=None, cwd="/")
         if not setup.ok:
             self.close()
-            raise SandboxError(f"could not prepare {WORKDIR} in HF sandbox {self.id} "
-                               f"({setup.failure_cause}): {setup.stderr.strip()[-300:]}")
+            raise SandboxError(
+                f"could not prepare {WORKDIR} in HF sandbox {self.id} "
+                f"({setup.failure_cause}): {setup.stderr.strip()[-300:]}"
+            )
 
     def _run(self, command: str, *, timeout_s: float, env: Mapping[str, str] | None, cwd: str) -> ExecResult:
         out, err = OutputBuffer(), OutputBuffer()
         start = time.monotonic()
         try:
-            r = self.sdk_sandbox.run(["bash", "-c", command], shell=False, env=dict(env) if env else None,
-                                     cwd=cwd, timeout=timeout_s, check=False, capture_output=False,
-                                     on_stdout=out, on_stderr=err)
+            r = self.sdk_sandbox.run(
+                ["bash", "-c", command],
+                shell=False,
+                env=dict(env) if env else None,
+                cwd=cwd,
+                timeout=timeout_s,
+                check=False,
+                capture_output=False,
+                on_stdout=out,
+                on_stderr=err,
+            )
         except Exception as e:
             raise SandboxError(f"HF sandbox {self.id}: could not run a command: {e}") from e
         duration = time.monotonic() - start
         if r.timed_out:
-            return ExecResult(exit_code=None, stdout=out.text(), stderr=err.text(), timed_out=True,
-                              duration_s=duration)
+            return ExecResult(exit_code=None, stdout=out.text(), stderr=err.text(), timed_out=True, duration_s=duration)
         code = r.exit_code
         if code is None and r.signal is not None:
             code = 128 + int(r.signal)  # killed by signal N, as a shell reports it
-        return ExecResult(exit_code=code, stdout=out.text(), stderr=err.text(), oom_killed=code == 137,
-                          duration_s=duration)
+        return ExecResult(
+            exit_code=code, stdout=out.text(), stderr=err.text(), oom_killed=code == 137, duration_s=duration
+        )
 
-    def exec_background(self, command: str, *, env: Mapping[str, str] | None = None,
-                        cwd: str | None = None) -> int:
+    def exec_background(self, command: str, *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
         """Start `command` without waiting and return its pid; it lives as long as the sandbox."""
         self._check_open()
         try:
-            process = self.sdk_sandbox.run(["bash", "-c", command], shell=False,
-                                           env=dict(env) if env else None, cwd=cwd or WORKDIR, background=True)
+            process = self.sdk_sandbox.run(
+                ["bash", "-c", command],
+                shell=False,
+                env=dict(env) if env else None,
+                cwd=cwd or WORKDIR,
+                background=True,
+            )
         except Exception as e:
             raise SandboxError(f"HF sandbox {self.id}: could not start a background command: {e}") from e
         return int(process.pid)

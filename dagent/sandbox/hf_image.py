@@ -32,9 +32,11 @@ __all__ = ["SPACE_PORT", "image_name", "publish_image", "sandbox_dockerfile", "s
 
 SPACE_PORT = 7860
 SHIPPED = "spaces/sandbox/Dockerfile"
-HEADER = ("# The HF sandbox image: the E2B template's recipe (dagent.sandbox.e2b_template) run as root, as HF\n"
-          "# sandboxes run commands. Generated; regenerate with\n"
-          f"#   dagent sandbox image hf OWNER/NAME --dry-run > {SHIPPED}\n")
+HEADER = (
+    "# The HF sandbox image: the E2B template's recipe (dagent.sandbox.e2b_template) run as root, as HF\n"
+    "# sandboxes run commands. Generated; regenerate with\n"
+    f"#   dagent sandbox image hf OWNER/NAME --dry-run > {SHIPPED}\n"
+)
 
 
 def image_name(repo_id: str) -> str:
@@ -50,18 +52,24 @@ def sandbox_dockerfile(spec: E2BTemplateSpec) -> str:
     `spaces/sandbox/Dockerfile` and a test holds that file to this function."""
     e2b = e2b_sdk()
     recipe = e2b.Template.to_dockerfile(template_builder(replace(spec, user="root")))
-    return (HEADER + recipe + f"EXPOSE {SPACE_PORT}\n"
-            + f'CMD ["python", "-m", "http.server", "{SPACE_PORT}", "--directory", "/workdir/input"]\n')
+    return (
+        HEADER
+        + recipe
+        + f"EXPOSE {SPACE_PORT}\n"
+        + f'CMD ["python", "-m", "http.server", "{SPACE_PORT}", "--directory", "/workdir/input"]\n'
+    )
 
 
 def space_card(repo_id: str, spec: E2BTemplateSpec) -> str:
-    return (f"---\ntitle: {repo_id.split('/')[1]}\nsdk: docker\napp_port: {SPACE_PORT}\npinned: false\n"
-            "tags:\n- dagent\n- sandbox\n---\n\n"
-            "# dagent sandbox image\n\n"
-            "The image Hugging Face sandboxes run dagent's data-agent tasks in: "
-            f"Python {spec.python}, {', '.join(spec.packages)}, {', '.join(spec.npm)}, `/workdir/input`.\n\n"
-            f"Use it with `DAGENT_SANDBOX_IMAGE={image_name(repo_id)}` (or `HFBackend(image=...)`). "
-            "This Space serves an empty page; its image is what matters.\n")
+    return (
+        f"---\ntitle: {repo_id.split('/')[1]}\nsdk: docker\napp_port: {SPACE_PORT}\npinned: false\n"
+        "tags:\n- dagent\n- sandbox\n---\n\n"
+        "# dagent sandbox image\n\n"
+        "The image Hugging Face sandboxes run dagent's data-agent tasks in: "
+        f"Python {spec.python}, {', '.join(spec.packages)}, {', '.join(spec.npm)}, `/workdir/input`.\n\n"
+        f"Use it with `DAGENT_SANDBOX_IMAGE={image_name(repo_id)}` (or `HFBackend(image=...)`). "
+        "This Space serves an empty page; its image is what matters.\n"
+    )
 
 
 def publish_image(repo_id: str, spec: E2BTemplateSpec, *, api: Any = None, private: bool = False) -> str:
@@ -75,7 +83,13 @@ def publish_image(repo_id: str, spec: E2BTemplateSpec, *, api: Any = None, priva
     from huggingface_hub import CommitOperationAdd
 
     api.create_repo(repo_id, repo_type="space", space_sdk="docker", exist_ok=True, private=private)
-    api.create_commit(repo_id, repo_type="space", commit_message="dagent sandbox image",
-                      operations=[CommitOperationAdd("Dockerfile", sandbox_dockerfile(spec).encode()),
-                                  CommitOperationAdd("README.md", space_card(repo_id, spec).encode())])
+    api.create_commit(
+        repo_id,
+        repo_type="space",
+        commit_message="dagent sandbox image",
+        operations=[
+            CommitOperationAdd("Dockerfile", sandbox_dockerfile(spec).encode()),
+            CommitOperationAdd("README.md", space_card(repo_id, spec).encode()),
+        ],
+    )
     return image

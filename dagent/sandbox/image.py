@@ -16,8 +16,17 @@ from collections.abc import Iterable, Sequence
 
 from dagent.errors import ConfigError
 
-__all__ = ["OPENCODE_PACKAGE", "OPENCODE_VERSION", "PI_PACKAGE", "PI_VERSION", "TABLE_PACKAGES", "distributions_of",
-           "imported_modules", "pins", "python_version"]
+__all__ = [
+    "OPENCODE_PACKAGE",
+    "OPENCODE_VERSION",
+    "PI_PACKAGE",
+    "PI_VERSION",
+    "TABLE_PACKAGES",
+    "distributions_of",
+    "imported_modules",
+    "pins",
+    "python_version",
+]
 
 TABLE_PACKAGES = ("pandas", "numpy", "pyarrow")  # what the local sandbox offers a program for tables
 
@@ -40,8 +49,9 @@ def pins(packages: Sequence[str]) -> list[str]:
     try:
         return [f"{name}=={importlib.metadata.version(name)}" for name in packages]
     except importlib.metadata.PackageNotFoundError as e:
-        raise ConfigError(f"cannot pin {e.name}: install dagent with its dependencies "
-                          "(bash scripts/setup.sh) first") from e
+        raise ConfigError(
+            f"cannot pin {e.name}: install dagent with its dependencies (bash scripts/setup.sh) first"
+        ) from e
 
 
 def imported_modules(programs: Iterable[str]) -> set[str]:

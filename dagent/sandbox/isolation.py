@@ -62,7 +62,7 @@ __all__ = ["OUTSIDE", "PROBES", "IsolationReport", "Probe", "check_isolation", "
 OUTSIDE = ("1.1.1.1", 443)
 _TIMEOUT_S = 3.0
 # One program runs every probe and prints {name: detail-or-null}; null means the probe FAILED (good).
-_PROBES = r'''
+_PROBES = r"""
 import ctypes, json, os, socket, sys
 spec = json.loads(sys.argv[1])
 out = {}
@@ -157,10 +157,26 @@ def seize(pid):
     return "attached to pid %d" % pid
 attempt("ptrace", lambda: seize(spec["decoy_pid"]))
 print(json.dumps(out))
-'''
-PROBES = ("read_gold", "list_suite", "server_env", "server_port", "server_port6", "mptcp", "outside", "netlink",
-          "unix_abstract", "unix_path", "link_gold", "chmod_suite", "write_outside", "rename_in", "server_mem",
-          "signal", "ptrace")
+"""
+PROBES = (
+    "read_gold",
+    "list_suite",
+    "server_env",
+    "server_port",
+    "server_port6",
+    "mptcp",
+    "outside",
+    "netlink",
+    "unix_abstract",
+    "unix_path",
+    "link_gold",
+    "chmod_suite",
+    "write_outside",
+    "rename_in",
+    "server_mem",
+    "signal",
+    "ptrace",
+)
 _FIXES = {
     "read_gold": "the suite's files are readable from a sandbox",
     "list_suite": "the suite's directory is readable from a sandbox",
@@ -180,14 +196,16 @@ _FIXES = {
     "signal": "sandboxes can signal the server's processes (F54)",
     "ptrace": "sandboxes can trace the server's processes (F54)",
 }
-FIX = ("on a host, install bubblewrap where user namespaces are allowed (dagent's default isolation); in "
-       "a container, allow them: `docker run --security-opt seccomp=unconfined --security-opt "
-       "systempaths=unconfined` (Docker's default profile refuses them), or run it as root with "
-       "`--cap-add SYS_ADMIN --cap-add NET_ADMIN` (private mount, network and pid namespaces, commands as an "
-       "unprivileged uid); where the runtime allows neither (a Hugging Face Space), the landlock tier needs "
-       "Linux >= 6.12 with Landlock enabled (`dagent sandbox check --isolation landlock` says why not), or "
-       "use a remote sandbox: DAGENT_SANDBOX=e2b with E2B_API_KEY, or DAGENT_SANDBOX=hf with HF_TOKEN "
-       "(docs/sandboxes.md)")
+FIX = (
+    "on a host, install bubblewrap where user namespaces are allowed (dagent's default isolation); in "
+    "a container, allow them: `docker run --security-opt seccomp=unconfined --security-opt "
+    "systempaths=unconfined` (Docker's default profile refuses them), or run it as root with "
+    "`--cap-add SYS_ADMIN --cap-add NET_ADMIN` (private mount, network and pid namespaces, commands as an "
+    "unprivileged uid); where the runtime allows neither (a Hugging Face Space), the landlock tier needs "
+    "Linux >= 6.12 with Landlock enabled (`dagent sandbox check --isolation landlock` says why not), or "
+    "use a remote sandbox: DAGENT_SANDBOX=e2b with E2B_API_KEY, or DAGENT_SANDBOX=hf with HF_TOKEN "
+    "(docs/sandboxes.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -247,9 +265,14 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def check_isolation(backend: SandboxBackend, *, suite_dir: str | Path | None = None,
-                    server_port: int | None = None, outside: tuple[str, int] = OUTSIDE,
-                    server_pid: int | None = None) -> IsolationReport:
+def check_isolation(
+    backend: SandboxBackend,
+    *,
+    suite_dir: str | Path | None = None,
+    server_port: int | None = None,
+    outside: tuple[str, int] = OUTSIDE,
+    server_pid: int | None = None,
+) -> IsolationReport:
     """Run the probes in a fresh sandbox of `backend` (module docstring) and report each."""
     suite = Path(suite_dir).resolve() if suite_dir else None
     gold = _gold_file(suite)
@@ -265,17 +288,28 @@ def check_isolation(backend: SandboxBackend, *, suite_dir: str | Path | None = N
         stack.callback(lambda: (sleeper.kill(), sleeper.wait()))
         golds = sorted({str(gold), os.path.realpath(gold)}) if gold else []  # by its path and where it really is
         pid = server_pid or os.getpid()
-        spec = {"gold": golds, "suite": str(suite) if suite else None, "environ_sha256": _environ_digest(pid),
-                "pid": pid, "ports": [listener.getsockname()[1], *([server_port] if server_port else [])],
-                "port6": listener6.getsockname()[1] if listener6 else None, "abstract": abstract,
-                "unix_path": str(decoy / "server.sock"), "decoy_dir": str(decoy),
-                "decoy_file": str(decoy / "server-file"), "decoy_pid": sleeper.pid,
-                "outside": list(outside), "timeout": _TIMEOUT_S, "start_time": _start_time(pid)}
+        spec = {
+            "gold": golds,
+            "suite": str(suite) if suite else None,
+            "environ_sha256": _environ_digest(pid),
+            "pid": pid,
+            "ports": [listener.getsockname()[1], *([server_port] if server_port else [])],
+            "port6": listener6.getsockname()[1] if listener6 else None,
+            "abstract": abstract,
+            "unix_path": str(decoy / "server.sock"),
+            "decoy_dir": str(decoy),
+            "decoy_file": str(decoy / "server-file"),
+            "decoy_pid": sleeper.pid,
+            "outside": list(outside),
+            "timeout": _TIMEOUT_S,
+            "start_time": _start_time(pid),
+        }
         with backend.create(Resources(timeout_s=60)) as sandbox:
             r = sandbox.exec(f"python3 -c {shlex.quote(_PROBES)} {shlex.quote(json.dumps(spec))}", timeout_s=60)
     if r.exit_code != 0:
-        raise SandboxError(f"the isolation self-check could not run in a sandbox (exit {r.exit_code}): "
-                           f"{r.stderr.strip()[-300:]}")
+        raise SandboxError(
+            f"the isolation self-check could not run in a sandbox (exit {r.exit_code}): {r.stderr.strip()[-300:]}"
+        )
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     probes = tuple(Probe(name, seen[name] is not None, seen[name] or "refused") for name in PROBES if name in seen)
     return IsolationReport(backend.describe(), probes)

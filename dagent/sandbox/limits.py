@@ -28,9 +28,11 @@ def setup_script(res: Resources, cgroup_dirs: Sequence[Path], timeout_s: float) 
     """Join the cgroups `cgroup_dirs` (none: RLIMIT_AS bounds memory instead), then set the rlimits,
     each capped at this process's own hard limit (an unprivileged caller cannot raise those)."""
     steps = [f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in cgroup_dirs]
-    rlimits = [("n", NOFILE, resource.RLIMIT_NOFILE, 1),
-               ("t", math.ceil(timeout_s * max(res.cpus, 1)) + 1, resource.RLIMIT_CPU, 1),
-               ("f", res.max_file_mb * 2048, resource.RLIMIT_FSIZE, 512)]
+    rlimits = [
+        ("n", NOFILE, resource.RLIMIT_NOFILE, 1),
+        ("t", math.ceil(timeout_s * max(res.cpus, 1)) + 1, resource.RLIMIT_CPU, 1),
+        ("f", res.max_file_mb * 2048, resource.RLIMIT_FSIZE, 512),
+    ]
     if not cgroup_dirs:
         rlimits.append(("v", (res.memory_mb + res.runtime_address_space_mb) * 1024, resource.RLIMIT_AS, 1024))
     for flag, value, rlim, unit in rlimits:

@@ -56,8 +56,9 @@ __all__ = ["ISOLATIONS", "OUTPUT_CAP", "LocalBackend", "LocalSandbox"]
 _LOG = logging.getLogger(__name__)
 OUTPUT_CAP = 1 << 20  # bytes of stdout / stderr kept per exec
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_OOM_TEXT = re.compile(r"MemoryError|cannot allocate|bad_alloc|out of memory|memory exhausted",
-                       re.IGNORECASE)  # what a program prints when RLIMIT_AS refuses it memory
+_OOM_TEXT = re.compile(
+    r"MemoryError|cannot allocate|bad_alloc|out of memory|memory exhausted", re.IGNORECASE
+)  # what a program prints when RLIMIT_AS refuses it memory
 ISOLATIONS = ("auto", "bwrap", "landlock", "rlimits")  # what isolation= and DAGENT_ISOLATION take
 
 
@@ -66,8 +67,9 @@ def _prefixes(python: str | Path | None = None) -> list[str]:
     those of `python` (another venv's interpreter, such as the one a Harbor image stands for)."""
     trees = (sys.prefix, sys.base_prefix)
     if python is not None:
-        r = subprocess.run([str(python), "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [str(python), "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"], capture_output=True, text=True
+        )
         if r.returncode != 0:
             raise ConfigError(f"cannot run the sandbox interpreter {python}: {r.stderr.strip()[:200]}")
         trees = tuple(r.stdout.split("\n")[:2])
@@ -85,11 +87,16 @@ class LocalBackend(SandboxBackend):
     remote = False
     home = HOME
 
-    def __init__(self, base_dir: str | Path | None = None,
-                 isolation: Literal["auto", "bwrap", "landlock", "rlimits"] = "auto", *,
-                 ro_binds: Sequence[tuple[str | Path, str | Path]] = (),
-                 python: str | Path | None = None, hidden: Sequence[str | Path] = (),
-                 tcp_connect: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        base_dir: str | Path | None = None,
+        isolation: Literal["auto", "bwrap", "landlock", "rlimits"] = "auto",
+        *,
+        ro_binds: Sequence[tuple[str | Path, str | Path]] = (),
+        python: str | Path | None = None,
+        hidden: Sequence[str | Path] = (),
+        tcp_connect: Sequence[int] = (),
+    ) -> None:
         """`ro_binds`: (host path, sandbox path) pairs every sandbox also sees, read-only (a tool
         install, the capture bridge's socket directory); on the `cwd` tier the host filesystem is
         visible anyway, so they add nothing there; on `landlock` the host path is readable where it
@@ -102,7 +109,9 @@ class LocalBackend(SandboxBackend):
         if isolation == "auto":
             isolation = settings.read("DAGENT_ISOLATION") or "auto"  # type: ignore[assignment]
         if isolation not in ISOLATIONS:
-            raise ConfigError(f"unknown isolation {isolation!r} (DAGENT_ISOLATION?): use one of {', '.join(ISOLATIONS)}")
+            raise ConfigError(
+                f"unknown isolation {isolation!r} (DAGENT_ISOLATION?): use one of {', '.join(ISOLATIONS)}"
+            )
         self.ro_binds = tuple((str(src), str(dst)) for src, dst in ro_binds)
         for src, dst in self.ro_binds:
             if not os.path.exists(src):
@@ -126,8 +135,12 @@ class LocalBackend(SandboxBackend):
         self.isolator, why = self._choose(isolation)
         self.tier = self.isolator.name
         if self.tier not in ("bwrap", "landlock"):
-            _LOG.warning("%s (bubblewrap: %s%s)", self.describe(), why,
-                         f"; landlock: {self.landlock_why}" if self.landlock_why else "")
+            _LOG.warning(
+                "%s (bubblewrap: %s%s)",
+                self.describe(),
+                why,
+                f"; landlock: {self.landlock_why}" if self.landlock_why else "",
+            )
         elif self.tier == "landlock" or not self.cgroups:
             _LOG.warning("%s", self.describe())
 
@@ -137,8 +150,10 @@ class LocalBackend(SandboxBackend):
             return LandlockTier(self, LandlockTier.probe(self)), "forced by isolation='landlock'"
         why = "forced by isolation='rlimits'" if isolation == "rlimits" else BwrapTier.probe(self)
         if why and isolation == "bwrap":
-            raise SandboxError(f"bubblewrap is unusable ({why}): install the `bubblewrap` "
-                               "package and allow user namespaces, or pass isolation='rlimits'")
+            raise SandboxError(
+                f"bubblewrap is unusable ({why}): install the `bubblewrap` "
+                "package and allow user namespaces, or pass isolation='rlimits'"
+            )
         if not why:
             return BwrapTier(self), why
         if not MountnsTier.probe(self):
@@ -203,15 +218,23 @@ class LocalSandbox(Sandbox):
 
     # -- running commands ---------------------------------------------------------------------
 
-    def exec(self, command: str, *, timeout_s: float | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None,
-             uid: int | None = None) -> ExecResult:
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        uid: int | None = None,
+    ) -> ExecResult:
         """`uid`: run as that user id inside (bubblewrap only; default: root, capabilities dropped)."""
         if self._closed:
             raise SandboxError("exec on a closed sandbox: create a new one with backend.create()")
         if (uid is not None or self.binds) and not self.isolator.binds:
-            raise SandboxError(f"running as uid {uid} or with extra binds needs bubblewrap; this "
-                               f"backend is {self.isolator.name!r}: install bubblewrap")
+            raise SandboxError(
+                f"running as uid {uid} or with extra binds needs bubblewrap; this "
+                f"backend is {self.isolator.name!r}: install bubblewrap"
+            )
         timeout = self.resources.timeout_s if timeout_s is None else timeout_s
         full_env = {"PATH": self.backend.path, "HOME": self.home, "LANG": "C.UTF-8", **self.isolator.env(self)}
         full_env.update(env or {})  # through the environment, never an argv (F22)
@@ -220,15 +243,29 @@ class LocalSandbox(Sandbox):
             raise SandboxError(f"cwd {cwd} is not a directory in the sandbox: create it first")
         oom_before = self._cg.oom_kills() if self._cg else None
         start, timed_out = time.monotonic(), False
-        with tempfile.TemporaryFile(dir=self.root) as out, \
-                tempfile.TemporaryFile(dir=self.root) as err, \
-                tempfile.TemporaryFile(dir=self.root) as status:  # bwrap: did the command run?
-            argv = self.isolator.argv(self, [self.backend.bash, "-c", command], setup=self.isolator.limits(self, timeout),
-                                  cwd=cwd, status_fd=status.fileno(), uid=uid)
+        with (
+            tempfile.TemporaryFile(dir=self.root) as out,
+            tempfile.TemporaryFile(dir=self.root) as err,
+            tempfile.TemporaryFile(dir=self.root) as status,
+        ):  # bwrap: did the command run?
+            argv = self.isolator.argv(
+                self,
+                [self.backend.bash, "-c", command],
+                setup=self.isolator.limits(self, timeout),
+                cwd=cwd,
+                status_fd=status.fileno(),
+                uid=uid,
+            )
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        env=full_env, start_new_session=True,
-                                        pass_fds=(status.fileno(),))
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=full_env,
+                    start_new_session=True,
+                    pass_fds=(status.fileno(),),
+                )
             except (OSError, ValueError) as e:
                 raise SandboxError(f"could not start a command in sandbox {self.root}: {e}") from e
             try:
@@ -250,8 +287,9 @@ class LocalSandbox(Sandbox):
             oom = (self._cg.oom_kills() or 0) > oom_before
         else:  # RLIMIT_AS: allocations fail inside the program, or something SIGKILLed it
             oom = code == 137 or (code not in (0, None) and bool(_OOM_TEXT.search(stderr[-8192:])))
-        return ExecResult(exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
-                          oom_killed=oom, duration_s=duration)
+        return ExecResult(
+            exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out, oom_killed=oom, duration_s=duration
+        )
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         if proc.returncode is None:
@@ -267,7 +305,7 @@ class LocalSandbox(Sandbox):
         p = posixpath.normpath(posixpath.join(WORKDIR, path))
         if not under(p, WORKDIR):
             raise SandboxError(f"{path!r} is outside {WORKDIR}: sandbox files live under {WORKDIR}")
-        host = self.host_workdir / p[len(WORKDIR) + 1:]
+        host = self.host_workdir / p[len(WORKDIR) + 1 :]
         if not under(os.path.realpath(host), str(self.host_workdir)):
             raise SandboxError(f"{path!r} resolves outside {WORKDIR} (a symlink?): refusing")
         return host

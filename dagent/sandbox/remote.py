@@ -47,8 +47,14 @@ class RemoteSandbox(Sandbox):
         if not path.startswith("/"):
             raise SandboxError(f"{path!r} is not an absolute sandbox path: use e.g. {WORKDIR}/{path}")
 
-    def exec(self, command: str, *, timeout_s: float | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult:
         self._check_open()
         timeout = self.resources.timeout_s if timeout_s is None else timeout_s
         return self._run(command, timeout_s=timeout, env=env, cwd=cwd or WORKDIR)

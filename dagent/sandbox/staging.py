@@ -40,8 +40,15 @@ from dagent.errors import ConfigError, DagentError, SandboxError, StagingError
 from dagent.sandbox import describe_secrets
 from dagent.sandbox.base import INPUT_DIR, Sandbox
 
-__all__ = ["BUCKET_SCHEME", "BucketPrefix", "check_inputs", "fetch_bucket", "is_transient",
-           "stage_bucket", "stage_remote"]
+__all__ = [
+    "BUCKET_SCHEME",
+    "BucketPrefix",
+    "check_inputs",
+    "fetch_bucket",
+    "is_transient",
+    "stage_bucket",
+    "stage_remote",
+]
 
 _LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -64,8 +71,14 @@ def check_inputs(files: Mapping[str, Path]) -> list[tuple[str, Path]]:
     return items
 
 
-def stage_remote(sandbox: Sandbox, files: Mapping[str, Path], upload: Callable[[Path, str], None], *,
-                 attempts: int = 2, timeout_s: float = 600.0) -> None:
+def stage_remote(
+    sandbox: Sandbox,
+    files: Mapping[str, Path],
+    upload: Callable[[Path, str], None],
+    *,
+    attempts: int = 2,
+    timeout_s: float = 600.0,
+) -> None:
     """Upload `files` into the sandbox's input dir and check they are all there; retried once.
 
     `upload(host_path, sandbox_path)` raises `SandboxError` on failure (the backend wraps its SDK).
@@ -93,8 +106,10 @@ def stage_remote(sandbox: Sandbox, files: Mapping[str, Path], upload: Callable[[
                 problem = f"listing {INPUT_DIR} failed ({listed.failure_cause}): {listed.stderr.strip()[-300:]}"
         _LOG.warning("staging into %s: attempt %d/%d failed: %s", INPUT_DIR, attempt, attempts, problem)
     if not found:
-        raise StagingError(f"directory empty: {INPUT_DIR} holds none of the {len(expected)} input file(s) "
-                           f"after {attempts} attempts; last problem: {problem}")
+        raise StagingError(
+            f"directory empty: {INPUT_DIR} holds none of the {len(expected)} input file(s) "
+            f"after {attempts} attempts; last problem: {problem}"
+        )
     raise StagingError(f"staging into {INPUT_DIR} failed after {attempts} attempts: {problem}")
 
 
@@ -107,7 +122,7 @@ class BucketPrefix:
 
     @classmethod
     def parse(cls, url: str) -> BucketPrefix:
-        parts = url[len(BUCKET_SCHEME):].strip("/").split("/", 2) if url.startswith(BUCKET_SCHEME) else []
+        parts = url[len(BUCKET_SCHEME) :].strip("/").split("/", 2) if url.startswith(BUCKET_SCHEME) else []
         if len(parts) < 2 or not all(parts[:2]):
             raise StagingError(f"{url!r} is not a bucket prefix: expected {BUCKET_SCHEME}OWNER/NAME/PREFIX")
         return cls(f"{parts[0]}/{parts[1]}", parts[2].strip("/") if len(parts) == 3 else "")
@@ -126,20 +141,27 @@ def is_transient(error: BaseException) -> bool:
     return True
 
 
-def _retry(what: str, fn: Callable[[], _T], *, attempts: int, backoff_s: float,
-           sleep: Callable[[float], Any]) -> _T:
+def _retry(what: str, fn: Callable[[], _T], *, attempts: int, backoff_s: float, sleep: Callable[[float], Any]) -> _T:
     for attempt in range(1, attempts + 1):
         try:
             return fn()
         except Exception as e:
             if not is_transient(e):
-                raise StagingError(f"{what} failed: {e} ({describe_secrets(['HF_TOKEN'])}; check the "
-                                   "bucket name and that this token can read it)") from e
+                raise StagingError(
+                    f"{what} failed: {e} ({describe_secrets(['HF_TOKEN'])}; check the "
+                    "bucket name and that this token can read it)"
+                ) from e
             if attempt == attempts:
                 raise StagingError(f"{what} failed after {attempts} attempts: {e}") from e
             delay = backoff_s * attempt
-            _LOG.warning("%s: attempt %d/%d failed (%s); retrying in %.1f s", what, attempt, attempts,
-                         str(e).splitlines()[0][:200] if str(e) else type(e).__name__, delay)
+            _LOG.warning(
+                "%s: attempt %d/%d failed (%s); retrying in %.1f s",
+                what,
+                attempt,
+                attempts,
+                str(e).splitlines()[0][:200] if str(e) else type(e).__name__,
+                delay,
+            )
             sleep(delay)
     raise AssertionError("unreachable")
 
@@ -155,9 +177,16 @@ def _read_manifest(folder: Path) -> dict[str, Path] | None:
     return files if ok and files else None
 
 
-def fetch_bucket(url: str, cache_dir: str | Path, *, api: Any = None, token: str | None = None,
-                 attempts: int = 4, backoff_s: float = 2.0,
-                 sleep: Callable[[float], Any] = time.sleep) -> dict[str, Path]:
+def fetch_bucket(
+    url: str,
+    cache_dir: str | Path,
+    *,
+    api: Any = None,
+    token: str | None = None,
+    attempts: int = 4,
+    backoff_s: float = 2.0,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> dict[str, Path]:
     """Download every file under the bucket prefix `url` into `cache_dir`; `{name: path}` for `stage()`.
 
     `api` is a `huggingface_hub.HfApi` (default: a new one); `token` defaults to `$HF_TOKEN`, then
@@ -174,6 +203,7 @@ def fetch_bucket(url: str, cache_dir: str | Path, *, api: Any = None, token: str
         return cached
     if api is None:
         from huggingface_hub import HfApi
+
         api = HfApi()
     token = token or os.environ.get("HF_TOKEN") or None
     _LOG.info("staging %s into %s (%s)", where, final, describe_secrets(["HF_TOKEN"]))
@@ -185,8 +215,10 @@ def fetch_bucket(url: str, cache_dir: str | Path, *, api: Any = None, token: str
 
     listed = _retry(f"listing {where}", listing, **retry)
     if not listed:
-        raise StagingError(f"nothing at prefix {where}: the bucket listing returned no files; check the "
-                           f"prefix and that the token can read the bucket ({describe_secrets(['HF_TOKEN'])})")
+        raise StagingError(
+            f"nothing at prefix {where}: the bucket listing returned no files; check the "
+            f"prefix and that the token can read the bucket ({describe_secrets(['HF_TOKEN'])})"
+        )
     by_name: dict[str, Any] = {}
     for f in listed:  # flatten at download time: the agent sees base names only
         name = posixpath.basename(f.path)
@@ -195,16 +227,26 @@ def fetch_bucket(url: str, cache_dir: str | Path, *, api: Any = None, token: str
         by_name[name] = f
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache))
     try:
-        _retry(f"downloading {len(by_name)} file(s) from {where}",
-               lambda: api.download_bucket_files(where.bucket_id, [(f, str(tmp / n)) for n, f in by_name.items()],
-                                                 raise_on_missing_files=False, token=token), **retry)
+        _retry(
+            f"downloading {len(by_name)} file(s) from {where}",
+            lambda: api.download_bucket_files(
+                where.bucket_id,
+                [(f, str(tmp / n)) for n, f in by_name.items()],
+                raise_on_missing_files=False,
+                token=token,
+            ),
+            **retry,
+        )
         arrived = {n for n in by_name if (tmp / n).is_file()}
         if not arrived:
-            raise StagingError(f"directory empty: {len(by_name)} file(s) listed under {where} but none "
-                               f"arrived in {tmp}")
+            raise StagingError(
+                f"directory empty: {len(by_name)} file(s) listed under {where} but none arrived in {tmp}"
+            )
         if missing := sorted(set(by_name) - arrived):
-            raise StagingError(f"incomplete download from {where}: {len(missing)} of {len(by_name)} file(s) "
-                               f"missing: {', '.join(missing[:5])}")
+            raise StagingError(
+                f"incomplete download from {where}: {len(missing)} of {len(by_name)} file(s) "
+                f"missing: {', '.join(missing[:5])}"
+            )
         (tmp / _MANIFEST).write_text(json.dumps({n: (tmp / n).stat().st_size for n in sorted(by_name)}))
         try:  # only complete downloads are ever renamed into place
             os.rename(tmp, final)

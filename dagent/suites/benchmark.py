@@ -54,17 +54,31 @@ def tier_config(task_id: str) -> str:
 
 def eval_yaml(repo_id: str, suite: TaskSuite) -> str:
     """The repo's `eval.yaml` (module docstring)."""
-    tasks = [{"id": tid, "config": tier_config(tid), "split": tid.partition(":")[0],
-              "field_spec": {"input": "instruction", "target": "gold", "id": "task_id"},
-              "solvers": [{"name": "generate"}], "scorers": [{"name": "match"}]} for tid in task_ids(suite)]
+    tasks = [
+        {
+            "id": tid,
+            "config": tier_config(tid),
+            "split": tid.partition(":")[0],
+            "field_spec": {"input": "instruction", "target": "gold", "id": "task_id"},
+            "solvers": [{"name": "generate"}],
+            "scorers": [{"name": "match"}],
+        }
+        for tid in task_ids(suite)
+    ]
     if not tasks:
         raise ConfigError(f"the suite has no held-out tasks ({', '.join(HELD_OUT)}): nothing to declare as a benchmark")
-    doc = {"name": repo_id,
-           "description": ("Data-agent tasks over real tables: the agent reads the files under /workdir/input, writes "
-                           "its answer to /workdir/answer.txt, and is graded server side. Scored with dagent "
-                           "(pip package from its repository): `dagent eval --suite " + repo_id + " --split TASK_ID "
-                           "--push-to OWNER/MODEL`. Inspect's solvers below see the question without its tables."),
-           "metric": METRIC, "evaluation_framework": "dagent", "tasks": tasks}
+    doc = {
+        "name": repo_id,
+        "description": (
+            "Data-agent tasks over real tables: the agent reads the files under /workdir/input, writes "
+            "its answer to /workdir/answer.txt, and is graded server side. Scored with dagent "
+            "(pip package from its repository): `dagent eval --suite " + repo_id + " --split TASK_ID "
+            "--push-to OWNER/MODEL`. Inspect's solvers below see the question without its tables."
+        ),
+        "metric": METRIC,
+        "evaluation_framework": "dagent",
+        "tasks": tasks,
+    }
     return yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
@@ -95,8 +109,10 @@ def fetch_declared(repo_id: str, revision: str | None, *, api: Any = None) -> li
     try:
         path = download(repo_id=repo_id, filename=BENCHMARK_FILE, repo_type="dataset", revision=revision)
     except EntryNotFoundError as e:
-        raise ConfigError(f"datasets/{repo_id} has no {BENCHMARK_FILE}: it is not a Benchmark, so results cannot link "
-                          "to it; push the suite with `dagent suite push`, which writes one") from e
+        raise ConfigError(
+            f"datasets/{repo_id} has no {BENCHMARK_FILE}: it is not a Benchmark, so results cannot link "
+            "to it; push the suite with `dagent suite push`, which writes one"
+        ) from e
     except HfHubHTTPError as e:
         raise ConfigError(f"cannot read {BENCHMARK_FILE} of datasets/{repo_id}@{revision or 'main'}: {e}") from e
     return declared_task_ids(Path(path).read_text(encoding="utf-8"))

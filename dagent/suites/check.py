@@ -36,10 +36,10 @@ from dagent.harness.play import run_episode
 from dagent.sandbox import get_backend
 
 _WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_DECIMALS = re.compile(r"round(?:ed)?\s+(?:it\s+|the\s+\w+\s+)?to\s+(\d+|one|two|three|four|five|six)\s+decimal",
-                       re.I)
-_WHOLE = re.compile(r"(?:nearest|a)\s+(?:whole\s+number|integer)|round(?:ed)?\s+to\s+(?:the\s+)?nearest\s+(?:whole|integer|unit)",
-                    re.I)
+_DECIMALS = re.compile(r"round(?:ed)?\s+(?:it\s+|the\s+\w+\s+)?to\s+(\d+|one|two|three|four|five|six)\s+decimal", re.I)
+_WHOLE = re.compile(
+    r"(?:nearest|a)\s+(?:whole\s+number|integer)|round(?:ed)?\s+to\s+(?:the\s+)?nearest\s+(?:whole|integer|unit)", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,18 @@ class SuiteReport:
         counts = ", ".join(f"{s} {len(t)}" for s, t in self.tasks.items()) or "no tasks read"
         out = [f"{self.root}: {counts}"]
         if self.oracle_run or self.oracle_skipped:
-            out.append(f"oracle: {self.oracle_run} reference programs run, {self.oracle_skipped} tasks "
-                       "without a program skipped (not checked)")
+            out.append(
+                f"oracle: {self.oracle_run} reference programs run, {self.oracle_skipped} tasks "
+                "without a program skipped (not checked)"
+            )
         by_check: dict[str, int] = defaultdict(int)
         for p in self.problems:
             by_check[p.check] += 1
-        out.append("no problems" if self.ok else f"{len(self.problems)} problems: "
-                   + ", ".join(f"{k} {v}" for k, v in by_check.items()))
+        out.append(
+            "no problems"
+            if self.ok
+            else f"{len(self.problems)} problems: " + ", ".join(f"{k} {v}" for k, v in by_check.items())
+        )
         out += [p.line() for p in self.problems]
         return out
 
@@ -83,7 +88,7 @@ def expected_atol(instruction: str) -> tuple[float, float] | None:
     """The (lowest, highest) atol the rounding asked for allows, or None when none is asked."""
     if m := _DECIMALS.search(instruction):
         n = int(_WORDS.get(m.group(1).lower(), m.group(1)))
-        return 0.5 * 10 ** -n, 10 ** -n
+        return 0.5 * 10**-n, 10**-n
     if _WHOLE.search(instruction):
         return 0.0, 1.0 - 1e-9
     return None
@@ -93,8 +98,13 @@ def read_rows(root: Path, report: SuiteReport) -> None:
     import pyarrow.parquet as pq
 
     if not (root / "data").is_dir():
-        report.problems.append(Problem("layout", str(root), "no data/ directory: a suite holds "
-                                       "data/<split>-*.parquet and tables/ (docs/suite.md)"))
+        report.problems.append(
+            Problem(
+                "layout",
+                str(root),
+                "no data/ directory: a suite holds data/<split>-*.parquet and tables/ (docs/suite.md)",
+            )
+        )
         return
     for split in BASE_SPLITS:
         for shard in sorted((root / "data").glob(f"{split}-*.parquet")):
@@ -110,8 +120,9 @@ def read_rows(root: Path, report: SuiteReport) -> None:
                 except (ValidationError, ValueError) as e:
                     report.problems.append(Problem("schema", where, first_error(e)))
     if not any((root / "data").glob("*.parquet")):
-        report.problems.append(Problem("layout", str(root / "data"), "no <split>-*.parquet shards "
-                                       f"(splits: {', '.join(BASE_SPLITS)})"))
+        report.problems.append(
+            Problem("layout", str(root / "data"), f"no <split>-*.parquet shards (splits: {', '.join(BASE_SPLITS)})")
+        )
 
 
 def first_error(e: Exception) -> str:
@@ -136,8 +147,11 @@ def check_files(root: Path, tasks: dict[str, list[Task]]) -> list[Problem]:
                     continue
                 if f not in seen:
                     p = Path(f)
-                    seen[f] = ("path must stay under tables/ (no '..', not absolute)" if p.is_absolute()
-                               or ".." in p.parts else _unreadable(root / "tables" / f))
+                    seen[f] = (
+                        "path must stay under tables/ (no '..', not absolute)"
+                        if p.is_absolute() or ".." in p.parts
+                        else _unreadable(root / "tables" / f)
+                    )
                 if seen[f]:
                     out.append(Problem("file", f"{split}[{i}] {t.task_id}", f"tables/{f}: {seen[f]}"))
     return out
@@ -169,8 +183,11 @@ def check_disjoint(tasks: dict[str, list[Task]]) -> list[Problem]:
         for t in items:
             for table in t.table_ids or tuple(t.data_files):
                 where[(table, t.template_id)].add(split)
-    return [Problem("disjoint", f"{table} x {template}", f"in {', '.join(sorted(splits))}")
-            for (table, template), splits in sorted(where.items()) if len(splits) > 1]
+    return [
+        Problem("disjoint", f"{table} x {template}", f"in {', '.join(sorted(splits))}")
+        for (table, template), splits in sorted(where.items())
+        if len(splits) > 1
+    ]
 
 
 def check_duplicates(tasks: dict[str, list[Task]]) -> list[Problem]:
@@ -196,8 +213,11 @@ def check_ids(tasks: dict[str, list[Task]]) -> list[Problem]:
     for split, items in tasks.items():
         for i, t in enumerate(items):
             where[t.task_id].append(f"{split}[{i}]")
-    return [Problem("duplicate", tid, f"task_id used {len(w)} times: {', '.join(w)}")
-            for tid, w in where.items() if len(w) > 1]
+    return [
+        Problem("duplicate", tid, f"task_id used {len(w)} times: {', '.join(w)}")
+        for tid, w in where.items()
+        if len(w) > 1
+    ]
 
 
 def check_golds(tasks: dict[str, list[Task]]) -> list[Problem]:
@@ -207,19 +227,34 @@ def check_golds(tasks: dict[str, list[Task]]) -> list[Problem]:
             where = f"{split}[{i}] {t.task_id}"
             g = grade_answer(t.gold, t.gold, t.answer_type, t.atol, t.rtol, t.field_tolerances)
             if not g.correct:
-                out.append(Problem("gold", where, f"the gold {t.gold[:40]!r} does not grade correct against "
-                                   f"itself as {t.answer_type}: {g.note}"))
+                out.append(
+                    Problem(
+                        "gold",
+                        where,
+                        f"the gold {t.gold[:40]!r} does not grade correct against itself as {t.answer_type}: {g.note}",
+                    )
+                )
             if t.answer_type == "number" and (span := expected_atol(t.instruction)) is not None:
                 lo, hi = span
                 if not lo - 1e-12 <= t.atol <= hi + 1e-12:
-                    out.append(Problem("tolerance", where, f"atol {t.atol:g} does not fit the rounding asked "
-                                       f"for (between {lo:g} and {hi:g})"))
+                    out.append(
+                        Problem(
+                            "tolerance",
+                            where,
+                            f"atol {t.atol:g} does not fit the rounding asked for (between {lo:g} and {hi:g})",
+                        )
+                    )
     return out
 
 
-def check_oracle(suite_root: Path, tasks: dict[str, list[Task]], report: SuiteReport, *,
-                 backend: object = None,
-                 on_done: Callable[[object], None] | None = None) -> list[Problem]:
+def check_oracle(
+    suite_root: Path,
+    tasks: dict[str, list[Task]],
+    report: SuiteReport,
+    *,
+    backend: object = None,
+    on_done: Callable[[object], None] | None = None,
+) -> list[Problem]:
     """Run every reference program through the oracle agent (real sandboxes)."""
     if backend is None:
         backend = get_backend("local")
@@ -235,19 +270,30 @@ def check_oracle(suite_root: Path, tasks: dict[str, list[Task]], report: SuiteRe
             if on_done is not None:
                 on_done(rec)
             if rec.outcome != "correct":
-                out.append(Problem("oracle", f"{split}[{i}] {t.task_id}", f"reference program {rec.outcome}: "
-                                   f"{(rec.note or rec.cause or '')[:160]}"))
+                out.append(
+                    Problem(
+                        "oracle",
+                        f"{split}[{i}] {t.task_id}",
+                        f"reference program {rec.outcome}: {(rec.note or rec.cause or '')[:160]}",
+                    )
+                )
     return out
 
 
-def validate_suite(root: Path | str, *, oracle: bool = False, backend: object = None,
-                   on_done: Callable[[object], None] | None = None) -> SuiteReport:
+def validate_suite(
+    root: Path | str, *, oracle: bool = False, backend: object = None, on_done: Callable[[object], None] | None = None
+) -> SuiteReport:
     root = Path(root)
     report = SuiteReport(root)
     read_rows(root, report)
     tasks = report.tasks
-    checks: Iterable[Sequence[Problem]] = (check_files(root, tasks), check_disjoint(tasks),
-                                           check_duplicates(tasks), check_ids(tasks), check_golds(tasks))
+    checks: Iterable[Sequence[Problem]] = (
+        check_files(root, tasks),
+        check_disjoint(tasks),
+        check_duplicates(tasks),
+        check_ids(tasks),
+        check_golds(tasks),
+    )
     for found in checks:
         report.problems.extend(found)
     if oracle and tasks:

@@ -43,8 +43,20 @@ from dagent.grading.fields import field_type
 from dagent.suites.check import expected_atol, first_error
 
 REQUIRED = ("question", "files", "gold")
-KNOWN = {*REQUIRED, "answer_type", "atol", "rtol", "field_tolerances", "tier", "level", "solution", "id",
-         "template", "licence", "origin"}
+KNOWN = {
+    *REQUIRED,
+    "answer_type",
+    "atol",
+    "rtol",
+    "field_tolerances",
+    "tier",
+    "level",
+    "solution",
+    "id",
+    "template",
+    "licence",
+    "origin",
+}
 _GROUPING = re.compile(r"\b(?:per|each|by|ratio|between|share|percentage|compared?|grouped?)\b", re.I)
 SUBMIT = "Write only the value to /workdir/answer.txt."
 
@@ -193,18 +205,37 @@ def _to_task(row: dict[str, Any], tables: Path) -> tuple[Task | None, list[str]]
     cpus, memory = sizing(paths)
     level = {t: lvl for lvl, t in TIER_OF_LEVEL.items()}[tier]
     task = Task(
-        task_id=str(row.get("id") or f"{stem}.{digest}"), instruction=instruction, data_files=tuple(files),
-        answer_type=answer_type, difficulty_level=level, difficulty_tier=tier, cpus=cpus, memory_mb=memory,
-        sources=tuple(TableSource(table_id=f"user/{Path(f).with_suffix('')}", path=f, package="user",
-                                  origin=str(row.get("origin") or "imported"),
-                                  licence=str(row.get("licence") or "unknown")) for f in files),
-        gold=gold_text(row["gold"], answer_type), atol=atol, rtol=float(row.get("rtol") or 0.0),
-        solution=str(row.get("solution") or ""), template_id=str(row.get("template") or f"q{digest}"),
-        field_tolerances=row.get("field_tolerances") or {})
+        task_id=str(row.get("id") or f"{stem}.{digest}"),
+        instruction=instruction,
+        data_files=tuple(files),
+        answer_type=answer_type,
+        difficulty_level=level,
+        difficulty_tier=tier,
+        cpus=cpus,
+        memory_mb=memory,
+        sources=tuple(
+            TableSource(
+                table_id=f"user/{Path(f).with_suffix('')}",
+                path=f,
+                package="user",
+                origin=str(row.get("origin") or "imported"),
+                licence=str(row.get("licence") or "unknown"),
+            )
+            for f in files
+        ),
+        gold=gold_text(row["gold"], answer_type),
+        atol=atol,
+        rtol=float(row.get("rtol") or 0.0),
+        solution=str(row.get("solution") or ""),
+        template_id=str(row.get("template") or f"q{digest}"),
+        field_tolerances=row.get("field_tolerances") or {},
+    )
     return task, []
 
 
-def assign_splits(tasks: list[Task], *, test_fraction: float = 0.1, eval_fraction: float = 0.1) -> dict[str, list[Task]]:
+def assign_splits(
+    tasks: list[Task], *, test_fraction: float = 0.1, eval_fraction: float = 0.1
+) -> dict[str, list[Task]]:
     """Disjoint by table: connected groups of tasks sharing a file go to one split."""
     parent: dict[str, str] = {}
 
@@ -229,12 +260,17 @@ def assign_splits(tasks: list[Task], *, test_fraction: float = 0.1, eval_fractio
     return splits
 
 
-def import_suite(questions: Path | str, tables: Path | str, out: Path | str, *, test_fraction: float = 0.1,
-                 eval_fraction: float = 0.1) -> Imported:
+def import_suite(
+    questions: Path | str,
+    tables: Path | str,
+    out: Path | str,
+    *,
+    test_fraction: float = 0.1,
+    eval_fraction: float = 0.1,
+) -> Imported:
     """Write a suite (docs/suite.md layout) from a questions file and a tables directory."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
 
     questions, tables, out = Path(questions), Path(tables), Path(out)
     rows, problems = read_questions(questions)
@@ -263,9 +299,14 @@ def import_suite(questions: Path | str, tables: Path | str, out: Path | str, *, 
     if out.exists() and any(out.iterdir()):
         raise SuiteImportError(f"{out} exists and is not empty: pick a new --out")
     splits = assign_splits(kept, test_fraction=test_fraction, eval_fraction=eval_fraction)
-    result_notes = [f"{dedup.dropped_tasks} repeated questions dropped (same question, same gold)"] if dedup.dropped_tasks else []
-    result_notes += [f"no {s} tasks: every question shares a table with the train ones (splits are disjoint by table)"
-                     for s, frac in (("test", test_fraction), ("eval", eval_fraction)) if frac > 0 and not splits[s]]
+    result_notes = (
+        [f"{dedup.dropped_tasks} repeated questions dropped (same question, same gold)"] if dedup.dropped_tasks else []
+    )
+    result_notes += [
+        f"no {s} tasks: every question shares a table with the train ones (splits are disjoint by table)"
+        for s, frac in (("test", test_fraction), ("eval", eval_fraction))
+        if frac > 0 and not splits[s]
+    ]
     (out / "data").mkdir(parents=True, exist_ok=True)
     for f in sorted({f for t in kept for f in t.data_files}):
         (out / "tables" / f).parent.mkdir(parents=True, exist_ok=True)
@@ -273,7 +314,8 @@ def import_suite(questions: Path | str, tables: Path | str, out: Path | str, *, 
     result = Imported(out, without_solution=sum(not t.solution for t in kept), notes=result_notes)
     for split, items in splits.items():
         if items:
-            pq.write_table(pa.Table.from_pylist([t.to_row() for t in items]),
-                           out / "data" / f"{split}-00000-of-00001.parquet")
+            pq.write_table(
+                pa.Table.from_pylist([t.to_row() for t in items]), out / "data" / f"{split}-00000-of-00001.parquet"
+            )
         result.counts[split] = {tier: sum(t.difficulty_tier == tier for t in items) for tier in TIERS}
     return result

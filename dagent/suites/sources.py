@@ -34,9 +34,7 @@ def parse_source(source: str | Path | None) -> tuple[str, str, str | None, str |
     if text.startswith("hf://"):
         m = _HF_DATASET.match(text.rstrip("/"))
         if not m:
-            raise TaskError(
-                f"cannot read tasks from {text!r}: use hf://datasets/OWNER/NAME[@REVISION][/SUBDIR]"
-            )
+            raise TaskError(f"cannot read tasks from {text!r}: use hf://datasets/OWNER/NAME[@REVISION][/SUBDIR]")
         return "hub", m["repo"], m["rev"], m["sub"] or None
     if Path(text).exists():
         return "local", text, None, None
@@ -56,7 +54,6 @@ def load_tasks(source: str | Path | None = None, *, api: object = None) -> TaskS
         raise TaskError(f"no task suite at {root}: run `dagent suite build --out {root}` first")
     suite = read_suite(root, source=label)
     if api is not None:
-
         suite.remote_files = functools.partial(fetch_remote, api=api)
     return suite
 

@@ -26,7 +26,24 @@ from dagent.tools.surface import (
 )
 
 __all__ = [
-    "ALL_TOOLS", "DEFAULT_TOOLSETS", "OUTPUT_CHARS", "READ_LIMIT", "TERMINATOR", "TOOLSETS", "Refused",
-    "Signatures", "ToolResult", "ToolSettings", "WireResult", "clip", "coerce_answer", "confine", "execute",
-    "select", "signature", "tool_function", "usage", "validate",
+    "ALL_TOOLS",
+    "DEFAULT_TOOLSETS",
+    "OUTPUT_CHARS",
+    "READ_LIMIT",
+    "TERMINATOR",
+    "TOOLSETS",
+    "Refused",
+    "Signatures",
+    "ToolResult",
+    "ToolSettings",
+    "WireResult",
+    "clip",
+    "coerce_answer",
+    "confine",
+    "execute",
+    "select",
+    "signature",
+    "tool_function",
+    "usage",
+    "validate",
 ]

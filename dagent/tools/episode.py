@@ -40,8 +40,7 @@ from dagent.tools import TERMINATOR, ToolResult, ToolSettings, execute, select, 
 
 _LOG = logging.getLogger(__name__)
 
-SUBMIT_SENTENCE = ("Submit only that value by calling the `submit_solution` tool; "
-                   "there is no answer file to write.")
+SUBMIT_SENTENCE = "Submit only that value by calling the `submit_solution` tool; there is no answer file to write."
 SUBMITTED = "Answer submitted. The episode is over; no more tool calls are needed."  # the terminator's result
 _ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf", "approx")
 
@@ -78,6 +77,7 @@ class EpisodeConfig:
 
 # ------------------------------------------------------------------ rewording (F28)
 
+
 def _is_abbreviation(text: str, dot: int) -> bool:
     start = max(text.rfind(" ", 0, dot), text.rfind("(", 0, dot), text.rfind("\n", 0, dot)) + 1
     return text[start:dot].lower() in _ABBREVIATIONS
@@ -94,8 +94,10 @@ def _sentences(text: str) -> list[tuple[int, int]]:
             depth += 1
         elif not tick and c in ")]" and depth:
             depth -= 1
-        elif not tick and depth == 0 and (
-            c == "\n" or c in ".!?" and (i + 1 == n or text[i + 1].isspace()) and not _is_abbreviation(text, i)
+        elif (
+            not tick
+            and depth == 0
+            and (c == "\n" or c in ".!?" and (i + 1 == n or text[i + 1].isspace()) and not _is_abbreviation(text, i))
         ):
             end = i + 1
             while end < n and text[end] in " \t":
@@ -119,9 +121,9 @@ def reword_submission(instruction: str) -> str:
         if "answer.txt" not in seg:
             out.append(seg)
             continue
-        trail = seg[len(seg.rstrip()):]
+        trail = seg[len(seg.rstrip()) :]
         if not placed:
-            out.append(seg[:len(seg) - len(seg.lstrip())] + SUBMIT_SENTENCE + trail)
+            out.append(seg[: len(seg) - len(seg.lstrip())] + SUBMIT_SENTENCE + trail)
             placed = True
         elif "\n" in trail:
             out.append("\n")
@@ -131,11 +133,21 @@ def reword_submission(instruction: str) -> str:
 
 # ------------------------------------------------------------------ one episode
 
+
 class Episode:
     """One task in one sandbox. `call` never raises."""
 
-    def __init__(self, episode_id: str, task: Task, *, split: str, index: int, config: EpisodeConfig,
-                 sandbox: Sandbox | None, start_cause: str | None = None) -> None:
+    def __init__(
+        self,
+        episode_id: str,
+        task: Task,
+        *,
+        split: str,
+        index: int,
+        config: EpisodeConfig,
+        sandbox: Sandbox | None,
+        start_cause: str | None = None,
+    ) -> None:
         self.episode_id, self.task, self.split, self.index = episode_id, task, split, index
         self.config, self.sandbox, self.start_cause = config, sandbox, start_cause
         self.instruction = reword_submission(task.instruction)
@@ -168,8 +180,11 @@ class Episode:
         if name != TERMINATOR:
             if self.tool_calls >= self.config.max_steps:
                 self.refused_calls += 1
-                return ToolResult(False, f"the step budget of {self.config.max_steps} tool calls is spent: "
-                                         "call submit_solution now with your best answer")
+                return ToolResult(
+                    False,
+                    f"the step budget of {self.config.max_steps} tool calls is spent: "
+                    "call submit_solution now with your best answer",
+                )
             self.tool_calls += 1
         args = validate(name, arguments, self.config.tools)
         if isinstance(args, ToolResult):
@@ -177,8 +192,11 @@ class Episode:
         if name == TERMINATOR:
             return self._submit(args["answer"])
         if self.sandbox is None:
-            return ToolResult(False, f"the sandbox is unavailable ({self.start_cause}); this episode "
-                                     "cannot be graded", self.start_cause)
+            return ToolResult(
+                False,
+                f"the sandbox is unavailable ({self.start_cause}); this episode cannot be graded",
+                self.start_cause,
+            )
         try:
             result = execute(self.sandbox, name, args, self.config.settings)
         except SandboxError as e:
@@ -221,11 +239,18 @@ class Episode:
     def summary(self) -> dict[str, Any]:
         g = self.grade
         return {
-            "episode_id": self.episode_id, "split": self.split, "index": self.index,
-            "task_id": self.task.task_id, "done": self.done, "submitted": self.answer is not None,
+            "episode_id": self.episode_id,
+            "split": self.split,
+            "index": self.index,
+            "task_id": self.task.task_id,
+            "done": self.done,
+            "submitted": self.answer is not None,
             "answer": None if self.answer is None else self.answer[:200],
-            "tool_calls": self.tool_calls, "refused_calls": self.refused_calls, "reward": self.reward,
-            "correct": None if g is None else g.correct, "method": None if g is None else g.method,
+            "tool_calls": self.tool_calls,
+            "refused_calls": self.refused_calls,
+            "reward": self.reward,
+            "correct": None if g is None else g.correct,
+            "method": None if g is None else g.method,
             "note": None if g is None else g.note,
             "cause": self.start_cause or (self.last_cause if g is not None and g.correct is None else None),
         }
@@ -239,11 +264,13 @@ _KEEP_FINISHED = 10_000
 _LOCK = threading.Lock()
 
 
-def _start_sandbox(task: Task, files: Mapping[str, Path], backend: SandboxBackend,
-                   config: EpisodeConfig) -> tuple[Sandbox | None, str | None]:
+def _start_sandbox(
+    task: Task, files: Mapping[str, Path], backend: SandboxBackend, config: EpisodeConfig
+) -> tuple[Sandbox | None, str | None]:
     try:
-        sandbox = backend.create(Resources(cpus=task.cpus, memory_mb=task.memory_mb,
-                                           timeout_s=config.command_timeout_s))
+        sandbox = backend.create(
+            Resources(cpus=task.cpus, memory_mb=task.memory_mb, timeout_s=config.command_timeout_s)
+        )
     except (SandboxError, OSError) as e:
         return None, f"sandbox_unavailable: {e}"
     try:
@@ -254,9 +281,17 @@ def _start_sandbox(task: Task, files: Mapping[str, Path], backend: SandboxBacken
     return sandbox, None
 
 
-def open_episode(task: Task, files: Mapping[str, Path], backend: SandboxBackend, *, split: str, index: int,
-                 config: EpisodeConfig, max_episodes: int | None = None,
-                 episode_id: str | None = None) -> Episode:
+def open_episode(
+    task: Task,
+    files: Mapping[str, Path],
+    backend: SandboxBackend,
+    *,
+    split: str,
+    index: int,
+    config: EpisodeConfig,
+    max_episodes: int | None = None,
+    episode_id: str | None = None,
+) -> Episode:
     """Start an episode in a fresh sandbox with the task's tables staged, and register it."""
     reap_idle(config.idle_timeout_s)
     eid = episode_id or uuid.uuid4().hex
@@ -264,8 +299,10 @@ def open_episode(task: Task, files: Mapping[str, Path], backend: SandboxBackend,
         if eid in _EPISODES:
             raise EpisodeError(f"episode id {eid!r} is already running; omit episode_id to get a fresh one")
         if max_episodes is not None and len(_EPISODES) >= max_episodes:
-            raise CapacityError(f"server at capacity: {len(_EPISODES)}/{max_episodes} episodes are running; "
-                                "finish some (get_reward releases one) or raise DAGENT_MAX_EPISODES")
+            raise CapacityError(
+                f"server at capacity: {len(_EPISODES)}/{max_episodes} episodes are running; "
+                "finish some (get_reward releases one) or raise DAGENT_MAX_EPISODES"
+            )
         _EPISODES[eid] = None
     try:
         sandbox, cause = _start_sandbox(task, files, backend, config)
@@ -293,8 +330,9 @@ def get_episode(episode_id: str) -> Episode:
         finished = episode_id in _FINISHED
     if episode is None:
         if finished:
-            raise EpisodeNotFoundError(f"episode {episode_id!r} is finished and its sandbox released; "
-                                       "reset to start another")
+            raise EpisodeNotFoundError(
+                f"episode {episode_id!r} is finished and its sandbox released; reset to start another"
+            )
         raise EpisodeNotFoundError(f"unknown episode {episode_id!r}: call reset first (or it was idle and reaped)")
     return episode
 

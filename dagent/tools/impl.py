@@ -23,7 +23,7 @@ from dagent.tools.surface import ALL_TOOLS, TERMINATOR, Refused, ToolResult, Too
 
 
 def _relative(path: str) -> str:
-    return "." if path == WORKDIR else path[len(WORKDIR) + 1:]
+    return "." if path == WORKDIR else path[len(WORKDIR) + 1 :]
 
 
 def execute(sandbox: Sandbox, name: str, args: Mapping[str, Any], settings: ToolSettings | None = None) -> ToolResult:
@@ -78,7 +78,7 @@ def _read(sb: Sandbox, st: ToolSettings, path: str, offset: int | None = None, l
     lines = text.splitlines()
     start = max(1, offset or 1)
     count = st.read_limit if limit is None or limit <= 0 else limit
-    window = lines[start - 1:start - 1 + count]
+    window = lines[start - 1 : start - 1 + count]
     if not lines:
         return ToolResult(True, f"({full} is empty)")
     if not window:
@@ -93,8 +93,10 @@ def _read(sb: Sandbox, st: ToolSettings, path: str, offset: int | None = None, l
 def _writable(path: str) -> str:
     full = confine(path)
     if full == WORKDIR or full == INPUT_DIR or full.startswith(INPUT_DIR + "/"):
-        raise Refused(f"{full} cannot be written: {INPUT_DIR} holds the read-only inputs; "
-                         f"write your own files elsewhere under {WORKDIR}")
+        raise Refused(
+            f"{full} cannot be written: {INPUT_DIR} holds the read-only inputs; "
+            f"write your own files elsewhere under {WORKDIR}"
+        )
     return full
 
 
@@ -120,8 +122,10 @@ def _edit(sb: Sandbox, st: ToolSettings, path: str, old: str, new: str, replace_
     if n == 0:
         return ToolResult(False, f"old text not found in {full}; read the file and copy the text exactly")
     if n > 1 and not replace_all:
-        return ToolResult(False, f"old text occurs {n} times in {full}; include more context to make it "
-                                 "unique, or pass replace_all=true")
+        return ToolResult(
+            False,
+            f"old text occurs {n} times in {full}; include more context to make it unique, or pass replace_all=true",
+        )
     result = _write(sb, st, full, text.replace(old, new) if replace_all else text.replace(old, new, 1))
     if not result.ok:
         return result
@@ -130,7 +134,7 @@ def _edit(sb: Sandbox, st: ToolSettings, path: str, old: str, new: str, replace_
 
 # grep / glob / ls run INSIDE the sandbox, so they see exactly its filesystem. Arguments travel in
 # the environment, never interpolated into the command (F19, F22); the script itself is constant.
-_FS_SCRIPT = r'''
+_FS_SCRIPT = r"""
 import fnmatch, glob as G, json, os, re, sys
 a = json.loads(os.environ["DAGENT_TOOL_ARGS"])
 root = os.path.realpath(".")
@@ -192,14 +196,13 @@ else:
     if not n:
         print("no matches for %r" % a["pattern"])
         sys.exit(1)
-'''
+"""
 _FS_COMMAND = "python3 -I -S -c " + shlex.quote(_FS_SCRIPT)
 
 
 def _fs(sb: Sandbox, st: ToolSettings, **args: Any) -> ToolResult:
     args["path"] = _relative(confine(args.get("path")))
-    r = sb.exec(_FS_COMMAND, timeout_s=st.command_timeout_s, cwd=WORKDIR,
-                env={"DAGENT_TOOL_ARGS": json.dumps(args)})
+    r = sb.exec(_FS_COMMAND, timeout_s=st.command_timeout_s, cwd=WORKDIR, env={"DAGENT_TOOL_ARGS": json.dumps(args)})
     if r.timed_out:
         return ToolResult(False, f"timed out after {st.command_timeout_s:g}s; search a smaller path")
     out = (r.stdout + r.stderr).strip("\n")
@@ -216,7 +219,7 @@ def _glob(sb: Sandbox, st: ToolSettings, pattern: str, path: str | None = None) 
     if pattern.startswith("/"):  # an absolute pattern is taken relative to /workdir, never the host
         if not pattern.startswith(WORKDIR + "/"):
             raise Refused(f"pattern {pattern!r} is outside {WORKDIR}: use a pattern like '**/*.csv'")
-        pattern, path = pattern[len(WORKDIR) + 1:], None
+        pattern, path = pattern[len(WORKDIR) + 1 :], None
     if ".." in pattern.split("/"):
         raise Refused(f"pattern {pattern!r} climbs out of the search directory: drop the '..'")
     return _fs(sb, st, mode="glob", pattern=pattern, path=path)
@@ -227,7 +230,12 @@ def _ls(sb: Sandbox, st: ToolSettings, path: str | None = None) -> ToolResult:
 
 
 _IMPLS: dict[str, Callable[..., ToolResult]] = {
-    "bash": _bash, "read": _read, "write": _write, "edit": _edit,
-    "grep": _grep, "glob": _glob, "ls": _ls,
+    "bash": _bash,
+    "read": _read,
+    "write": _write,
+    "edit": _edit,
+    "grep": _grep,
+    "glob": _glob,
+    "ls": _ls,
 }
 assert set(_IMPLS) | {TERMINATOR} == set(ALL_TOOLS)  # every declared tool has one implementation

@@ -201,8 +201,9 @@ def _adapter(name: str, param: str) -> TypeAdapter:
 
 def usage(name: str) -> str:
     """`read(path, offset?, limit?)`: how a tool is called, for error messages."""
-    parts = [p.name + ("?" if p.default is not inspect.Parameter.empty else "")
-             for p in signature(name).parameters.values()]
+    parts = [
+        p.name + ("?" if p.default is not inspect.Parameter.empty else "") for p in signature(name).parameters.values()
+    ]
     return f"{name}({', '.join(parts)})"
 
 
@@ -243,20 +244,24 @@ def validate(name: str, arguments: Any, served: Iterable[str] = ALL_TOOLS) -> di
         if name == TERMINATOR:
             text = coerce_answer(value)
             if text is None:
-                return ToolResult(False, "answer must be a single value (a string or a number); "
-                                         "give a list as one comma-separated string")
+                return ToolResult(
+                    False,
+                    "answer must be a single value (a string or a number); give a list as one comma-separated string",
+                )
             out[pname] = text
             continue
         try:
             out[pname] = _adapter(name, pname).validate_python(value)
         except ValidationError as e:
             err = e.errors()[0]["msg"] if e.errors() else str(e)
-            return ToolResult(False, f"argument {pname!r} of {name}: {err} (got {value!r:.80}); "
-                                     f"call it as {usage(name)}")
+            return ToolResult(
+                False, f"argument {pname!r} of {name}: {err} (got {value!r:.80}); call it as {usage(name)}"
+            )
     return out
 
 
 # ------------------------------------------------------------------ clipping and paths
+
 
 def clip(text: str, limit: int = OUTPUT_CHARS) -> str:
     """Keep at most `limit` characters (head and tail) with a marker saying how many were cut."""
@@ -265,8 +270,10 @@ def clip(text: str, limit: int = OUTPUT_CHARS) -> str:
     cut = len(text) - limit
     head = (limit * 2) // 3
     tail = limit - head
-    return (f"{text[:head]}\n[... {cut:,} characters cut: output is limited to {limit:,} characters; "
-            f"narrow the command or read a smaller range ...]\n{text[len(text) - tail:]}")
+    return (
+        f"{text[:head]}\n[... {cut:,} characters cut: output is limited to {limit:,} characters; "
+        f"narrow the command or read a smaller range ...]\n{text[len(text) - tail :]}"
+    )
 
 
 class Refused(ToolRefused):
@@ -285,8 +292,15 @@ def confine(path: str | None) -> str:
 
 # ------------------------------------------------------------------ generated faces
 
-def tool_function(name: str, call: Callable[..., Any], *, receiver: bool = False,
-                  routing: str | None = None, routing_optional: bool = False) -> Callable[..., Any]:
+
+def tool_function(
+    name: str,
+    call: Callable[..., Any],
+    *,
+    receiver: bool = False,
+    routing: str | None = None,
+    routing_optional: bool = False,
+) -> Callable[..., Any]:
     """A function with tool `name`'s exact signature and docstring that forwards to `call`.
 
     `receiver=True` makes a method (`call(self, name, kwargs)`); `routing` adds a leading
@@ -299,8 +313,7 @@ def tool_function(name: str, call: Callable[..., Any], *, receiver: bool = False
     params = list(sig.parameters.values())
     hints = dict(_hints(name))
     if routing and routing_optional:
-        params.append(inspect.Parameter(routing, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation=str | None))
+        params.append(inspect.Parameter(routing, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None))
         hints = {**hints, routing: str | None, "return": WireResult}
         sig = sig.replace(return_annotation=WireResult)
     elif routing:
@@ -312,27 +325,33 @@ def tool_function(name: str, call: Callable[..., Any], *, receiver: bool = False
     names = [p.name for p in params if p.name != "self" and p.kind != inspect.Parameter.KEYWORD_ONLY]
 
     def bind(args: tuple, kwargs: dict) -> dict | None:
-        if len(args) > len(names) or any(n in kwargs for n in names[:len(args)]):
+        if len(args) > len(names) or any(n in kwargs for n in names[: len(args)]):
             return None
         return {**dict(zip(names, args, strict=False)), **kwargs}
 
     fn: Callable[..., Any]
     if receiver:
+
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             bound = bind(args, kwargs)
             return call(self, name, bound if bound is not None else _BAD_POSITIONAL)
+
         fn = method
     elif routing:
+
         def routed(*args: Any, **kwargs: Any) -> Any:
             bound = bind(args, kwargs)
             if bound is None:
                 return call(name, _BAD_POSITIONAL, None)
             return call(name, bound, bound.pop(routing, None))
+
         fn = routed
     else:
+
         def plain(*args: Any, **kwargs: Any) -> Any:
             bound = bind(args, kwargs)
             return call(name, bound if bound is not None else _BAD_POSITIONAL)
+
         fn = plain
 
     fn.__name__ = fn.__qualname__ = name

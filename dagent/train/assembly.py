@@ -37,8 +37,16 @@ from dagent.provenance import provenance
 from dagent.train.preflight import TaskRates, mixed_rows
 from dagent.train.routing import pad_coprime
 
-__all__ = ["Callbacks", "callbacks", "config_kwargs", "resolve_resume", "run_dir", "save_final", "train_and_save",
-           "training_rows"]
+__all__ = [
+    "Callbacks",
+    "callbacks",
+    "config_kwargs",
+    "resolve_resume",
+    "run_dir",
+    "save_final",
+    "train_and_save",
+    "training_rows",
+]
 
 
 def run_dir(args: Any) -> Path:
@@ -51,8 +59,9 @@ def run_dir(args: Any) -> Path:
     return out
 
 
-def training_rows(rows: Sequence[dict[str, Any]], rates: TaskRates | None, *, mixed_only: bool,
-                  harnesses: int = 0) -> tuple[list[dict[str, Any]], TaskRates | None]:
+def training_rows(
+    rows: Sequence[dict[str, Any]], rates: TaskRates | None, *, mixed_only: bool, harnesses: int = 0
+) -> tuple[list[dict[str, Any]], TaskRates | None]:
     """The rows a run trains on and the per-task rates its group-size check reads (F55): with
     `mixed_only`, the tasks `rates` measured between 0.2 and 0.8. `harnesses` > 0 (black-box): padded
     until every harness routed per group meets every task (F40)."""
@@ -65,16 +74,32 @@ def training_rows(rows: Sequence[dict[str, Any]], rates: TaskRates | None, *, mi
     return out, rates
 
 
-def config_kwargs(recipe: Any, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
-                  project: str = "dagent") -> dict[str, Any]:
+def config_kwargs(
+    recipe: Any,
+    output_dir: str | Path,
+    *,
+    report_to: str = "none",
+    run_name: str | None = None,
+    project: str = "dagent",
+) -> dict[str, Any]:
     """The fields of TRL's trainer config (GRPOConfig or AsyncGRPOConfig: both are TrainingArguments)
     that every path takes from its recipe alike; each path adds its own after these."""
     kwargs: dict[str, Any] = dict(
-        output_dir=str(output_dir), max_steps=recipe.max_steps, num_generations=recipe.num_generations,
-        learning_rate=recipe.learning_rate, warmup_steps=recipe.warmup_steps, save_strategy="steps",
-        save_steps=recipe.save_steps, save_only_model=False,  # optimizer, scheduler and RNG state: resumable
-        report_to=report_to, run_name=run_name, project=project, seed=recipe.seed, log_completions=False,
-        **RECIPE_SAMPLING.as_trl())
+        output_dir=str(output_dir),
+        max_steps=recipe.max_steps,
+        num_generations=recipe.num_generations,
+        learning_rate=recipe.learning_rate,
+        warmup_steps=recipe.warmup_steps,
+        save_strategy="steps",
+        save_steps=recipe.save_steps,
+        save_only_model=False,  # optimizer, scheduler and RNG state: resumable
+        report_to=report_to,
+        run_name=run_name,
+        project=project,
+        seed=recipe.seed,
+        log_completions=False,
+        **RECIPE_SAMPLING.as_trl(),
+    )
     if report_to == "trackio":
         kwargs.update(trackio_space_id=None)  # the offline store; a Space only when asked for
     return kwargs
@@ -93,13 +118,24 @@ class Callbacks:
     moved: Any = None  # dagent.train.control's check that a control run moved its weights (F52)
 
     def listed(self) -> list[Any]:
-        return [c for c in (self.health, self.timer, self.stamp, self.pusher, self.budget, self.retention, self.moved)
-                if c is not None]
+        return [
+            c
+            for c in (self.health, self.timer, self.stamp, self.pusher, self.budget, self.retention, self.moved)
+            if c is not None
+        ]
 
 
-def callbacks(suite: TaskSuite, model_dir: str | Path, summary: dict[str, Any], *, control: str = "none",
-              push_to_hub: str | None = None, max_minutes: float | None = None, timer: Any = None,
-              hub_api: Any = None) -> Callbacks:
+def callbacks(
+    suite: TaskSuite,
+    model_dir: str | Path,
+    summary: dict[str, Any],
+    *,
+    control: str = "none",
+    push_to_hub: str | None = None,
+    max_minutes: float | None = None,
+    timer: Any = None,
+    hub_api: Any = None,
+) -> Callbacks:
     """Every path's callbacks: `summary` is the recipe as the checkpoints' provenance records it."""
     from dagent.train.budget import TimeBudget
     from dagent.train.control import control_moved_callback
@@ -114,11 +150,15 @@ def callbacks(suite: TaskSuite, model_dir: str | Path, summary: dict[str, Any], 
         pusher = CheckpointPusher(push_to_hub, base_model(model_dir), summary, provenance(suite), api=hub_api)
     return Callbacks(
         health=HealthWatch(),
-        stamp=ProvenanceStamp({**provenance(suite), "recipe": summary, "model": model_source(model_dir),
-                               "control": control}),
+        stamp=ProvenanceStamp(
+            {**provenance(suite), "recipe": summary, "model": model_source(model_dir), "control": control}
+        ),
         retention=LatestOptimizerOnly(),  # every checkpoint's weights, the newest's optimizer state
-        timer=timer, budget=TimeBudget(max_minutes) if max_minutes is not None else None, pusher=pusher,
-        moved=control_moved_callback() if control != "none" else None)  # F52: a control that never moved
+        timer=timer,
+        budget=TimeBudget(max_minutes) if max_minutes is not None else None,
+        pusher=pusher,
+        moved=control_moved_callback() if control != "none" else None,
+    )  # F52: a control that never moved
 
 
 def resolve_resume(spec: str | None, cache: Path, *, api: Any = None) -> str | None:
@@ -133,11 +173,14 @@ def resolve_resume(spec: str | None, cache: Path, *, api: Any = None) -> str | N
     from huggingface_hub import HfApi
 
     repo, folder = spec.split("@", 1)
-    root = (api or HfApi()).snapshot_download(repo, allow_patterns=[f"{folder}/*"],
-                                              local_dir=cache / repo.replace("/", "--"))
+    root = (api or HfApi()).snapshot_download(
+        repo, allow_patterns=[f"{folder}/*"], local_dir=cache / repo.replace("/", "--")
+    )
     if not (Path(root) / folder / "trainer_state.json").is_file():
-        raise ConfigError(f"{repo} holds no {folder}/ with trainer state: push checkpoints with --push-to-hub "
-                          "(each as checkpoint-N/), then name one of them")
+        raise ConfigError(
+            f"{repo} holds no {folder}/ with trainer state: push checkpoints with --push-to-hub "
+            "(each as checkpoint-N/), then name one of them"
+        )
     return str(Path(root) / folder)
 
 
@@ -154,8 +197,15 @@ def save_final(trainer: Any, folder: Path) -> None:
         dist.destroy_process_group()
 
 
-def train_and_save(trainer: Any, calls: Callbacks, out: Path, *, resume_from: str | None, echo: Callable[[str], Any],
-                   close: Callable[[], Any] | None = None) -> None:
+def train_and_save(
+    trainer: Any,
+    calls: Callbacks,
+    out: Path,
+    *,
+    resume_from: str | None,
+    echo: Callable[[str], Any],
+    close: Callable[[], Any] | None = None,
+) -> None:
     """Train (from `resume_from` when given), save `final/`; `close` runs on any exit (sandboxes,
     servers, engines the run opened). Then a spent time budget says where it stopped, and a run the
     health watch stopped raises."""
@@ -166,6 +216,9 @@ def train_and_save(trainer: Any, calls: Callbacks, out: Path, *, resume_from: st
         if close is not None:
             close()
     if calls.budget is not None and calls.budget.expired:
-        echo(f"time budget of {calls.budget.minutes:g} min reached after {calls.budget.steps_done} steps "
-             f"(checkpoint-{calls.budget.steps_done}); a control of the same length: --max-steps {calls.budget.steps_done}")
+        echo(
+            f"time budget of {calls.budget.minutes:g} min reached after {calls.budget.steps_done} steps "
+            f"(checkpoint-{calls.budget.steps_done}); a control of the same length: --max-steps "
+            f"{calls.budget.steps_done}"
+        )
     calls.health.raise_if_stopped()

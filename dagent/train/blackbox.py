@@ -42,16 +42,30 @@ from dagent.train.scoring import score_completions_only
 from dagent.train.shared_prefix import share_prompts
 
 
-def sync_config(recipe: BlackboxRecipe, output_dir: str | Path, *, report_to: str = "none",
-                run_name: str | None = None, project: str = "dagent", **extra: Any) -> Any:
+def sync_config(
+    recipe: BlackboxRecipe,
+    output_dir: str | Path,
+    *,
+    report_to: str = "none",
+    run_name: str | None = None,
+    project: str = "dagent",
+    **extra: Any,
+) -> Any:
     """TRL's GRPOConfig for the sync path (rollout_func): the fields every path sets alike
     (`dagent.train.assembly`, sampling from RECIPE_SAMPLING, F05), then this path's own."""
     from trl import GRPOConfig
 
     kwargs = config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name, project=project)
-    kwargs.update(per_device_train_batch_size=recipe.batch, gradient_accumulation_steps=1, beta=recipe.beta,
-                  max_completion_length=recipe.max_output_tokens, logging_steps=1, use_cpu=recipe.use_cpu,
-                  bf16=recipe.bf16, use_vllm=False)
+    kwargs.update(
+        per_device_train_batch_size=recipe.batch,
+        gradient_accumulation_steps=1,
+        beta=recipe.beta,
+        max_completion_length=recipe.max_output_tokens,
+        logging_steps=1,
+        use_cpu=recipe.use_cpu,
+        bf16=recipe.bf16,
+        use_vllm=False,
+    )
     kwargs.update(extra)
     return GRPOConfig(**kwargs)
 
@@ -78,13 +92,28 @@ class BlackboxRun:
             self.engine.stop()
 
 
-def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: BlackboxRecipe, output_dir: str | Path, *,
-                       harnesses: tuple[str, ...] = ("opencode",), policy: Any = None, served_name: str | None = None,
-                       backend: Any = "local", base_pass1: float | None = None, force: bool = False,
-                       report_to: str = "none", run_name: str | None = None, push_to_hub: str | None = None,
-                       max_minutes: float | None = None, sandbox_dir: str | Path | None = None,
-                       control: str = "none", rates: Any = None, mixed_only: bool = False,
-                       **config: Any) -> BlackboxRun:
+def build_sync_trainer(
+    model_dir: str | Path,
+    suite: TaskSuite,
+    recipe: BlackboxRecipe,
+    output_dir: str | Path,
+    *,
+    harnesses: tuple[str, ...] = ("opencode",),
+    policy: Any = None,
+    served_name: str | None = None,
+    backend: Any = "local",
+    base_pass1: float | None = None,
+    force: bool = False,
+    report_to: str = "none",
+    run_name: str | None = None,
+    push_to_hub: str | None = None,
+    max_minutes: float | None = None,
+    sandbox_dir: str | Path | None = None,
+    control: str = "none",
+    rates: Any = None,
+    mixed_only: bool = False,
+    **config: Any,
+) -> BlackboxRun:
     """GRPOTrainer(rollout_func=...) over the suite's `recipe.split`, the trainer's module served
     in-process (`policy` wraps it for tests, e.g. a steered stand-in over the same weights)."""
     import torch
@@ -94,42 +123,74 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
 
     from dagent.envs.blackbox_session import check_sampling
     from dagent.train.control import controlled
+
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
     score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    rows, rates = training_rows(suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [], rates,
-                                mixed_only=mixed_only, harnesses=len(harnesses))
+    rows, rates = training_rows(
+        suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
+        rates,
+        mixed_only=mixed_only,
+        harnesses=len(harnesses),
+    )
     checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16
+    )
     served = served_name or Path(str(model_dir)).name
     args = sync_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
-    check_sampling({"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k},
-                   RECIPE_SAMPLING.as_request())
-    engine = InProcessEngine(model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING,
-                             policy=policy, dtype=recipe.engine_dtype).start()
+    check_sampling(
+        {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k}, RECIPE_SAMPLING.as_request()
+    )
+    engine = InProcessEngine(
+        model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING, policy=policy, dtype=recipe.engine_dtype
+    ).start()
     runtimes: dict[str, Any] = {}
     try:
         opencode = OpencodeConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
         pi = PiConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
         for name in harnesses:
-            runtimes[name] = BlackBoxRuntime(suite, engine.url, model=served, opencode=opencode, pi=pi, harness=name,
-                                             backend=backend, sampling=RECIPE_SAMPLING,
-                                             timeout_s=recipe.agent_timeout_s,
-                                             fork_threshold_tokens=recipe.fork_threshold_tokens,
-                                             sandbox_dir=sandbox_dir).start()
-        rollouts = BlackBoxRollouts(runtimes, recipe.split, tokenizer, num_generations=recipe.num_generations,
-                                    engine=engine, fork_threshold=recipe.fork_threshold_tokens,
-                                    receipts=Path(output_dir) / "receipts.jsonl")
-        summary = {**asdict(recipe), "mode": "black-box sync", "harnesses": list(harnesses),
-                   "sampling": RECIPE_SAMPLING.as_request()}
+            runtimes[name] = BlackBoxRuntime(
+                suite,
+                engine.url,
+                model=served,
+                opencode=opencode,
+                pi=pi,
+                harness=name,
+                backend=backend,
+                sampling=RECIPE_SAMPLING,
+                timeout_s=recipe.agent_timeout_s,
+                fork_threshold_tokens=recipe.fork_threshold_tokens,
+                sandbox_dir=sandbox_dir,
+            ).start()
+        rollouts = BlackBoxRollouts(
+            runtimes,
+            recipe.split,
+            tokenizer,
+            num_generations=recipe.num_generations,
+            engine=engine,
+            fork_threshold=recipe.fork_threshold_tokens,
+            receipts=Path(output_dir) / "receipts.jsonl",
+        )
+        summary = {
+            **asdict(recipe),
+            "mode": "black-box sync",
+            "harnesses": list(harnesses),
+            "sampling": RECIPE_SAMPLING.as_request(),
+        }
         calls = callbacks(suite, model_dir, summary, control=control, push_to_hub=push_to_hub, max_minutes=max_minutes)
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer,
-                                                               reward_funcs=[env_reward], args=args,
-                                                               train_dataset=Dataset.from_list(rows),
-                                                               rollout_func=rollouts, callbacks=calls.listed())
+        trainer = controlled(GRPOTrainer, control, recipe.seed)(
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=[env_reward],
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            rollout_func=rollouts,
+            callbacks=calls.listed(),
+        )
         calls.health.trainer = trainer
         share_prompts(trainer)  # a group's prompt computed once in the forward and backward
     except BaseException:
@@ -143,12 +204,21 @@ def build_sync_trainer(model_dir: str | Path, suite: TaskSuite, recipe: Blackbox
 # Options the sync path does not honour (F59: refused, never dropped; dagent.train.options).
 SYNC_REFUSED = (
     Refusal("dry_run", "it checks the async launch's config and engine command", "drop it, or use --mode async"),
-    Refusal("env_url", "the sync trainer serves the policy itself and starts its own black-box runtime",
-            "drop it, or use --mode async against a running server"),
-    Refusal("engine_url", "the sync trainer's engine is the trainer's own model, served in-process",
-            "drop it, or use --mode async"),
-    Refusal("engine_devices", "the sync trainer's engine is the trainer's own model, served in-process",
-            "drop it, or use --mode async on GPUs"),
+    Refusal(
+        "env_url",
+        "the sync trainer serves the policy itself and starts its own black-box runtime",
+        "drop it, or use --mode async against a running server",
+    ),
+    Refusal(
+        "engine_url",
+        "the sync trainer's engine is the trainer's own model, served in-process",
+        "drop it, or use --mode async",
+    ),
+    Refusal(
+        "engine_devices",
+        "the sync trainer's engine is the trainer's own model, served in-process",
+        "drop it, or use --mode async on GPUs",
+    ),
     ONE_PROCESS,
 )
 
@@ -157,9 +227,11 @@ def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
     """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
     recipe = args.recipe()
     if args.processes > 1:
-        raise ConfigError(f"--processes {args.processes}: black-box training runs ONE trainer process (sync serves "
-                          "the policy from it; async gives the engine the GPUs --engine-devices names and the "
-                          "trainer the one left): leave --processes at 0, or train white-box on several processes")
+        raise ConfigError(
+            f"--processes {args.processes}: black-box training runs ONE trainer process (sync serves "
+            "the policy from it; async gives the engine the GPUs --engine-devices names and the "
+            "trainer the one left): leave --processes at 0, or train white-box on several processes"
+        )
     if args.mode == "async":
         return train_async(args, recipe, echo=echo)
     if args.mode != "sync":
@@ -173,14 +245,29 @@ def train_sync(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) ->
     out = run_dir(args)
     suite = load_tasks(args.suite)
     path = model_dir(args.model)
-    run = build_sync_trainer(path, suite, recipe, out, harnesses=args.harnesses(), base_pass1=args.base_pass1,
-                             force=args.force, report_to=args.report_to, run_name=args.run_name,
-                             push_to_hub=args.push_to_hub, max_minutes=args.max_minutes, served_name=args.model,
-                             control=args.control, rates=args.rates(), mixed_only=args.mixed_only,
-                             **args.trackio())
+    run = build_sync_trainer(
+        path,
+        suite,
+        recipe,
+        out,
+        harnesses=args.harnesses(),
+        base_pass1=args.base_pass1,
+        force=args.force,
+        report_to=args.report_to,
+        run_name=args.run_name,
+        push_to_hub=args.push_to_hub,
+        max_minutes=args.max_minutes,
+        served_name=args.model,
+        control=args.control,
+        rates=args.rates(),
+        mixed_only=args.mixed_only,
+        **args.trackio(),
+    )
     for check in run.checks:
         echo(f"preflight {check.name}: {check.detail}")
-    echo(f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
-         f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}")
+    echo(
+        f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
+        f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}"
+    )
     train_and_save(run.trainer, run.callbacks, out, resume_from=args.resume_from, echo=echo, close=run.stop)
     return run

@@ -74,53 +74,84 @@ class EnginePreflightError(PreflightError):
     """The engine this job would train against is not the one it needs; the message names the fix."""
 
 
-def config_kwargs(recipe: Any, output_dir: str, *, engine_url: str, turns_per_rollout: float = 8.5,
-                  run_name: str | None = None, report_to: str = "none", **extra: Any) -> dict[str, Any]:
+def config_kwargs(
+    recipe: Any,
+    output_dir: str,
+    *,
+    engine_url: str,
+    turns_per_rollout: float = 8.5,
+    run_name: str | None = None,
+    report_to: str = "none",
+    **extra: Any,
+) -> dict[str, Any]:
     """AsyncGRPOConfig's arguments for `recipe` (a BlackboxRecipe): the fields every path sets alike
     (`dagent.train.assembly`), then the reference's knobs pinned (module docstring)."""
     inflight = max(recipe.num_generations, int(TURN_SLOTS // turns_per_rollout))
     kwargs = assembly.config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name)
     kwargs.update(
-        per_device_train_batch_size=4, gradient_accumulation_steps=max(1, recipe.batch // 4), save_total_limit=3,
-        logging_steps=1, dtype="bfloat16", vllm_server_base_url=engine_url, token_budget=TOKEN_BUDGET,
-        heartbeat_stale_after_s=HEARTBEAT_S, max_completion_length=MAX_COMPLETION, max_inflight_tasks=inflight,
-        fork_threshold_tokens=recipe.worker_fork_threshold, max_tool_calling_iterations=recipe.agent_steps)
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=max(1, recipe.batch // 4),
+        save_total_limit=3,
+        logging_steps=1,
+        dtype="bfloat16",
+        vllm_server_base_url=engine_url,
+        token_budget=TOKEN_BUDGET,
+        heartbeat_stale_after_s=HEARTBEAT_S,
+        max_completion_length=MAX_COMPLETION,
+        max_inflight_tasks=inflight,
+        fork_threshold_tokens=recipe.worker_fork_threshold,
+        max_tool_calling_iterations=recipe.agent_steps,
+    )
     kwargs.update(extra)
     return kwargs
 
 
-def check_config(kwargs: dict[str, Any], *, agent_timeout_s: float, capture_clamp: int, engine_max_model_len: int,
-                 turns_per_rollout: float, engine_dtype: str | None = None) -> list[Check]:
+def check_config(
+    kwargs: dict[str, Any],
+    *,
+    agent_timeout_s: float,
+    capture_clamp: int,
+    engine_max_model_len: int,
+    turns_per_rollout: float,
+    engine_dtype: str | None = None,
+) -> list[Check]:
     """F38 (and F06 when the engine's dtype is known): refuse knobs that do not fit agent rollouts."""
     budget = kwargs.get("token_budget")
     if budget is None or budget >= engine_max_model_len:
         raise PreflightError(
             f"token_budget_at_max_model_len: token_budget {budget} tracks the engine's max_model_len "
             f"({engine_max_model_len}); a trained row that long ran out of memory before step 1 (measured): pin it "
-            f"to the longest rows you measured plus a margin (the reference: {TOKEN_BUDGET}) (F38)")
+            f"to the longest rows you measured plus a margin (the reference: {TOKEN_BUDGET}) (F38)"
+        )
     heartbeat = float(kwargs.get("heartbeat_stale_after_s", 300.0))
     if heartbeat <= agent_timeout_s:
         raise PreflightError(
             f"heartbeat_below_agent_timeout: heartbeat_stale_after_s {heartbeat:g} <= the agent timeout "
             f"{agent_timeout_s:g} s: a worker whose in-flight slots are all busy with long rollouts stops ticking "
             f"and is killed as hung (measured: 'heartbeat stale: 302s > 300s'); set it above the agent timeout, "
-            f"e.g. {HEARTBEAT_S:g} (F38)")
+            f"e.g. {HEARTBEAT_S:g} (F38)"
+        )
     completion = int(kwargs.get("max_completion_length", 2048))
     if completion < capture_clamp:
         raise PreflightError(
             f"completion_below_clamp: max_completion_length {completion} is below what capture lets an agent ask "
-            f"for ({capture_clamp} tokens): raise it to at least {capture_clamp} (the reference: {MAX_COMPLETION}) (F38)")
+            f"for ({capture_clamp} tokens): raise it to at least {capture_clamp} (the reference: {MAX_COMPLETION}) "
+            "(F38)"
+        )
     inflight = int(kwargs.get("max_inflight_tasks", -1))
     slots = inflight * turns_per_rollout
     if inflight < 1 or slots > TURN_SLOTS * 1.5:
         raise PreflightError(
             f"inflight_by_clients: max_inflight_tasks {inflight} x {turns_per_rollout:g} turns per rollout = "
             f"{slots:.0f} concurrent turn-slots on one environment server; size it by turn-slots, not clients "
-            f"(~{TURN_SLOTS} held; 64 x 16 = 1,024 collapsed an evaluation with keep-alive timeouts) (F38)")
-    checks = [Check("token_budget", True, f"{budget} < engine max_model_len {engine_max_model_len}"),
-              Check("heartbeat", True, f"{heartbeat:g} s > agent timeout {agent_timeout_s:g} s"),
-              Check("completion", True, f"{completion} >= capture clamp {capture_clamp}"),
-              Check("inflight", True, f"{inflight} rollouts x {turns_per_rollout:g} turns = {slots:.0f} turn-slots")]
+            f"(~{TURN_SLOTS} held; 64 x 16 = 1,024 collapsed an evaluation with keep-alive timeouts) (F38)"
+        )
+    checks = [
+        Check("token_budget", True, f"{budget} < engine max_model_len {engine_max_model_len}"),
+        Check("heartbeat", True, f"{heartbeat:g} s > agent timeout {agent_timeout_s:g} s"),
+        Check("completion", True, f"{completion} >= capture clamp {capture_clamp}"),
+        Check("inflight", True, f"{inflight} rollouts x {turns_per_rollout:g} turns = {slots:.0f} turn-slots"),
+    ]
     if engine_dtype is not None:
         checks.append(check_dtype(str(kwargs.get("dtype")), engine_dtype))
     return checks
@@ -135,27 +166,49 @@ def check_dtype(trainer: str, engine: str) -> Check:
     if _dtype_name(trainer) != _dtype_name(engine):
         raise PreflightError(
             f"dtype_mismatch: the trainer loads the model in {trainer} but the engine serves {engine}: a precision "
-            "gap biases the importance ratio (arXiv 2510.26788); set the trainer's dtype to the engine's (F06)")
+            "gap biases the importance ratio (arXiv 2510.26788); set the trainer's dtype to the engine's (F06)"
+        )
     return Check("dtype", True, f"trainer and engine both {_dtype_name(engine)}")
 
 
 # -- the engine ----------------------------------------------------------------------------------
-def engine_command(model: str, port: int, *, served_name: str, max_model_len: int = 65_536,
-                   gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1,
-                   data_parallel_size: int = 1) -> list[str]:
+def engine_command(
+    model: str,
+    port: int,
+    *,
+    served_name: str,
+    max_model_len: int = 65_536,
+    gpu_memory_utilization: float = 0.85,
+    tensor_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+) -> list[str]:
     """`vllm serve` as TRL's trainers need it (TRL's own builder: NCCL weight transfer, processed
     logprobs), plus what agents need: hermes tool calls, this job's served name, and sampling
     from the request only (`--generation-config vllm`: the capture proxy pins dagent.core.sampling on
     every call, F05)."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
-    command = build_command(ScriptArguments(model=model, port=port, host="0.0.0.0", dtype="bfloat16",
-                                            max_model_len=max_model_len,
-                                            gpu_memory_utilization=gpu_memory_utilization,
-                                            tensor_parallel_size=tensor_parallel_size,
-                                            data_parallel_size=data_parallel_size))
-    return command + ["--served-model-name", served_name, "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-                      "--generation-config", "vllm"]
+    command = build_command(
+        ScriptArguments(
+            model=model,
+            port=port,
+            host="0.0.0.0",
+            dtype="bfloat16",
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            data_parallel_size=data_parallel_size,
+        )
+    )
+    return command + [
+        "--served-model-name",
+        served_name,
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--generation-config",
+        "vllm",
+    ]
 
 
 def engine_env(gpus: str, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -166,8 +219,9 @@ def _get(url: str, timeout: float = 10.0, **params: Any) -> httpx.Response:
     try:
         return httpx.get(url, params=params or None, timeout=timeout)
     except httpx.HTTPError as e:
-        raise EnginePreflightError(f"engine_unreachable: {url} did not answer ({e}): is the engine up on this "
-                                   "job's port?") from e
+        raise EnginePreflightError(
+            f"engine_unreachable: {url} did not answer ({e}): is the engine up on this job's port?"
+        ) from e
 
 
 def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Check]:
@@ -177,7 +231,8 @@ def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Che
     if info.status_code == 404:
         raise EnginePreflightError(
             f"dev_mode_off: {url}/server_info answered 404: the engine runs without VLLM_SERVER_DEV_MODE=1, so "
-            "/pause and /init_weight_transfer_engine are missing too; restart it with VLLM_SERVER_DEV_MODE=1 (F37)")
+            "/pause and /init_weight_transfer_engine are missing too; restart it with VLLM_SERVER_DEV_MODE=1 (F37)"
+        )
     if info.status_code != 200:
         raise EnginePreflightError(f"server_info_failed: {url}/server_info answered {info.status_code} (F37)")
     config = info.json()
@@ -185,59 +240,83 @@ def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Che
     if not config.get("weight_transfer_config"):
         raise EnginePreflightError(
             "no_weight_transfer: the engine has no weight-transfer engine, so the trainer cannot send it weights: "
-            "restart it with --weight-transfer-config '{\"backend\": \"nccl\"}' (F37)")
+            'restart it with --weight-transfer-config \'{"backend": "nccl"}\' (F37)'
+        )
     mode = (config.get("model_config") or {}).get("logprobs_mode")
     if mode != "processed_logprobs":
         raise EnginePreflightError(
             f"raw_logprobs: the engine reports {mode!r} logprobs, taken before temperature; the importance ratio then "
-            "compares different distributions: restart it with --logprobs-mode processed_logprobs (F37)")
+            "compares different distributions: restart it with --logprobs-mode processed_logprobs (F37)"
+        )
     served = [m.get("id") for m in (_get(f"{url}/v1/models").json().get("data") or [])]
     if served_name not in served:
         raise EnginePreflightError(
             f"wrong_engine: the engine on {url} serves {served}, not this job's {served_name!r}: another job's "
-            "engine holds the port (two jobs on one host); derive ports from the job id (F36)")
+            "engine holds the port (two jobs on one host); derive ports from the job id (F36)"
+        )
     engine_dtype = str((config.get("model_config") or {}).get("dtype", "?"))
-    return [Check("dev_mode", True, f"{url}/server_info answers"),
-            Check("weight_transfer", True, str(config.get("weight_transfer_config"))),
-            Check("logprobs_mode", True, "processed_logprobs"),
-            Check("identity", True, f"serves {served_name}"), check_dtype(trainer_dtype, engine_dtype)]
+    return [
+        Check("dev_mode", True, f"{url}/server_info answers"),
+        Check("weight_transfer", True, str(config.get("weight_transfer_config"))),
+        Check("logprobs_mode", True, "processed_logprobs"),
+        Check("identity", True, f"serves {served_name}"),
+        check_dtype(trainer_dtype, engine_dtype),
+    ]
 
 
 def probe_from_server(env_url: str, served_name: str) -> Check:
     """Ask a running black-box server to reach ITS engine from its own host (module docstring)."""
     r = _get(f"{env_url.rstrip('/')}/{ENV_NAME}/engine", timeout=60.0)
     if r.status_code != 200:
-        raise EnginePreflightError(f"server_probe_failed: {env_url}/{ENV_NAME}/engine answered {r.status_code}: "
-                                   f"{r.text[:300]}")
+        raise EnginePreflightError(
+            f"server_probe_failed: {env_url}/{ENV_NAME}/engine answered {r.status_code}: {r.text[:300]}"
+        )
     probe = r.json()
     if not probe.get("reachable"):
         raise EnginePreflightError(
-            f"engine_unreachable_from_server: the server at {env_url} cannot reach its engine {probe.get('engine_url')} "
+            f"engine_unreachable_from_server: the server at {env_url} cannot reach its engine "
+            f"{probe.get('engine_url')} "
             f"({probe.get('error')}): every rollout would capture zero trainable turns and look healthy; expose the "
-            "job's engine (the job's expose option or an explicit public URL) and deploy the server with it (F08)")
+            "job's engine (the job's expose option or an explicit public URL) and deploy the server with it (F08)"
+        )
     if served_name not in (probe.get("served") or []):
         raise EnginePreflightError(
-            f"wrong_engine_from_server: the server's engine {probe.get('engine_url')} serves {probe.get('served')}, not "
-            f"this job's {served_name!r} (F36)")
+            f"wrong_engine_from_server: the server's engine {probe.get('engine_url')} serves {probe.get('served')}, "
+            "not "
+            f"this job's {served_name!r} (F36)"
+        )
     return Check("server_engine", True, f"{env_url} reaches {probe.get('engine_url')} serving {served_name}")
 
 
-def worker_kwargs(config: Any, model: str, dataset: Any, tokenizer: Any, factory: Any, *,
-                  lossless_capture: bool = True) -> dict[str, Any]:
+def worker_kwargs(
+    config: Any, model: str, dataset: Any, tokenizer: Any, factory: Any, *, lossless_capture: bool = True
+) -> dict[str, Any]:
     """`HarnessRolloutWorker`'s arguments, as AsyncGRPOTrainer builds its own worker's from `config`,
     plus our session factory and the recipe's fork policy (`lossless_capture`: TRL's default True
     would force `fork_threshold_tokens` to 0 whatever the config says, F46). Everything here is
     pickled into TRL's SPAWNED child, so the factory and the reward function must import by name
     there (tests/train/test_blackbox_async.py spawns one)."""
     eos = tokenizer.eos_token_id
-    return dict(model_name=model, dataset=dataset, reward_funcs=[env_reward], processing_class=tokenizer,
-                eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []), harness_session_factory=factory,
-                num_generations=config.num_generations, max_inflight_tasks=config.max_inflight_tasks,
-                queue_maxsize=config.queue_maxsize, vllm_server_url=config.vllm_server_base_url,
-                max_tokens=config.max_completion_length, temperature=config.temperature, top_p=config.top_p,
-                top_k=config.top_k, request_timeout=config.request_timeout,
-                max_tool_calling_iterations=config.max_tool_calling_iterations,
-                fork_threshold_tokens=config.fork_threshold_tokens, lossless_capture=lossless_capture)
+    return dict(
+        model_name=model,
+        dataset=dataset,
+        reward_funcs=[env_reward],
+        processing_class=tokenizer,
+        eos_token_ids=[eos] if isinstance(eos, int) else list(eos or []),
+        harness_session_factory=factory,
+        num_generations=config.num_generations,
+        max_inflight_tasks=config.max_inflight_tasks,
+        queue_maxsize=config.queue_maxsize,
+        vllm_server_url=config.vllm_server_base_url,
+        max_tokens=config.max_completion_length,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        request_timeout=config.request_timeout,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
+        fork_threshold_tokens=config.fork_threshold_tokens,
+        lossless_capture=lossless_capture,
+    )
 
 
 class RoutedSessions:
@@ -246,15 +325,23 @@ class RoutedSessions:
     advantage never encodes which harness ran. Built in TRL's spawned child from a picklable
     `functools.partial(RoutedSessions, servers, split=..., timeout_s=...)`."""
 
-    def __init__(self, servers: dict[str, str], *, split: str = "train", sampling: dict[str, Any] | None = None,
-                 timeout_s: float = 900.0) -> None:
+    def __init__(
+        self,
+        servers: dict[str, str],
+        *,
+        split: str = "train",
+        sampling: dict[str, Any] | None = None,
+        timeout_s: float = 900.0,
+    ) -> None:
         from dagent.envs.blackbox_session import BlackBoxSessionFactory  # openenv: only in the worker's child
 
         if not servers:
             raise ConfigError("no black-box server to send rollouts to: start one per harness")
         self.names = tuple(servers)
-        self.factories = {name: BlackBoxSessionFactory(url, split=split, sampling=sampling, timeout_s=timeout_s)
-                          for name, url in servers.items()}
+        self.factories = {
+            name: BlackBoxSessionFactory(url, split=split, sampling=sampling, timeout_s=timeout_s)
+            for name, url in servers.items()
+        }
 
     def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> Any:
         return self.factories[route(seed or 0, self.names)].create(task, seed=seed, episode_id=episode_id)
@@ -264,10 +351,20 @@ def async_callbacks(args: BlackboxArgs, recipe: BlackboxRecipe, suite: TaskSuite
     """The trainer's callbacks, as every path's (`dagent.train.assembly.callbacks`): the health watch,
     provenance in every checkpoint, checkpoint retention, every checkpoint to the Hub (--push-to-hub)
     and the time budget (--max-minutes)."""
-    summary = {**asdict(recipe), "mode": "black-box async", "harnesses": list(args.harnesses()),
-               "sampling": RECIPE_SAMPLING.as_request()}
-    return assembly.callbacks(suite, model_dir, summary, control="none",  # --control is refused here (ASYNC_REFUSED)
-                              push_to_hub=args.push_to_hub, max_minutes=args.max_minutes)
+    summary = {
+        **asdict(recipe),
+        "mode": "black-box async",
+        "harnesses": list(args.harnesses()),
+        "sampling": RECIPE_SAMPLING.as_request(),
+    }
+    return assembly.callbacks(
+        suite,
+        model_dir,
+        summary,
+        control="none",  # --control is refused here (ASYNC_REFUSED)
+        push_to_hub=args.push_to_hub,
+        max_minutes=args.max_minutes,
+    )
 
 
 # -- the job ---------------------------------------------------------------------------------------
@@ -304,11 +401,18 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) ->
 
 # Options the async path does not honour (F59: refused, never dropped; dagent.train.options).
 ASYNC_REFUSED = (
-    Refusal("control", "AsyncGRPOTrainer scores rewards inside its rollout worker, where the permuted control's "
-            "wrapper of GRPOTrainer._calculate_rewards never runs: the run would train as ordinary GRPO under a "
-            "control's name", "run the control with --mode sync (the same code path as its GRPO arm)"),
-    Refusal("generation_dtype", "the async engine is vLLM on its own GPU, serving in the dtype its command names",
-            "drop it (it sets the sync trainer's in-process engine on a CPU)"),
+    Refusal(
+        "control",
+        "AsyncGRPOTrainer scores rewards inside its rollout worker, where the permuted control's "
+        "wrapper of GRPOTrainer._calculate_rewards never runs: the run would train as ordinary GRPO under a "
+        "control's name",
+        "run the control with --mode sync (the same code path as its GRPO arm)",
+    ),
+    Refusal(
+        "generation_dtype",
+        "the async engine is vLLM on its own GPU, serving in the dtype its command names",
+        "drop it (it sets the sync trainer's in-process engine on a CPU)",
+    ),
     ONE_PROCESS,
 )
 
@@ -319,37 +423,71 @@ def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -
     the callbacks (`async_callbacks`), or is refused here (`ASYNC_REFUSED`, F59)."""
     refuse(args, "black-box async", ASYNC_REFUSED)
     if args.env_url and len(args.harnesses()) > 1:
-        raise ConfigError("--env-url names one running server, which runs one harness: route several harnesses "
-                          "(--harness opencode,pi) with the servers this job starts (leave --env-url out)")
+        raise ConfigError(
+            "--env-url names one running server, which runs one harness: route several harnesses "
+            "(--harness opencode,pi) with the servers this job starts (leave --env-url out)"
+        )
     ports = job_ports()
     served = args.model
     engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
     out = assembly.run_dir(args)
-    kwargs = config_kwargs(recipe, str(out), engine_url=f"http://127.0.0.1:{ports.engine}", run_name=args.run_name,
-                           report_to=args.report_to, **args.trackio())
+    kwargs = config_kwargs(
+        recipe,
+        str(out),
+        engine_url=f"http://127.0.0.1:{ports.engine}",
+        run_name=args.run_name,
+        report_to=args.report_to,
+        **args.trackio(),
+    )
     suite = load_tasks(args.suite)
-    rows, rates = assembly.training_rows(suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
-                                         args.rates(), mixed_only=args.mixed_only, harnesses=len(args.harnesses()))
-    checks = [*preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates),
-              *check_config(kwargs, agent_timeout_s=recipe.agent_timeout_s, capture_clamp=recipe.max_output_tokens,
-                            engine_max_model_len=65_536, turns_per_rollout=8.5)]
+    rows, rates = assembly.training_rows(
+        suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
+        args.rates(),
+        mixed_only=args.mixed_only,
+        harnesses=len(args.harnesses()),
+    )
+    checks = [
+        *preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates),
+        *check_config(
+            kwargs,
+            agent_timeout_s=recipe.agent_timeout_s,
+            capture_clamp=recipe.max_output_tokens,
+            engine_max_model_len=65_536,
+            turns_per_rollout=8.5,
+        ),
+    ]
     # every engine device serves a replica (data parallel); the trainer takes the one GPU left (trainer_devices)
-    command = engine_command(served, ports.engine, served_name=served,
-                             data_parallel_size=len([d for d in args.engine_devices.split(",") if d.strip()]))
+    command = engine_command(
+        served,
+        ports.engine,
+        served_name=served,
+        data_parallel_size=len([d for d in args.engine_devices.split(",") if d.strip()]),
+    )
     for check in checks:
         echo(f"preflight {check.name}: {check.detail}")
-    echo(f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}"
-         f" ({', '.join(args.harnesses())}, routed per group), fork policy: lossless_capture={recipe.lossless_capture},"
-         f" fork_threshold_tokens={recipe.worker_fork_threshold}")
+    echo(
+        f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}"
+        f" ({', '.join(args.harnesses())}, routed per group), fork policy: lossless_capture={recipe.lossless_capture},"
+        f" fork_threshold_tokens={recipe.worker_fork_threshold}"
+    )
     echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
     if args.dry_run:
         return kwargs
     return _launch(args, recipe, kwargs, command, ports, engine_url, suite, rows, out, echo)
 
 
-def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], command: list[str], ports: Any,
-            engine_url: str, suite: TaskSuite, rows: list[dict[str, Any]], out: Path,
-            echo: Any) -> Any:  # pragma: no cover - needs GPUs and vLLM (module docstring)
+def _launch(
+    args: BlackboxArgs,
+    recipe: BlackboxRecipe,
+    kwargs: dict[str, Any],
+    command: list[str],
+    ports: Any,
+    engine_url: str,
+    suite: TaskSuite,
+    rows: list[dict[str, Any]],
+    out: Path,
+    echo: Any,
+) -> Any:  # pragma: no cover - needs GPUs and vLLM (module docstring)
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -357,7 +495,9 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
     from trl.experimental.async_grpo.openenv_harness import HarnessRolloutWorker
 
     if not torch.cuda.is_available():
-        raise ConfigError("--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU")
+        raise ConfigError(
+            "--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU"
+        )
     procs = Processes([], [])
     try:
         trainer_gpus = trainer_devices(torch.cuda.device_count(), args.engine_devices)
@@ -371,18 +511,34 @@ def _launch(args: BlackboxArgs, recipe: BlackboxRecipe, kwargs: dict[str, Any], 
             echo(f"preflight {probe_from_server(args.env_url, args.model).detail}")
             servers = {args.harnesses()[0]: args.env_url}
         else:
-            servers = {name: _serve_environment(suite, local_engine, recipe, args.model, name, ports.env + i, procs)
-                       for i, name in enumerate(args.harnesses())}
+            servers = {
+                name: _serve_environment(suite, local_engine, recipe, args.model, name, ports.env + i, procs)
+                for i, name in enumerate(args.harnesses())
+            }
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(trainer_gpus)
         factory = functools.partial(RoutedSessions, servers, split=recipe.split, timeout_s=recipe.agent_timeout_s + 60)
         config = AsyncGRPOConfig(**kwargs)
         path = model_dir(args.model)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-        worker = HarnessRolloutWorker(**worker_kwargs(config, args.model, Dataset.from_list(rows), tokenizer, factory,
-                                                      lossless_capture=recipe.lossless_capture))
+        worker = HarnessRolloutWorker(
+            **worker_kwargs(
+                config,
+                args.model,
+                Dataset.from_list(rows),
+                tokenizer,
+                factory,
+                lossless_capture=recipe.lossless_capture,
+            )
+        )
         calls = async_callbacks(args, recipe, suite, str(path))
-        trainer = AsyncGRPOTrainer(model=str(path), args=config, train_dataset=Dataset.from_list(rows),
-                                   reward_funcs=[env_reward], rollout_worker=worker, callbacks=calls.listed())
+        trainer = AsyncGRPOTrainer(
+            model=str(path),
+            args=config,
+            train_dataset=Dataset.from_list(rows),
+            reward_funcs=[env_reward],
+            rollout_worker=worker,
+            callbacks=calls.listed(),
+        )
         calls.health.trainer = trainer  # the health watch reads the trainer's logs
     except BaseException:
         procs.stop()
@@ -398,22 +554,35 @@ def trainer_devices(gpus: int, engine_devices: str) -> list[str]:
     engine = [d.strip() for d in engine_devices.split(",") if d.strip()]
     unknown = [d for d in engine if not d.isdigit() or int(d) >= gpus]
     if unknown:
-        raise ConfigError(f"--engine-devices {engine_devices}: {', '.join(unknown)} is not one of this machine's "
-                          f"{gpus} GPUs (0..{gpus - 1})")
+        raise ConfigError(
+            f"--engine-devices {engine_devices}: {', '.join(unknown)} is not one of this machine's "
+            f"{gpus} GPUs (0..{gpus - 1})"
+        )
     left = [str(i) for i in range(gpus) if str(i) not in engine]
     if len(left) != 1:
         fix = ",".join(map(str, range(gpus - 1))) if gpus > 1 else "-"
-        raise ConfigError(f"--engine-devices {engine_devices} leaves {len(left)} of {gpus} GPUs to the trainer, which "
-                          f"takes exactly one in async mode: give the engine the others (--engine-devices {fix})")
+        raise ConfigError(
+            f"--engine-devices {engine_devices} leaves {len(left)} of {gpus} GPUs to the trainer, which "
+            f"takes exactly one in async mode: give the engine the others (--engine-devices {fix})"
+        )
     return left
 
 
-def _serve_environment(suite: TaskSuite, engine_url: str, recipe: BlackboxRecipe, served: str, harness: str,
-                       port: int, procs: Processes) -> str:  # pragma: no cover - part of _launch
+def _serve_environment(
+    suite: TaskSuite, engine_url: str, recipe: BlackboxRecipe, served: str, harness: str, port: int, procs: Processes
+) -> str:  # pragma: no cover - part of _launch
     conditions = dict(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
-    runtime = BlackBoxRuntime(suite, engine_url, model=served, sampling=RECIPE_SAMPLING, timeout_s=recipe.agent_timeout_s,
-                              opencode=OpencodeConfig(**conditions), pi=PiConfig(**conditions), harness=harness,
-                              fork_threshold_tokens=recipe.worker_fork_threshold).start()
+    runtime = BlackBoxRuntime(
+        suite,
+        engine_url,
+        model=served,
+        sampling=RECIPE_SAMPLING,
+        timeout_s=recipe.agent_timeout_s,
+        opencode=OpencodeConfig(**conditions),
+        pi=PiConfig(**conditions),
+        harness=harness,
+        fork_threshold_tokens=recipe.worker_fork_threshold,
+    ).start()
     procs.stoppers.append(runtime.stop)
     server = ThreadedServer(create_app(runtime, max_concurrent=64), port=port, timeout_keep_alive=75).start()
     procs.stoppers.append(server.stop)

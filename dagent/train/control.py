@@ -90,8 +90,10 @@ def control_moved_callback() -> Any:
                 return
             if weights_digest(model) == self.start[1]:
                 raise ControlError(
-                    f"F52: the control's weights are bit-identical after steps {self.start[0] + 1}..{state.global_step}: "
+                    "F52: the control's weights are bit-identical after steps "
+                    f"{self.start[0] + 1}..{state.global_step}: "
                     f"it trained nothing (learning rate {args.learning_rate}), so it cannot differ from its baseline; "
-                    "run the control with the run's own learning rate and optimiser")
+                    "run the control with the run's own learning rate and optimiser"
+                )
 
     return ControlMoved()

@@ -34,6 +34,7 @@ def generate_in_bf16(trainer: Any) -> bool:
         def generate(*args: Any, **kwargs: Any) -> Any:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 return method(*args, **kwargs)
+
         return generate
 
     return wrap_method(trainer, METHOD, "_dagent_bf16", wrap)

@@ -69,10 +69,13 @@ def plot(path: Path | str, out: Path | str) -> Path:
         mean = [h.get(key) for h in steps]
         std = [h.get("reward_std", 0.0) for h in steps]
         ax.plot(x, mean, marker="o", label="reward mean (the step's rollouts)")
-        ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2,
-                        label="+- reward std")
+        ax.fill_between(
+            x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2, label="+- reward std"
+        )
         k = min(5, len(mean))
-        running = [sum(mean[max(0, i - k + 1): i + 1]) / len(mean[max(0, i - k + 1): i + 1]) for i in range(len(mean))]
+        running = [
+            sum(mean[max(0, i - k + 1) : i + 1]) / len(mean[max(0, i - k + 1) : i + 1]) for i in range(len(mean))
+        ]
         ax.plot(x, running, color="black", linewidth=1.5, label=f"running mean of {k}")
     ax.set(title="reward per step", xlabel="step", ylabel="reward")
     ax.legend(fontsize=8)

@@ -44,8 +44,23 @@ import torch
 from dagent.errors import DagentError
 from dagent.train.trl_seams import GENERATE, REWARDS, SCORE
 
-__all__ = ["Direction", "DirectionError", "Record", "Shift", "Snapshot", "audit", "check_arm", "direction",
-           "group_advantages", "replaying", "rewards_of", "rows", "token_logps", "untrained_gradient", "verify"]
+__all__ = [
+    "Direction",
+    "DirectionError",
+    "Record",
+    "Shift",
+    "Snapshot",
+    "audit",
+    "check_arm",
+    "direction",
+    "group_advantages",
+    "replaying",
+    "rewards_of",
+    "rows",
+    "token_logps",
+    "untrained_gradient",
+    "verify",
+]
 
 
 class DirectionError(DagentError):
@@ -60,10 +75,10 @@ def group_advantages(rewards: Sequence[float | None], group: int, *, scale: bool
         raise DirectionError(f"{len(rewards)} rewards is not a whole number of groups of {group}")
     out: list[float] = []
     for g in range(0, len(rewards), group):
-        graded = [float(r) for r in rewards[g:g + group] if r is not None]
+        graded = [float(r) for r in rewards[g : g + group] if r is not None]
         mean = sum(graded) / len(graded) if graded else 0.0
         std = math.sqrt(sum((r - mean) ** 2 for r in graded) / (len(graded) - 1)) if len(graded) > 1 else 0.0
-        for r in rewards[g:g + group]:
+        for r in rewards[g : g + group]:
             out.append(0.0 if r is None else (float(r) - mean) / ((std + 1e-4) if scale else 1.0))
     return out
 
@@ -75,9 +90,11 @@ def check_arm(trainer: Any, control: str) -> None:
     expected advantages from the rewards the trainer recorded, since those are the permuted ones."""
     wired = getattr(type(trainer), "dagent_control", "none")
     if wired != control:
-        raise DirectionError(f"F57: the arm was asked for control {control!r} but its trainer "
-                             f"({type(trainer).__name__}) scores as {wired!r}: build it with "
-                             f"dagent.train.control.controlled(..., {control!r})")
+        raise DirectionError(
+            f"F57: the arm was asked for control {control!r} but its trainer "
+            f"({type(trainer).__name__}) scores as {wired!r}: build it with "
+            f"dagent.train.control.controlled(..., {control!r})"
+        )
 
 
 def replaying(trainer: Any) -> Any:
@@ -128,8 +145,18 @@ class Record:
     @classmethod
     def of(cls, batch: dict[str, Any]) -> Record:
         mask = batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
-        return cls(*(t.detach().clone() for t in (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"],
-                                                  batch["completion_mask"], mask)))
+        return cls(
+            *(
+                t.detach().clone()
+                for t in (
+                    batch["prompt_ids"],
+                    batch["prompt_mask"],
+                    batch["completion_ids"],
+                    batch["completion_mask"],
+                    mask,
+                )
+            )
+        )
 
     @property
     def rollouts(self) -> int:
@@ -138,8 +165,10 @@ class Record:
     def rows(self, keep: Sequence[int]) -> Record:
         """The record cut to rollouts `keep`, without the columns that are padding in all of them."""
         index = torch.tensor(list(keep))
-        pi, pm, ci, cm, lm = (t.index_select(0, index.to(t.device)) for t in (
-            self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask, self.loss_mask))
+        pi, pm, ci, cm, lm = (
+            t.index_select(0, index.to(t.device))
+            for t in (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask, self.loss_mask)
+        )
         start, end = _bounds(pm, cm)
         return Record(pi[:, start:], pm[:, start:], ci[:, :end], cm[:, :end], lm[:, :end])
 
@@ -160,8 +189,11 @@ def token_logps(model: Any, record: Record, temperature: float = 1.0) -> torch.T
             attention = torch.cat([record.prompt_mask, record.completion_mask], dim=1)
             t = record.completion_ids.shape[1]
             logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=t + 1).logits[:, :-1, :].float()
-            return torch.log_softmax(logits / temperature, dim=-1).gather(
-                -1, record.completion_ids.unsqueeze(-1)).squeeze(-1)
+            return (
+                torch.log_softmax(logits / temperature, dim=-1)
+                .gather(-1, record.completion_ids.unsqueeze(-1))
+                .squeeze(-1)
+            )
     finally:
         model.train(was_training)
 
@@ -188,13 +220,17 @@ def audit(batch: dict[str, Any], record: Record) -> list[str]:
     for i in range(record.rollouts):
         want = record.loss_mask[i].bool()
         got = seen.loss_mask[i].bool() if i < seen.rollouts else torch.zeros_like(want)
-        if seen.completion_ids.shape != record.completion_ids.shape or not torch.equal(seen.prompt_ids[i], record.prompt_ids[i]):
+        if seen.completion_ids.shape != record.completion_ids.shape or not torch.equal(
+            seen.prompt_ids[i], record.prompt_ids[i]
+        ):
             problems.append(f"rollout {i}: the row's prompt or completion is not the sampler's")
             continue
         if not torch.equal(got, want):
             extra, lost = int((got & ~want).sum()), int((want & ~got).sum())
-            problems.append(f"rollout {i}: the loss mask trains {extra} tokens the sampler did not produce as "
-                            f"the model's and leaves {lost} of the model's untrained")
+            problems.append(
+                f"rollout {i}: the loss mask trains {extra} tokens the sampler did not produce as "
+                f"the model's and leaves {lost} of the model's untrained"
+            )
             continue
         if not torch.equal(seen.completion_ids[i][want], record.completion_ids[i][want]):
             n = int((seen.completion_ids[i][want] != record.completion_ids[i][want]).sum())
@@ -221,8 +257,10 @@ def rows(batch: dict[str, Any], keep: Sequence[int]) -> dict[str, Any]:
     depend on left padding, and a short prompt padded to a harness's 6,000-token one costs as much)."""
     n = int(batch["advantages"].shape[0])
     index = torch.tensor(list(keep))
-    out = {k: v.index_select(0, index.to(v.device)) if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v
-           for k, v in batch.items()}
+    out = {
+        k: v.index_select(0, index.to(v.device)) if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v
+        for k, v in batch.items()
+    }
     width = batch["completion_ids"].shape[1]
     start, end = _bounds(out["prompt_mask"], out["completion_mask"])
     for k, v in out.items():
@@ -261,8 +299,11 @@ def _loss_and_logps(trainer: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, 
 def _gradient_check(grad: torch.Tensor, record: Record, advantages: Sequence[float]) -> tuple[float, int]:
     untrained = (record.completion_mask == 1) & (record.loss_mask == 0)
     leak = float(grad[untrained].abs().max()) if untrained.any() else 0.0
-    starved = sum(1 for i, a in enumerate(advantages)
-                  if a != 0.0 and record.loss_mask[i].any() and not grad[i][record.loss_mask[i].bool()].any())
+    starved = sum(
+        1
+        for i, a in enumerate(advantages)
+        if a != 0.0 and record.loss_mask[i].any() and not grad[i][record.loss_mask[i].bool()].any()
+    )
     return leak, starved
 
 
@@ -280,8 +321,9 @@ def _step(trainer: Any, batch: dict[str, Any], optimizer: Callable[[], Any] | No
     return seen[-1].grad.detach()
 
 
-def untrained_gradient(trainer: Any, batch: dict[str, Any], record: Record,
-                       advantages: Sequence[float]) -> tuple[float, int]:
+def untrained_gradient(
+    trainer: Any, batch: dict[str, Any], record: Record, advantages: Sequence[float]
+) -> tuple[float, int]:
     """(largest |d loss / d log p| on a token the record does not train, rollouts with a non-zero
     advantage whose trained tokens got no gradient). Both must be 0. Row by row; leaves no gradient
     on the model."""
@@ -363,20 +405,34 @@ class Direction:
         """The batch's step raised the advantage-weighted log-prob, every rollout with an advantage
         moved its way on its own term, and so did a clear majority of their tokens."""
         moved = self.tokens_with + self.tokens_against
-        return (bool(self.signed) and self.objective > 0 and self.disagree == 0 and moved > 0
-                and self.tokens_with / moved >= token_majority)
+        return (
+            bool(self.signed)
+            and self.objective > 0
+            and self.disagree == 0
+            and moved > 0
+            and self.tokens_with / moved >= token_majority
+        )
 
     def summary(self) -> str:
         moved = max(1, self.tokens_with + self.tokens_against)
         deltas = ", ".join(f"A={s.advantage:+.2f}: {s.delta:+.3f}" for s in self.signed)
-        return (f"batch step: sum of A x change {self.objective:+.3f}; on its own term, {self.agree} of "
-                f"{len(self.signed)} rollouts moved their advantage's way, {self.tokens_with} of "
-                f"{self.tokens_with + self.tokens_against} tokens ({self.tokens_with / moved:.0%}); summed "
-                f"log-prob change by rollout: {deltas}")
+        return (
+            f"batch step: sum of A x change {self.objective:+.3f}; on its own term, {self.agree} of "
+            f"{len(self.signed)} rollouts moved their advantage's way, {self.tokens_with} of "
+            f"{self.tokens_with + self.tokens_against} tokens ({self.tokens_with / moved:.0%}); summed "
+            f"log-prob change by rollout: {deltas}"
+        )
 
 
-def direction(trainer: Any, batch: dict[str, Any], record: Record, advantages: Sequence[float],
-              snapshot: Snapshot, *, optimizer: Callable[[], Any] | None = None) -> Direction:
+def direction(
+    trainer: Any,
+    batch: dict[str, Any],
+    record: Record,
+    advantages: Sequence[float],
+    snapshot: Snapshot,
+    *,
+    optimizer: Callable[[], Any] | None = None,
+) -> Direction:
     """Steps of the recipe's loss from the snapshot's weights, measured on the record's trained
     tokens and judged by `advantages`: one on the whole batch (its advantage-weighted change of
     summed log-prob must be positive; its gradient checked, `untrained_gradient`), then one per
@@ -391,8 +447,10 @@ def direction(trainer: Any, batch: dict[str, Any], record: Record, advantages: S
     over tokens over a batch-wide normaliser, so the sum of the rows' gradients IS the batch's; for
     the per-row averaging losses it is a uniform multiple), each row without its padding."""
     if getattr(trainer, "loss_type", "dapo") == "bnpo":
-        raise DirectionError("loss_type bnpo normalises by the whole batch's token count: its rows' gradients do "
-                             "not add up to the batch's; measure the direction of dapo, grpo, dr_grpo or cispo")
+        raise DirectionError(
+            "loss_type bnpo normalises by the whole batch's token count: its rows' gradients do "
+            "not add up to the batch's; measure the direction of dapo, grpo, dr_grpo or cispo"
+        )
     model = trainer.model
     temperature = float(getattr(trainer, "temperature", 1.0))
     n = record.rollouts
@@ -421,35 +479,51 @@ def direction(trainer: Any, batch: dict[str, Any], record: Record, advantages: S
         _step(trainer, rows(batch, [i]), optimizer)
         d = (token_logps(model, mine[i], temperature) - before[i])[0][trained]
         snapshot.restore()
-        shifts.append(Shift(float(a), float(d.sum()), int(trained.sum()), int((d > 0).sum()), int((d < 0).sum()),
-                            batch_delta[i]))
+        shifts.append(
+            Shift(float(a), float(d.sum()), int(trained.sum()), int((d > 0).sum()), int((d < 0).sum()), batch_delta[i])
+        )
         if shifts[-1].delta * a <= 0:  # one rollout against its advantage already fails the check
             shifts.extend(Shift(float(b), 0.0, 0, 0, 0, batch_delta[j]) for j, b in enumerate(advantages) if j > i)
             break
     return Direction(tuple(shifts), leak, starved)
 
 
-def verify(trainer: Any, batch: dict[str, Any], record: Record, rewards: Sequence[float | None], group: int,
-           *, snapshot: Snapshot | None = None, measured: Direction | None = None) -> Direction:
+def verify(
+    trainer: Any,
+    batch: dict[str, Any],
+    record: Record,
+    rewards: Sequence[float | None],
+    group: int,
+    *,
+    snapshot: Snapshot | None = None,
+    measured: Direction | None = None,
+) -> Direction:
     """All three checks (module docstring) on one batch against the environment's `rewards`;
     raises DirectionError naming the first that fails. Restores the weights afterwards. `measured`:
     the steps of an earlier `verify` on this same batch, judged again by these rewards."""
     snapshot = snapshot or Snapshot(trainer)
     expected = group_advantages(rewards, group, scale=getattr(trainer, "scale_rewards", "group") != "none")
     if not any(expected):
-        raise DirectionError("every group scored alike: no rollout has an advantage, nothing to measure "
-                             "(build the batch from groups with mixed outcomes)")
+        raise DirectionError(
+            "every group scored alike: no rollout has an advantage, nothing to measure "
+            "(build the batch from groups with mixed outcomes)"
+        )
     problems = audit(batch, record)
     if problems:
         raise DirectionError("the loss trains tokens the sampler did not produce: " + "; ".join(problems[:3]))
     try:
-        moved = (measured.judged_by(expected) if measured is not None
-                 else direction(trainer, batch, record, expected, snapshot))
+        moved = (
+            measured.judged_by(expected)
+            if measured is not None
+            else direction(trainer, batch, record, expected, snapshot)
+        )
     finally:
         snapshot.restore()
     if moved.leak > 0.0:
-        raise DirectionError(f"tokens the audit calls untrained get a gradient (largest |dL/dlogp| {moved.leak:.3g}): "
-                             "the loss mask covers tool output or context")
+        raise DirectionError(
+            f"tokens the audit calls untrained get a gradient (largest |dL/dlogp| {moved.leak:.3g}): "
+            "the loss mask covers tool output or context"
+        )
     if moved.starved:
         raise DirectionError(f"{moved.starved} rollouts with an advantage had no gradient on their trained tokens")
     if not moved.follows():

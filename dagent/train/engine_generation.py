@@ -47,9 +47,23 @@ METHOD = GENERATE_TURN
 # What transformers' generate may be given that the engine honours (sampling) or that does not
 # change what is sampled (ids, bookkeeping). Anything else (a logits processor such as
 # sequence_bias, min_p, a repetition penalty, beams) sends the turn to TRL's own generation.
-_HONOURED = frozenset({"max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "pad_token_id", "bos_token_id",
-                       "eos_token_id", "disable_compile", "transformers_version", "cache_implementation", "use_cache",
-                       "sequence_bias"})
+_HONOURED = frozenset(
+    {
+        "max_new_tokens",
+        "do_sample",
+        "temperature",
+        "top_k",
+        "top_p",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "disable_compile",
+        "transformers_version",
+        "cache_implementation",
+        "use_cache",
+        "sequence_bias",
+    }
+)
 _NEUTRAL = {"repetition_penalty": (1.0,), "min_p": (None, 0.0)}
 
 
@@ -57,8 +71,7 @@ def unhonoured(config: Any) -> list[str]:
     """The settings of a transformers `GenerationConfig` (those differing from its defaults) that the
     engine would not honour."""
     diff = config.to_diff_dict() if hasattr(config, "to_diff_dict") else dict(vars(config))
-    return sorted(k for k, v in diff.items()
-                  if k not in _HONOURED and not (k in _NEUTRAL and v in _NEUTRAL[k]))
+    return sorted(k for k, v in diff.items() if k not in _HONOURED and not (k in _NEUTRAL and v in _NEUTRAL[k]))
 
 
 def engine_sampling(config: Any) -> Any:
@@ -68,9 +81,11 @@ def engine_sampling(config: Any) -> Any:
         return None
     if not getattr(config, "do_sample", True):
         return Sampling(temperature=0.0)
-    return Sampling(temperature=float(config.temperature if config.temperature is not None else 1.0),
-                    top_p=float(config.top_p if config.top_p is not None else 1.0),
-                    top_k=int(config.top_k or 0))
+    return Sampling(
+        temperature=float(config.temperature if config.temperature is not None else 1.0),
+        top_p=float(config.top_p if config.top_p is not None else 1.0),
+        top_k=int(config.top_k or 0),
+    )
 
 
 def logits_processor(config: Any) -> Any:
@@ -101,19 +116,26 @@ def generate_through_engine(trainer: Any, *, max_num_seqs: int = 16) -> bool:
     def wrap(method: Any) -> Any:
         engine = _Engine(trainer, max_num_seqs)
 
-        def turn(prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
-                 has_tool_images: bool = False) -> Any:
+        def turn(
+            prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int, has_tool_images: bool = False
+        ) -> Any:
             sampling = engine_sampling(trainer.generation_config)
             if images is not None and any(images) or multimodal_fields or has_tool_images or sampling is None:
                 if sampling is None and not turn.warned:
                     turn.warned = True
-                    warnings.warn(f"white-box generation: the engine does not implement "
-                                  f"{', '.join(unhonoured(trainer.generation_config))}; TRL's generation runs these "
-                                  "turns", stacklevel=2)
+                    warnings.warn(
+                        f"white-box generation: the engine does not implement "
+                        f"{', '.join(unhonoured(trainer.generation_config))}; TRL's generation runs these "
+                        "turns",
+                        stacklevel=2,
+                    )
                 return method(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images)
-            return engine.generate([list(p) for p in prompt_ids], sampling,
-                                   int(trainer.generation_config.max_new_tokens),
-                                   logits_processor(trainer.generation_config)), None
+            return engine.generate(
+                [list(p) for p in prompt_ids],
+                sampling,
+                int(trainer.generation_config.max_new_tokens),
+                logits_processor(trainer.generation_config),
+            ), None
 
         turn.warned = False  # type: ignore[attr-defined]
         turn.engine = engine  # type: ignore[attr-defined]
@@ -141,14 +163,20 @@ class _Engine:
         model = self.trainer.accelerator.unwrap_model(self.trainer.model_wrapped)
         if self._engine is None or self._engine.model is not model:
             eos = tuple(int(i) for i in self.trainer.eos_token_ids)
-            self._engine = LocalEngine(model, self.trainer.processing_class, eos_token_ids=eos,
-                                       max_model_len=int(getattr(model.config, "max_position_embeddings", 32_768)),
-                                       dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
-                                       name="trainer", max_num_seqs=self.max_num_seqs)
+            self._engine = LocalEngine(
+                model,
+                self.trainer.processing_class,
+                eos_token_ids=eos,
+                max_model_len=int(getattr(model.config, "max_position_embeddings", 32_768)),
+                dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+                name="trainer",
+                max_num_seqs=self.max_num_seqs,
+            )
         return self._engine
 
-    def generate(self, prompts: list[list[int]], sampling: Any, max_new_tokens: int,
-                 processor: Any = None) -> list[list[int]]:
+    def generate(
+        self, prompts: list[list[int]], sampling: Any, max_new_tokens: int, processor: Any = None
+    ) -> list[list[int]]:
         import torch
 
         if not prompts:
@@ -161,9 +189,17 @@ class _Engine:
                 prefix.clear()
             self._step = step
         seeds = torch.randint(0, 2**31 - 1, (len(prompts),)).tolist()  # torch's global generator: the trainer's seed
-        requests = [GenerationRequest(prompt_ids=tuple(p), max_tokens=max_new_tokens, sampling=sampling,
-                                      seed=int(s), skip_special_tokens=False, logits_processor=processor)
-                    for p, s in zip(prompts, seeds, strict=True)]
+        requests = [
+            GenerationRequest(
+                prompt_ids=tuple(p),
+                max_tokens=max_new_tokens,
+                sampling=sampling,
+                seed=int(s),
+                skip_special_tokens=False,
+                logits_processor=processor,
+            )
+            for p, s in zip(prompts, seeds, strict=True)
+        ]
         model = engine.model
         was_training = model.training
         model.eval()
@@ -177,5 +213,5 @@ class _Engine:
 def _through_first_eos(ids: list[int], eos: tuple[int, ...], limit: int) -> list[int]:
     for i, token in enumerate(ids[:limit]):
         if token in eos:
-            return ids[:i + 1]
+            return ids[: i + 1]
     return ids[:limit]

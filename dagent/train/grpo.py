@@ -1,6 +1,7 @@
 """White-box GRPO: TRL's `GRPOTrainer(environment_factory=...)` against the white-box environment,
 in process or through a running server (`env_url`), with the recipe `dagent.recipes` resolves (the
-published one as the GPU default, a `cpu` preset sized for a 2-core machine). `preflight` refuses what would train silently on nothing
+published one as the GPU default, a `cpu` preset sized for a 2-core machine). `preflight` refuses what would train
+silently on nothing
 (dagent.train.preflight); `HealthWatch` stops a run that stopped learning (dagent.train.health).
 """
 
@@ -37,8 +38,15 @@ from dagent.train.preflight import (
 from dagent.train.scoring import score_completions_only
 
 
-def grpo_config(recipe: WhiteboxRecipe, output_dir: str | Path, *, report_to: str = "none", run_name: str | None = None,
-                project: str = "dagent", **extra: Any) -> Any:
+def grpo_config(
+    recipe: WhiteboxRecipe,
+    output_dir: str | Path,
+    *,
+    report_to: str = "none",
+    run_name: str | None = None,
+    project: str = "dagent",
+    **extra: Any,
+) -> Any:
     """TRL's GRPOConfig for `recipe`: the fields every path sets alike (`dagent.train.assembly`,
     sampling from RECIPE_SAMPLING, F05), then the white-box loop's own. Checkpoints reach the Hub
     through `dagent.train.hub_checkpoints.CheckpointPusher`, not the Trainer's own push (which keeps
@@ -48,29 +56,45 @@ def grpo_config(recipe: WhiteboxRecipe, output_dir: str | Path, *, report_to: st
     kwargs = config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name, project=project)
     kwargs.update(
         per_device_train_batch_size=recipe.per_device_train_batch_size,
-        gradient_accumulation_steps=recipe.gradient_accumulation_steps, beta=recipe.beta,
+        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+        beta=recipe.beta,
         max_completion_length=recipe.max_completion_length,
-        max_tool_calling_iterations=recipe.max_tool_calling_iterations, logging_steps=recipe.logging_steps,
-        use_cpu=recipe.use_cpu, bf16=recipe.bf16, use_vllm=recipe.use_vllm,
-        gradient_checkpointing=recipe.gradient_checkpointing)
+        max_tool_calling_iterations=recipe.max_tool_calling_iterations,
+        logging_steps=recipe.logging_steps,
+        use_cpu=recipe.use_cpu,
+        bf16=recipe.bf16,
+        use_vllm=recipe.use_vllm,
+        gradient_checkpointing=recipe.gradient_checkpointing,
+    )
     if recipe.use_vllm and recipe.vllm_server_url:
-        kwargs.update(vllm_mode="server", vllm_server_base_url=recipe.vllm_server_url,
-                      vllm_group_port=recipe.vllm_group_port)
+        kwargs.update(
+            vllm_mode="server", vllm_server_base_url=recipe.vllm_server_url, vllm_group_port=recipe.vllm_group_port
+        )
     elif recipe.use_vllm:
         kwargs.update(vllm_mode="colocate", vllm_gpu_memory_utilization=recipe.vllm_gpu_memory_utilization)
     kwargs.update(extra)
     return GRPOConfig(**kwargs)
 
 
-def preflight(recipe: WhiteboxRecipe, tokenizer: Any, n_tasks: int, *, base_pass1: float | None = None,
-              force: bool = False, gpu: bool = False, rates: TaskRates | None = None) -> list[Check]:
+def preflight(
+    recipe: WhiteboxRecipe,
+    tokenizer: Any,
+    n_tasks: int,
+    *,
+    base_pass1: float | None = None,
+    force: bool = False,
+    gpu: bool = False,
+    rates: TaskRates | None = None,
+) -> list[Check]:
     """Every check of dagent.train.preflight that applies, in order; raises on the first failure."""
     episode = recipe.episode
-    checks = [check_split(n_tasks, recipe.split),
-              check_step_cap(recipe.max_tool_calling_iterations, episode.max_steps),
-              check_completion_length(recipe.max_completion_length, episode.output_chars),
-              check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force),
-              check_template(tokenizer, tool_schemas(episode.tools))]
+    checks = [
+        check_split(n_tasks, recipe.split),
+        check_step_cap(recipe.max_tool_calling_iterations, episode.max_steps),
+        check_completion_length(recipe.max_completion_length, episode.output_chars),
+        check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force),
+        check_template(tokenizer, tool_schemas(episode.tools)),
+    ]
     if gpu:
         checks.append(check_venv_on_path())
     return checks
@@ -99,12 +123,28 @@ class TrainRun:
         return self.callbacks.budget
 
 
-def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecipe, output_dir: str | Path, *,
-                  env_url: str | None = None, backend: Any = None, curriculum: str | None = None,
-                  base_pass1: float | None = None, force: bool = False, report_to: str = "none",
-                  push_to_hub: str | None = None, run_name: str | None = None, max_minutes: float | None = None,
-                  hub_api: Any = None, control: str = "none", rates: TaskRates | None = None,
-                  mixed_only: bool = False, peft_config: Any = None, **config: Any) -> TrainRun:
+def build_trainer(
+    model_dir: str | Path,
+    suite: TaskSuite,
+    recipe: WhiteboxRecipe,
+    output_dir: str | Path,
+    *,
+    env_url: str | None = None,
+    backend: Any = None,
+    curriculum: str | None = None,
+    base_pass1: float | None = None,
+    force: bool = False,
+    report_to: str = "none",
+    push_to_hub: str | None = None,
+    run_name: str | None = None,
+    max_minutes: float | None = None,
+    hub_api: Any = None,
+    control: str = "none",
+    rates: TaskRates | None = None,
+    mixed_only: bool = False,
+    peft_config: Any = None,
+    **config: Any,
+) -> TrainRun:
     """The GRPO trainer over the suite's `recipe.split` rows (curriculum `warmup:N` optional),
     after the preflight. `env_url` trains against a running white-box server (the HTTP client).
     `peft_config` is TRL's (adapters only in each checkpoint): `benchmarks/train.py --lora` measured
@@ -121,10 +161,16 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecip
 
     score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    rows, rates = training_rows(trainer_rows(suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum
-                                             else suite.prompt_rows(recipe.split)), rates, mixed_only=mixed_only)
-    checks = preflight(recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force,
-                       gpu=torch.cuda.is_available(), rates=rates)
+    rows, rates = training_rows(
+        trainer_rows(
+            suite.prompt_rows(recipe.split, curriculum=curriculum) if curriculum else suite.prompt_rows(recipe.split)
+        ),
+        rates,
+        mixed_only=mixed_only,
+    )
+    checks = preflight(
+        recipe, tokenizer, len(rows), base_pass1=base_pass1, force=force, gpu=torch.cuda.is_available(), rates=rates
+    )
     timer = StepTimer()
     if env_url:
         env = white_box_client(env_url, recipe.tools)
@@ -133,12 +179,27 @@ def build_trainer(model_dir: str | Path, suite: TaskSuite, recipe: WhiteboxRecip
     dtype = torch.bfloat16 if recipe.bf16 and not recipe.use_cpu else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     args = grpo_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
-    calls = callbacks(suite, model_dir, recipe_summary(recipe), control=control, push_to_hub=push_to_hub,
-                      max_minutes=max_minutes, timer=timer, hub_api=hub_api)
+    calls = callbacks(
+        suite,
+        model_dir,
+        recipe_summary(recipe),
+        control=control,
+        push_to_hub=push_to_hub,
+        max_minutes=max_minutes,
+        timer=timer,
+        hub_api=hub_api,
+    )
     peft = {"peft_config": peft_config} if peft_config is not None else {}
-    trainer = controlled(GRPOTrainer, control, recipe.seed)(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
-                          train_dataset=Dataset.from_list(rows), environment_factory=env,
-                          callbacks=calls.listed(), **peft)
+    trainer = controlled(GRPOTrainer, control, recipe.seed)(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        environment_factory=env,
+        callbacks=calls.listed(),
+        **peft,
+    )
     calls.health.trainer = trainer
     if not recipe.use_vllm and recipe.generator == "engine":
         generate_through_engine(trainer)  # in the module's own dtype (float32 on a CPU)
@@ -156,18 +217,43 @@ def recipe_summary(recipe: WhiteboxRecipe) -> dict[str, Any]:
 class WhiteboxArgs(TrainArgs):
     """`jobs/train_whitebox.py` and `dagent train whitebox` (one definition)."""
 
-    curriculum: str | None = field(default=None, metadata={"help": "warmup:N: N easy tasks, then medium with hard spread through."})
-    env_url: str | None = field(default=None, metadata={"help": "Train against a running white-box server or Space (default: in process)."})
-    tools: str | None = field(default=None, metadata={"help": "Toolset the episodes serve: all (bash + SETA's file tools) or bash (default: the preset's; gpu all, cpu bash)."})
-    max_completion_length: int | None = field(default=None, metadata={"help": "Completion budget, tool-result tokens included."})
+    curriculum: str | None = field(
+        default=None, metadata={"help": "warmup:N: N easy tasks, then medium with hard spread through."}
+    )
+    env_url: str | None = field(
+        default=None, metadata={"help": "Train against a running white-box server or Space (default: in process)."}
+    )
+    tools: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "Toolset the episodes serve: all (bash + SETA's file tools) or bash (default: the preset's; gpu all, "
+                "cpu bash)."
+            )
+        },
+    )
+    max_completion_length: int | None = field(
+        default=None, metadata={"help": "Completion budget, tool-result tokens included."}
+    )
     out: str = field(default="runs/grpo", metadata={"help": "Output directory (checkpoint-N/, final/)."})
-    vllm_server_url: str | None = field(default=None, metadata={"help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."})
-    vllm_group_port: int | None = field(default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."})
+    vllm_server_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "A `trl vllm-serve` engine on other GPUs (http://host:port); default: vLLM colocated (gpu preset)."
+        },
+    )
+    vllm_group_port: int | None = field(
+        default=None, metadata={"help": "Port of the trainer-engine weight-sync group (with --vllm-server-url)."}
+    )
 
     def recipe(self) -> WhiteboxRecipe:
-        given = self.overrides(tools=self.tools, max_completion_length=self.max_completion_length,
-                               vllm_server_url=self.vllm_server_url, vllm_group_port=self.vllm_group_port,
-                               groups_per_step=self.groups_per_step)
+        given = self.overrides(
+            tools=self.tools,
+            max_completion_length=self.max_completion_length,
+            vllm_server_url=self.vllm_server_url,
+            vllm_group_port=self.vllm_group_port,
+            groups_per_step=self.groups_per_step,
+        )
         return resolve("whitebox", self.preset, **given)
 
 
@@ -179,13 +265,29 @@ def train_whitebox(args: WhiteboxArgs, echo: Any = print) -> TrainRun:
     relaunch(args.processes, args.accelerate_config, mixed_precision="bf16" if recipe.bf16 else "no", echo=echo)
     suite = load_tasks(args.suite)
     path = model_dir(args.model)
-    run = build_trainer(path, suite, recipe, out, env_url=args.env_url, curriculum=args.curriculum,
-                        base_pass1=args.base_pass1, force=args.force, report_to=args.report_to,
-                        push_to_hub=args.push_to_hub, run_name=args.run_name, max_minutes=args.max_minutes,
-                        control=args.control, rates=args.rates(), mixed_only=args.mixed_only, **args.trackio())
+    run = build_trainer(
+        path,
+        suite,
+        recipe,
+        out,
+        env_url=args.env_url,
+        curriculum=args.curriculum,
+        base_pass1=args.base_pass1,
+        force=args.force,
+        report_to=args.report_to,
+        push_to_hub=args.push_to_hub,
+        run_name=args.run_name,
+        max_minutes=args.max_minutes,
+        control=args.control,
+        rates=args.rates(),
+        mixed_only=args.mixed_only,
+        **args.trackio(),
+    )
     for check in run.checks:
         echo(f"preflight {check.name}: {check.detail}")
-    echo(f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "
-         f"lr {recipe.learning_rate:g}, sampling {RECIPE_SAMPLING.as_request()}")
+    echo(
+        f"training {path} on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, G={recipe.num_generations}, "
+        f"lr {recipe.learning_rate:g}, sampling {RECIPE_SAMPLING.as_request()}"
+    )
     train_and_save(run.trainer, run.callbacks, out, resume_from=args.resume_from, echo=echo, close=close_all)
     return run

@@ -60,7 +60,9 @@ def replay_command(program: str) -> str:
     """The bash command a demonstration's tool call runs: the reference program (which prints the
     answer) from a quoted heredoc (the white-box demonstrations' own, `sft.heredoc`) into the answer
     file, which is then shown."""
-    return heredoc(program).replace("python3 - <<", "python3 - > /workdir/answer.txt <<", 1) + "\ncat /workdir/answer.txt"
+    return (
+        heredoc(program).replace("python3 - <<", "python3 - > /workdir/answer.txt <<", 1) + "\ncat /workdir/answer.txt"
+    )
 
 
 class ReplayScript:
@@ -76,8 +78,13 @@ class ReplayScript:
         if self.task is None:
             raise ConfigError("ReplayScript.task is not set: the builder sets it before each rollout")
         if prompt.count("<tool_response>") == 0:
-            call = {"name": "bash", "arguments": {"command": replay_command(self.task.solution),
-                                                  "description": "Run the analysis and write the answer file"}}
+            call = {
+                "name": "bash",
+                "arguments": {
+                    "command": replay_command(self.task.solution),
+                    "description": "Run the analysis and write the answer file",
+                },
+            }
             return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
         return CLOSING
 
@@ -113,15 +120,30 @@ def _replay_engine(model_dir: Path, served: str, script: ReplayScript) -> tuple[
     if not isinstance(stop, int) or stop == tokenizer.unk_token_id:
         stop = tokenizer.eos_token_id
     vocab = int(AutoConfig.from_pretrained(str(model_dir)).vocab_size)
-    engine = LocalEngine(ReplayPolicy(tokenizer, vocab, stop, script), tokenizer, eos_token_ids=(stop,),
-                         max_model_len=65_536, name=served)
+    engine = LocalEngine(
+        ReplayPolicy(tokenizer, vocab, stop, script),
+        tokenizer,
+        eos_token_ids=(stop,),
+        max_model_len=65_536,
+        name=served,
+    )
     return ThreadedServer(create_app(engine, served_model_name=served, sampling=RECIPE_SAMPLING)).start(), tokenizer
 
 
-def build_harness_demonstrations(suite: TaskSuite, split: str = "train:easy", *, n: int, model_dir: str | Path,
-                                 harness: str = "pi", served: str | None = None, recipe: BlackboxRecipe | None = None,
-                                 seed: int = 0, max_length: int | None = None,
-                                 sandbox_dir: str | Path | None = None, echo: Any = _LOG.info) -> list[dict[str, Any]]:
+def build_harness_demonstrations(
+    suite: TaskSuite,
+    split: str = "train:easy",
+    *,
+    n: int,
+    model_dir: str | Path,
+    harness: str = "pi",
+    served: str | None = None,
+    recipe: BlackboxRecipe | None = None,
+    seed: int = 0,
+    max_length: int | None = None,
+    sandbox_dir: str | Path | None = None,
+    echo: Any = _LOG.info,
+) -> list[dict[str, Any]]:
     """Up to `n` rows from `split` (train only), tasks in a seeded order (module docstring). The
     harness runs under `recipe`'s conditions (the black-box cpu preset by default: its step cap and
     tokens per call), so the prompts are the ones its GRPO run will see. Tasks whose replay is not
@@ -129,8 +151,10 @@ def build_harness_demonstrations(suite: TaskSuite, split: str = "train:easy", *,
     and counted; no row at all is a ConfigError."""
     name = parse_split(split, suite.bases)
     if name.base != "train":
-        raise ConfigError(f"demonstrations come from the train split only, got {split!r}: demonstrations of "
-                          "held-out tasks would leak their answers into the policy; use train or train:<tier>")
+        raise ConfigError(
+            f"demonstrations come from the train split only, got {split!r}: demonstrations of "
+            "held-out tasks would leak their answers into the policy; use train or train:<tier>"
+        )
     if n < 1:
         raise ConfigError(f"n must be at least 1, got {n}")
     if harness not in ("opencode", "pi"):
@@ -150,10 +174,18 @@ def build_harness_demonstrations(suite: TaskSuite, split: str = "train:easy", *,
         return [tokenizer.eos_token_id], [tokenizer.eos_token_id]
 
     try:
-        with BlackBoxRuntime(suite, server.url, model=served, harness=harness, sampling=RECIPE_SAMPLING,
-                             timeout_s=recipe.agent_timeout_s, opencode=OpencodeConfig(**conditions),
-                             pi=PiConfig(**conditions), fork_threshold_tokens=recipe.fork_threshold_tokens,
-                             sandbox_dir=sandbox_dir) as runtime:
+        with BlackBoxRuntime(
+            suite,
+            server.url,
+            model=served,
+            harness=harness,
+            sampling=RECIPE_SAMPLING,
+            timeout_s=recipe.agent_timeout_s,
+            opencode=OpencodeConfig(**conditions),
+            pi=PiConfig(**conditions),
+            fork_threshold_tokens=recipe.fork_threshold_tokens,
+            sandbox_dir=sandbox_dir,
+        ) as runtime:
             for index in order:
                 if len(rows) >= n:
                     break
@@ -171,15 +203,26 @@ def build_harness_demonstrations(suite: TaskSuite, split: str = "train:easy", *,
                 if max_length is not None and len(input_ids) > max_length:
                     skipped[task.task_id] = f"{len(input_ids)} tokens > max_length {max_length}"
                     continue
-                rows.append({"input_ids": input_ids, "completion_mask": [0] * len(row.prompt_ids) + list(row.env_mask),
-                             "task_id": task.task_id, "index": index, "harness": harness})
-                echo(f"demonstration {len(rows)}/{n}: {task.task_id} ({len(input_ids)} tokens, "
-                     f"{sum(row.env_mask)} trained, {harness})")
+                rows.append(
+                    {
+                        "input_ids": input_ids,
+                        "completion_mask": [0] * len(row.prompt_ids) + list(row.env_mask),
+                        "task_id": task.task_id,
+                        "index": index,
+                        "harness": harness,
+                    }
+                )
+                echo(
+                    f"demonstration {len(rows)}/{n}: {task.task_id} ({len(input_ids)} tokens, "
+                    f"{sum(row.env_mask)} trained, {harness})"
+                )
     finally:
         server.stop()
     if skipped:
         echo(f"skipped {len(skipped)} task(s): " + "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:5]))
     if not rows:
-        raise ConfigError(f"no {harness} demonstration could be made from {split} ({len(skipped)} skipped: "
-                          f"{next(iter(skipped.values()), 'no tasks')})")
+        raise ConfigError(
+            f"no {harness} demonstration could be made from {split} ({len(skipped)} skipped: "
+            f"{next(iter(skipped.values()), 'no tasks')})"
+        )
     return rows

@@ -34,8 +34,11 @@ def groups_per_step(args: Any) -> int:
     generations = getattr(args, "num_generations", None)
     if not isinstance(generations, int) or generations < 1:
         return 1
-    completions = (getattr(args, "per_device_train_batch_size", generations)
-                   * getattr(args, "gradient_accumulation_steps", 1) * max(1, getattr(args, "world_size", 1)))
+    completions = (
+        getattr(args, "per_device_train_batch_size", generations)
+        * getattr(args, "gradient_accumulation_steps", 1)
+        * max(1, getattr(args, "world_size", 1))
+    )
     return max(1, completions // generations)
 
 
@@ -99,16 +102,22 @@ class HealthWatch(TrainerCallback):
         self.history.append({k: float(v) for k, v in logs.items() if isinstance(v, (int, float))})
         ratio = logs.get("sampling/importance_sampling_ratio/mean")
         if len(self.history) == 1 and ratio is not None and abs(float(ratio) - 1.0) > self.ratio_tolerance:
-            self._stop(control, f"importance_ratio_off: step 0's importance ratio is {float(ratio):.3f}, not ~1: "
-                       "the engine samples under other settings than the trainer scores (F05)")
+            self._stop(
+                control,
+                f"importance_ratio_off: step 0's importance ratio is {float(ratio):.3f}, not ~1: "
+                "the engine samples under other settings than the trainer scores (F05)",
+            )
         flat = float(logs.get("reward_std", 1.0)) == 0.0 and float(logs.get("grad_norm", 1.0)) == 0.0
         self._flat = self._flat + 1 if flat else 0
         self._flat_groups = self._flat_groups + groups_per_step(args) if flat else 0
         if self._flat >= self.patience and self._flat_groups >= self.absorbing_groups:
-            self._stop(control, f"absorbing_state: reward_std 0 and grad_norm 0 for {self._flat} steps "
-                       f"({self._flat_groups} groups) in a row: "
-                       "every group scores alike and nothing learns; warm-start with SFT, change the tier or "
-                       "raise num_generations (F39)")
+            self._stop(
+                control,
+                f"absorbing_state: reward_std 0 and grad_norm 0 for {self._flat} steps "
+                f"({self._flat_groups} groups) in a row: "
+                "every group scores alike and nothing learns; warm-start with SFT, change the tier or "
+                "raise num_generations (F39)",
+            )
         entropy = logs.get("entropy")
         if entropy is not None:
             self._watch_entropy(float(entropy), control)
@@ -125,15 +134,21 @@ class HealthWatch(TrainerCallback):
         self._cold = self._cold + 1 if cold else 0
         step = len(self._entropies)
         if self._hot >= self.patience:
-            self._stop(control, f"entropy_climbing: entropy {entropy:.3f} vs {start:.3f} at the start (+"
-                       f"{100 * (entropy / start - 1):.0f}%) for {self._hot} logged steps, at step {step}: the policy "
-                       "is collapsing into noise or the sampler and the trainer disagree; check sampling (F05), lower "
-                       "the learning rate")
+            self._stop(
+                control,
+                f"entropy_climbing: entropy {entropy:.3f} vs {start:.3f} at the start (+"
+                f"{100 * (entropy / start - 1):.0f}%) for {self._hot} logged steps, at step {step}: the policy "
+                "is collapsing into noise or the sampler and the trainer disagree; check sampling (F05), lower "
+                "the learning rate",
+            )
         if self._cold >= self.patience:
-            self._stop(control, f"entropy_collapsing: entropy {entropy:.3f} vs {start:.3f} at the start ("
-                       f"{100 * (entropy / start - 1):.0f}%) for {self._cold} logged steps, at step {step}: the policy "
-                       "is going deterministic and exploration ends; raise beta (a KL to the reference) or lower the "
-                       "learning rate")
+            self._stop(
+                control,
+                f"entropy_collapsing: entropy {entropy:.3f} vs {start:.3f} at the start ("
+                f"{100 * (entropy / start - 1):.0f}%) for {self._cold} logged steps, at step {step}: the policy "
+                "is going deterministic and exploration ends; raise beta (a KL to the reference) or lower the "
+                "learning rate",
+            )
 
     def _stop(self, control, reason: str) -> None:
         if self.stopped is None:

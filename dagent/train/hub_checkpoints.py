@@ -23,46 +23,95 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-CARD_FIELDS = ("split", "num_generations", "beta", "learning_rate", "warmup_steps", "max_steps",
-               "max_completion_length", "output_chars", "tools", "mode", "harnesses", "sampling", "agent_steps")
+CARD_FIELDS = (
+    "split",
+    "num_generations",
+    "beta",
+    "learning_rate",
+    "warmup_steps",
+    "max_steps",
+    "max_completion_length",
+    "output_chars",
+    "tools",
+    "mode",
+    "harnesses",
+    "sampling",
+    "agent_steps",
+)
 
 
-def model_card(repo_id: str, *, base_model: str, recipe: dict[str, Any], provenance: dict[str, Any],
-               step: int | None = None, scores: dict[str, dict[str, Any]] | None = None) -> str:
+def model_card(
+    repo_id: str,
+    *,
+    base_model: str,
+    recipe: dict[str, Any],
+    provenance: dict[str, Any],
+    step: int | None = None,
+    scores: dict[str, dict[str, Any]] | None = None,
+) -> str:
     """README.md of a training run's model repo (YAML header + markdown)."""
     suite = provenance.get("suite") or {}
     libraries = provenance.get("libraries") or {}
     project = provenance.get("project") or {}
-    header = ["---", "library_name: transformers", "tags:", "- dagent", "- grpo", "- trl", "- data-agent",
-              f"base_model: {base_model}" if "/" in base_model and not Path(base_model).exists() else "", "---"]
+    header = [
+        "---",
+        "library_name: transformers",
+        "tags:",
+        "- dagent",
+        "- grpo",
+        "- trl",
+        "- data-agent",
+        f"base_model: {base_model}" if "/" in base_model and not Path(base_model).exists() else "",
+        "---",
+    ]
     url, revision = project.get("url"), project.get("revision")
     if url:  # the project's own repository at the commit that trained this (never a placeholder)
         dagent = f"[dagent]({url}/tree/{revision})" if revision and "github.com" in url else f"[dagent]({url})"
     else:
         dagent = "dagent"
     lines = [h for h in header if h] + [
-        f"# {repo_id}", "",
+        f"# {repo_id}",
+        "",
         f"A data agent trained with {dagent} GRPO ({recipe.get('mode', 'white-box')}) from "
-        f"`{base_model}`" + (f"; latest checkpoint: `checkpoint-{step}`." if step is not None else "."), "",
-        "## Recipe", "", "| setting | value |", "|---|---|"]
-    lines += [f"| {k} | `{json.dumps(recipe[k]) if isinstance(recipe[k], (dict, list)) else recipe[k]}` |"
-              for k in CARD_FIELDS if k in recipe]
-    lines += ["", "## Data", "",
-              f"Task suite `{suite.get('source', '?')}`, digest `{suite.get('digest', '?')}`, tasks per split "
-              f"{json.dumps(suite.get('tasks', {}))}.", ""]
+        f"`{base_model}`" + (f"; latest checkpoint: `checkpoint-{step}`." if step is not None else "."),
+        "",
+        "## Recipe",
+        "",
+        "| setting | value |",
+        "|---|---|",
+    ]
+    lines += [
+        f"| {k} | `{json.dumps(recipe[k]) if isinstance(recipe[k], (dict, list)) else recipe[k]}` |"
+        for k in CARD_FIELDS
+        if k in recipe
+    ]
+    lines += [
+        "",
+        "## Data",
+        "",
+        f"Task suite `{suite.get('source', '?')}`, digest `{suite.get('digest', '?')}`, tasks per split "
+        f"{json.dumps(suite.get('tasks', {}))}.",
+        "",
+    ]
     if scores:
         lines += ["## Evaluation", "", "| arm | split | pass@1 | 95% CI | tasks |", "|---|---|---|---|---|"]
         for arm, s in scores.items():
             ci = s.get("ci") or [None, None]
-            fmt = (lambda v: "-" if v is None else f"{100 * v:.1f}%")
-            lines.append(f"| {arm} | {s.get('split', '')} | {fmt(s.get('pass@1'))} | [{fmt(ci[0])}, {fmt(ci[1])}] | "
-                         f"{s.get('tasks', '')} |")
+            fmt = lambda v: "-" if v is None else f"{100 * v:.1f}%"
+            lines.append(
+                f"| {arm} | {s.get('split', '')} | {fmt(s.get('pass@1'))} | [{fmt(ci[0])}, {fmt(ci[1])}] | "
+                f"{s.get('tasks', '')} |"
+            )
         lines.append("")
-    lines += ["## Provenance", "",
-              f"- project revision `{project.get('revision') or '?'}`" + (" (dirty tree)" if project.get("dirty") else ""),
-              "- libraries: " + ", ".join(f"{k} {v}" for k, v in sorted(libraries.items()) if v),
-              f"- grader digest `{provenance.get('grader', '?')}`",
-              f"- hardware: {json.dumps(provenance.get('hardware', {}))}", ""]
+    lines += [
+        "## Provenance",
+        "",
+        f"- project revision `{project.get('revision') or '?'}`" + (" (dirty tree)" if project.get("dirty") else ""),
+        "- libraries: " + ", ".join(f"{k} {v}" for k, v in sorted(libraries.items()) if v),
+        f"- grader digest `{provenance.get('grader', '?')}`",
+        f"- hardware: {json.dumps(provenance.get('hardware', {}))}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -96,12 +145,26 @@ class CheckpointPusher(TrainerCallback):
         name = f"checkpoint-{state.global_step}"
         folder = Path(args.output_dir) / name
         api = self._api()
-        api.upload_folder(repo_id=self.repo_id, repo_type="model", folder_path=str(folder), path_in_repo=name,
-                          commit_message=f"{name} (optimizer, scheduler and trainer state included)")
-        api.upload_file(repo_id=self.repo_id, repo_type="model", path_in_repo="README.md",
-                        path_or_fileobj=model_card(self.repo_id, base_model=self.base_model, recipe=self.recipe,
-                                                   provenance=self.provenance, step=state.global_step).encode(),
-                        commit_message=f"model card at {name}")
+        api.upload_folder(
+            repo_id=self.repo_id,
+            repo_type="model",
+            folder_path=str(folder),
+            path_in_repo=name,
+            commit_message=f"{name} (optimizer, scheduler and trainer state included)",
+        )
+        api.upload_file(
+            repo_id=self.repo_id,
+            repo_type="model",
+            path_in_repo="README.md",
+            path_or_fileobj=model_card(
+                self.repo_id,
+                base_model=self.base_model,
+                recipe=self.recipe,
+                provenance=self.provenance,
+                step=state.global_step,
+            ).encode(),
+            commit_message=f"model card at {name}",
+        )
         self.pushed.append(name)
         return control
 
@@ -114,7 +177,12 @@ class CheckpointPusher(TrainerCallback):
         model.save_pretrained(str(folder))
         if processing_class is not None:
             processing_class.save_pretrained(str(folder))
-        self._api().upload_folder(repo_id=self.repo_id, repo_type="model", folder_path=str(folder), path_in_repo="",
-                                  commit_message=f"the trained model at step {state.global_step}, at the root")
+        self._api().upload_folder(
+            repo_id=self.repo_id,
+            repo_type="model",
+            folder_path=str(folder),
+            path_in_repo="",
+            commit_message=f"the trained model at step {state.global_step}, at the root",
+        )
         self.pushed.append("final")
         return control

@@ -50,8 +50,10 @@ def refuse(args: Any, path: str, refused: Iterable[Refusal]) -> None:
         value = getattr(args, r.name)
         if value != defaults[r.name]:
             flag = "--" + r.name.replace("_", "-")
-            raise OptionRefused(f"F59: {flag} {value!r} is not honoured on the {path} path ({r.why}); it would be "
-                                f"dropped silently, so it is refused: {r.instead}")
+            raise OptionRefused(
+                f"F59: {flag} {value!r} is not honoured on the {path} path ({r.why}); it would be "
+                f"dropped silently, so it is refused: {r.instead}"
+            )
 
 
 def _reads(fn: Callable[..., Any], name: str) -> tuple[set[str], set[str]]:
@@ -61,8 +63,12 @@ def _reads(fn: Callable[..., Any], name: str) -> tuple[set[str], set[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
             attrs.add(node.attr)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == name):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+        ):
             calls.add(node.func.attr)
     return attrs, calls
 
@@ -85,8 +91,9 @@ def read_options(functions: Sequence[Callable[..., Any]], args_cls: type, *, par
     return seen
 
 
-def unread(functions: Sequence[Callable[..., Any]], args_cls: type, refused: Iterable[Refusal] = (), *,
-           param: str = "args") -> list[str]:
+def unread(
+    functions: Sequence[Callable[..., Any]], args_cls: type, refused: Iterable[Refusal] = (), *, param: str = "args"
+) -> list[str]:
     """The options of `args_cls` a launch path (its `functions`) neither reads nor refuses (F59)."""
     fields = [f.name for f in dataclasses.fields(args_cls)]
     handled = read_options(functions, args_cls, param=param) | {r.name for r in refused}

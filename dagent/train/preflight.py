@@ -54,13 +54,14 @@ def check_completion_length(max_completion_length: int, output_chars: int) -> Ch
             f"completion_too_short: max_completion_length {max_completion_length} cannot hold one tool round "
             f"trip (about {need} tokens: a call, a result clipped to {output_chars} characters, the submission; "
             "TRL counts tool-result tokens in the completion): raise max_completion_length to at least "
-            f"{need} or lower the tool output clip (F38)")
+            f"{need} or lower the tool output clip (F38)"
+        )
     return Check("completion_length", True, f"{max_completion_length} tokens >= one round trip (~{need})")
 
 
 def alike_probability(p: float, group: int) -> float:
     """P(every rollout of a group of `group` scores alike) at success rate p: p^G + (1-p)^G."""
-    return p ** group + (1.0 - p) ** group
+    return p**group + (1.0 - p) ** group
 
 
 def _log_beta(a: float, b: float) -> float:
@@ -72,8 +73,7 @@ def alike_posterior(correct: int, samples: int, group: int) -> float:
     p^G + (1-p)^G under p ~ Beta(1 + correct, 1 + samples - correct) (a uniform prior), so 0 of 2
     is not read as "never" (the plug-in estimate would say 1.0)."""
     a, b = 1 + correct, 1 + samples - correct
-    return (math.exp(_log_beta(a + group, b) - _log_beta(a, b))
-            + math.exp(_log_beta(a, b + group) - _log_beta(a, b)))
+    return math.exp(_log_beta(a + group, b) - _log_beta(a, b)) + math.exp(_log_beta(a, b + group) - _log_beta(a, b))
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,10 @@ class TaskRates:
             arms = sorted(file.glob("*/records.jsonl"))
             file = file / "records.jsonl" if (file / "records.jsonl").is_file() or len(arms) != 1 else arms[0]
         if not file.is_file():
-            raise PreflightError(f"no_base_evaluation: {file} does not exist: evaluate the starting model on the "
-                                 "training tier first (dagent eval --split TIER --samples 2 --out DIR) and pass DIR")
+            raise PreflightError(
+                f"no_base_evaluation: {file} does not exist: evaluate the starting model on the "
+                "training tier first (dagent eval --split TIER --samples 2 --out DIR) and pass DIR"
+            )
         rates = cls.of(EvalRecord.model_validate_json(line) for line in file.read_text().splitlines() if line.strip())
         if not rates.counts:
             raise PreflightError(f"no_graded_samples: {file} holds no graded sample to estimate per-task rates from")
@@ -127,41 +129,54 @@ class TaskRates:
         return [task for task, c, n in self.counts if low <= c / n <= high]
 
 
-def mixed_rows(rows: list[dict[str, Any]], rates: TaskRates, low: float = 0.2, high: float = 0.8) -> list[dict[str, Any]]:
+def mixed_rows(
+    rows: list[dict[str, Any]], rates: TaskRates, low: float = 0.2, high: float = 0.8
+) -> list[dict[str, Any]]:
     """The trainer rows of the tasks whose measured rate lies in [low, high] (F55); refuses when none do."""
     keep = set(rates.mixed(low, high))
     out = [r for r in rows if r.get("task_id") in keep]
     if not out:
-        raise PreflightError(f"no_mixed_tasks: none of the {len(rows)} training tasks has a measured rate between "
-                             f"{low} and {high} in the base evaluation ({len(rates.counts)} tasks measured): evaluate "
-                             "the tasks you train on, with at least 2 samples, or train on another tier")
+        raise PreflightError(
+            f"no_mixed_tasks: none of the {len(rows)} training tasks has a measured rate between "
+            f"{low} and {high} in the base evaluation ({len(rates.counts)} tasks measured): evaluate "
+            "the tasks you train on, with at least 2 samples, or train on another tier"
+        )
     return out
 
 
-def check_group_size(group: int, base_pass1: float | None, *, rates: TaskRates | None = None, force: bool = False,
-                     limit: float = 0.5) -> Check:
+def check_group_size(
+    group: int, base_pass1: float | None, *, rates: TaskRates | None = None, force: bool = False, limit: float = 0.5
+) -> Check:
     """F39: refuse a group size where most groups would carry no gradient, unless forced; F55: from
     each task's own rate when the starting model's per-task evaluation (`rates`) is given."""
     if rates is not None:
         p_alike = rates.alike(group)
-        detail = (f"G={group} over {len(rates.counts)} tasks' own rates (mean {rates.mean:.3f}): expected fraction of "
-                  f"groups all alike {p_alike:.3f} (the mean alone predicts {alike_probability(rates.mean, group):.3f}); "
-                  f"{len(rates.mixed())} tasks between 0.2 and 0.8")
+        detail = (
+            f"G={group} over {len(rates.counts)} tasks' own rates (mean {rates.mean:.3f}): expected fraction of "
+            f"groups all alike {p_alike:.3f} (the mean alone predicts {alike_probability(rates.mean, group):.3f}); "
+            f"{len(rates.mixed())} tasks between 0.2 and 0.8"
+        )
         if p_alike > limit and not force:
             raise PreflightError(
                 f"zero_variance_groups: {detail}, so most groups carry no gradient: train on the tasks the model "
                 "sometimes solves (--mixed-only with this --base-eval keeps those between 0.2 and 0.8), raise "
-                "num_generations, or pass --force (F55)")
+                "num_generations, or pass --force (F55)"
+            )
         return Check("group_size", True, detail + (" (forced)" if p_alike > limit else ""))
     if base_pass1 is None:
-        return Check("group_size", True, f"G={group}: no measured base pass@1 given, P(all alike) unchecked "
-                     "(pass --base-pass1 from an evaluation of the starting model on the training tier)")
+        return Check(
+            "group_size",
+            True,
+            f"G={group}: no measured base pass@1 given, P(all alike) unchecked "
+            "(pass --base-pass1 from an evaluation of the starting model on the training tier)",
+        )
     p_alike = alike_probability(base_pass1, group)
     detail = f"G={group} at base pass@1 {base_pass1:.3f}: P(all rollouts of a group alike) = {p_alike:.3f}"
     if p_alike > limit and not force:
         raise PreflightError(
             f"zero_variance_groups: {detail}, so most groups carry no gradient: raise num_generations, train "
-            "on a tier the model sometimes solves (SFT warm start first if it never does), or pass --force (F39)")
+            "on a tier the model sometimes solves (SFT warm start first if it never does), or pass --force (F39)"
+        )
     return Check("group_size", True, detail + (" (forced)" if p_alike > limit else ""))
 
 
@@ -174,12 +189,16 @@ def check_template(tokenizer: Any, tools: list[dict[str, Any]]) -> Check:
         with_tools = tokenizer.apply_chat_template(probe, tools=tools, tokenize=False, add_generation_prompt=True)
         without = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
     except Exception as e:  # noqa: BLE001 - a foreign template error, named once
-        raise PreflightError(f"template_cannot_render: the chat template failed on a tool conversation ({e}): "
-                             "use a tool-calling template (dagent ships one for SmolLM2)") from e
+        raise PreflightError(
+            f"template_cannot_render: the chat template failed on a tool conversation ({e}): "
+            "use a tool-calling template (dagent ships one for SmolLM2)"
+        ) from e
     name = tools[0]["function"]["name"] if tools else None
     if name is None or with_tools == without or name not in with_tools:
-        raise PreflightError("template_ignores_tools: the chat template renders no tool schemas, so the policy "
-                             "never sees its tools: use a tool-calling template (TRL refuses such templates too)")
+        raise PreflightError(
+            "template_ignores_tools: the chat template renders no tool schemas, so the policy "
+            "never sees its tools: use a tool-calling template (TRL refuses such templates too)"
+        )
     if is_chat_template_prefix_preserving(tokenizer):
         return Check("template", True, "renders tools; prefix-preserving")
     try:  # what GRPOTrainer itself swaps in for a template it knows
@@ -187,17 +206,24 @@ def check_template(tokenizer: Any, tools: list[dict[str, Any]]) -> Check:
     except Exception:  # noqa: BLE001 - TRL raises for templates it has no training variant of
         training = None
     if training is None:
-        raise PreflightError("template_not_prefix_preserving: rendering a conversation's prefix is not a token "
-                             "prefix of rendering the whole (e.g. history <think> blocks dropped) and TRL has no "
-                             "training variant of it: use a prefix-preserving template (TRL's *_training.jinja)")
-    return Check("template", True, "renders tools; not prefix-preserving itself: TRL trains with its "
-                 "prefix-preserving training variant")
+        raise PreflightError(
+            "template_not_prefix_preserving: rendering a conversation's prefix is not a token "
+            "prefix of rendering the whole (e.g. history <think> blocks dropped) and TRL has no "
+            "training variant of it: use a prefix-preserving template (TRL's *_training.jinja)"
+        )
+    return Check(
+        "template",
+        True,
+        "renders tools; not prefix-preserving itself: TRL trains with its prefix-preserving training variant",
+    )
 
 
 def check_split(n_tasks: int, split: str) -> Check:
     if n_tasks == 0:
-        raise PreflightError(f"empty_split: split {split!r} has no tasks, the run would train on nothing: "
-                             "pick a split that has tasks (dagent tasks list --split ...)")
+        raise PreflightError(
+            f"empty_split: split {split!r} has no tasks, the run would train on nothing: "
+            "pick a split that has tasks (dagent tasks list --split ...)"
+        )
     return Check("split", True, f"{split}: {n_tasks} tasks")
 
 
@@ -206,8 +232,10 @@ def check_venv_on_path(environ: dict[str, str] | None = None, executable: str = 
     env = os.environ if environ is None else environ
     bin_dir = str(Path(executable).parent)
     if bin_dir not in env.get("PATH", "").split(os.pathsep):
-        raise PreflightError(f"venv_not_on_path: {bin_dir} (the launcher's venv bin) is not on PATH; flashinfer "
-                             f"will fail at the first generation looking for ninja: export PATH={bin_dir}:$PATH")
+        raise PreflightError(
+            f"venv_not_on_path: {bin_dir} (the launcher's venv bin) is not on PATH; flashinfer "
+            f"will fail at the first generation looking for ninja: export PATH={bin_dir}:$PATH"
+        )
     return Check("venv_path", True, f"{bin_dir} on PATH")
 
 
@@ -219,9 +247,13 @@ def logits_bytes(batch: int, sequence: int, vocab: int, dtype_bytes: int = 4) ->
 def check_logits_memory(batch: int, sequence: int, vocab: int, params: int, free_bytes: int) -> Check:
     """GPU: logits beside weights, gradients and Adam state (16 bytes a parameter in fp32)."""
     need = logits_bytes(batch, sequence, vocab) + 16 * params
-    detail = (f"logits {logits_bytes(batch, sequence, vocab) / 2**30:.1f} GiB + weights/optimizer "
-              f"{16 * params / 2**30:.1f} GiB vs {free_bytes / 2**30:.1f} GiB free")
+    detail = (
+        f"logits {logits_bytes(batch, sequence, vocab) / 2**30:.1f} GiB + weights/optimizer "
+        f"{16 * params / 2**30:.1f} GiB vs {free_bytes / 2**30:.1f} GiB free"
+    )
     if need > free_bytes:
-        raise PreflightError(f"logits_do_not_fit: {detail}: lower per_device_train_batch_size or "
-                             "max_completion_length, or use a bigger GPU")
+        raise PreflightError(
+            f"logits_do_not_fit: {detail}: lower per_device_train_batch_size or "
+            "max_completion_length, or use a bigger GPU"
+        )
     return Check("logits_memory", True, detail)

@@ -32,16 +32,20 @@ def checkpoint_step(path: Path) -> int:
 def prune_optimizer_states(output_dir: str | Path) -> list[Path]:
     """Delete `optimizer.pt` from every `checkpoint-N` under `output_dir` but the newest; returns
     the checkpoints pruned now."""
-    found = sorted((p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and checkpoint_step(p) >= 0),
-                   key=checkpoint_step)
+    found = sorted(
+        (p for p in Path(output_dir).glob("checkpoint-*") if p.is_dir() and checkpoint_step(p) >= 0),
+        key=checkpoint_step,
+    )
     pruned = []
     for ckpt in found[:-1]:
         state = ckpt / STATE
         if state.is_file():
             newest = found[-1].name
             state.unlink()
-            (ckpt / NOTE).write_text(f"{STATE} removed after {newest} was saved (dagent.train.retention): these "
-                                     f"weights evaluate as saved; resume from {newest}, whose optimizer state is kept\n")
+            (ckpt / NOTE).write_text(
+                f"{STATE} removed after {newest} was saved (dagent.train.retention): these "
+                f"weights evaluate as saved; resume from {newest}, whose optimizer state is kept\n"
+            )
             pruned.append(ckpt)
     return pruned
 

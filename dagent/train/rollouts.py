@@ -83,21 +83,28 @@ class TrainRow:
         out = asdict(self)
         for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
             out.pop(k)
-        out.update(prompt_tokens=len(self.prompt_ids), completion_tokens=len(self.completion_ids),
-                   trained_tokens=self.trained_tokens, tally=dict(self.tally))
+        out.update(
+            prompt_tokens=len(self.prompt_ids),
+            completion_tokens=len(self.completion_ids),
+            trained_tokens=self.trained_tokens,
+            tally=dict(self.tally),
+        )
         return out
 
 
-def chain_sequences(trace_entries: list[dict[str, Any]], fork_threshold: int,
-                    rollout_id: str | None = None) -> tuple[list[Any], dict[str, float]]:
+def chain_sequences(
+    trace_entries: list[dict[str, Any]], fork_threshold: int, rollout_id: str | None = None
+) -> tuple[list[Any], dict[str, float]]:
     """TRL's own conversion of an agent chain (its HarnessRolloutWorker's code path)."""
     from openenv.core.harness import TrainingTrace
+
     turns = trl_attr(TURNS_FROM_TRACE)(TrainingTrace.from_entries(trace_entries))
     return trl_attr(CHAIN_TO_SEQUENCES)(turns, rollout_id or uuid.uuid4().hex, fork_threshold)
 
 
-def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
-                engine_completions: Sequence[Sequence[int]]) -> str:
+def token_audit(
+    completion_ids: Sequence[int], env_mask: Sequence[int], engine_completions: Sequence[Sequence[int]]
+) -> str:
     """Whether every token under mask 1 is the engine's own: each run of trained tokens must be the
     next call's engine completion, whole ("exact"), or its prefix where TRL's conversion REALIGNED
     the rest (a harness that re-serialises its last answer: the drifted tail is overwritten with
@@ -121,12 +128,14 @@ def token_audit(completion_ids: Sequence[int], env_mask: Sequence[int],
     for k, (run, engine) in enumerate(zip(runs, want)):
         if run == engine:
             continue
-        if len(run) < len(engine) and engine[:len(run)] == run:
+        if len(run) < len(engine) and engine[: len(run)] == run:
             realigned, context = realigned + 1, context + len(engine) - len(run)
             continue
         n = next((i for i, (a, b) in enumerate(zip(run, engine)) if a != b), min(len(run), len(engine)))
-        return (f"call {k}: trained token {n} differs from the engine's ({len(run)} trained, {len(engine)} produced "
-                "by the engine)")
+        return (
+            f"call {k}: trained token {n} differs from the engine's ({len(run)} trained, {len(engine)} produced "
+            "by the engine)"
+        )
     return "exact" if not realigned else f"exact; {realigned} realigned: {context} engine tokens kept as context"
 
 
@@ -135,15 +144,23 @@ def audit_clean(audit: str) -> bool:
     return audit.startswith("exact") or audit == "nothing trained"
 
 
-def row_of(rollout: Rollout, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]) -> TrainRow:
+def row_of(
+    rollout: Rollout, harness: str, fork_threshold: int, placeholder: Callable[[], tuple[list[int], list[int]]]
+) -> TrainRow:
     """One black-box `Rollout` -> the row the sync trainer trains (module docstring)."""
     entries = rollout.trace_entries()
     trajectory = rollout.trajectory
-    common = dict(harness=harness, task_id=rollout.task_id, outcome=rollout.outcome, cause=rollout.cause,
-                  agent_turns=len(entries), tool_calls=rollout.tool_calls or 0,
-                  other_calls=sum(1 for role in trajectory.roles if role != AGENT))
+    common = dict(
+        harness=harness,
+        task_id=rollout.task_id,
+        outcome=rollout.outcome,
+        cause=rollout.cause,
+        agent_turns=len(entries),
+        tool_calls=rollout.tool_calls or 0,
+        other_calls=sum(1 for role in trajectory.roles if role != AGENT),
+    )
     reward = rollout.reward
-    sequences, tally = (chain_sequences(entries, fork_threshold) if entries else ([], {}))
+    sequences, tally = chain_sequences(entries, fork_threshold) if entries else ([], {})
     dropped = None
     if len(sequences) == 1:
         seq = sequences[0]
@@ -152,11 +169,21 @@ def row_of(rollout: Rollout, harness: str, fork_threshold: int, placeholder: Cal
         engine = [e["completion_token_ids"] for e in entries if any(e["loss_mask"])]
         audit = token_audit(completion, mask, engine)
         if not audit.startswith("exact"):
-            raise TrajectoryError(f"rollout of {rollout.task_id}: {audit}; the capture or TRL's conversion changed "
-                                  "a token the engine produced: nothing from this run may be trained")
-        return TrainRow(prompt_ids=tuple(seq.input_ids[:first]), completion_ids=tuple(completion),
-                        logprobs=tuple(float(x) for x in seq.old_log_probs[first:]), env_mask=tuple(mask),
-                        reward=reward, sequences=1, tally=tally, audit=audit, **common)
+            raise TrajectoryError(
+                f"rollout of {rollout.task_id}: {audit}; the capture or TRL's conversion changed "
+                "a token the engine produced: nothing from this run may be trained"
+            )
+        return TrainRow(
+            prompt_ids=tuple(seq.input_ids[:first]),
+            completion_ids=tuple(completion),
+            logprobs=tuple(float(x) for x in seq.old_log_probs[first:]),
+            env_mask=tuple(mask),
+            reward=reward,
+            sequences=1,
+            tally=tally,
+            audit=audit,
+            **common,
+        )
     if len(sequences) > 1:
         dropped, reward = f"forked: TRL's conversion makes {len(sequences)} rows of this chain", None
     elif rollout.outcome == "ungraded":
@@ -164,13 +191,23 @@ def row_of(rollout: Rollout, harness: str, fork_threshold: int, placeholder: Cal
     else:
         dropped = "no trainable token in the agent chain"
     prompt_ids, completion_ids = placeholder()
-    return TrainRow(prompt_ids=tuple(prompt_ids), completion_ids=tuple(completion_ids),
-                    logprobs=(0.0,) * len(completion_ids), env_mask=(0,) * len(completion_ids), reward=reward,
-                    sequences=len(sequences), tally=tally, audit="nothing trained", dropped=dropped, **common)
+    return TrainRow(
+        prompt_ids=tuple(prompt_ids),
+        completion_ids=tuple(completion_ids),
+        logprobs=(0.0,) * len(completion_ids),
+        env_mask=(0,) * len(completion_ids),
+        reward=reward,
+        sequences=len(sequences),
+        tally=tally,
+        audit="nothing trained",
+        dropped=dropped,
+        **common,
+    )
 
 
-def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float | None] | None = None,
-               **kwargs: Any) -> list[float | None]:
+def env_reward(
+    prompts: list[Any], completions: list[Any], env_reward: list[float | None] | None = None, **kwargs: Any
+) -> list[float | None]:
     """The reward function of the sync trainer: the environment's own reward, graded server side
     (None stays None, F32). Module level, so it imports by name in a spawned child."""
     if env_reward is None:
@@ -186,9 +223,19 @@ class BlackBoxRollouts:
     (`dagent.train.routing`, F40). `engine` (an `InProcessEngine`) is put in its generating mode
     around the rollouts (eval mode, prefix cache emptied after the last optimizer step)."""
 
-    def __init__(self, runtimes: Mapping[str, Any], split: str, tokenizer: Any, *, num_generations: int,
-                 engine: Any = None, fork_threshold: int = 1024, workers: int | None = None,
-                 receipts: str | Path | None = None, timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        runtimes: Mapping[str, Any],
+        split: str,
+        tokenizer: Any,
+        *,
+        num_generations: int,
+        engine: Any = None,
+        fork_threshold: int = 1024,
+        workers: int | None = None,
+        receipts: str | Path | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         if not runtimes:
             raise ConfigError("no harness runtime given: start at least one (opencode)")
         self.runtimes, self.split, self.tokenizer = dict(runtimes), split, tokenizer
@@ -207,14 +254,17 @@ class BlackBoxRollouts:
         from dagent.envs.blackbox_session import instruction_of
 
         if len(prompts) % self.num_generations:
-            raise ConfigError(f"{len(prompts)} prompts is not a whole number of groups of {self.num_generations}: "
-                              "generation_batch_size must divide by num_generations")
+            raise ConfigError(
+                f"{len(prompts)} prompts is not a whole number of groups of {self.num_generations}: "
+                "generation_batch_size must divide by num_generations"
+            )
         jobs = []
         for k, prompt in enumerate(prompts):
             instruction = instruction_of(prompt)
             if instruction is None:
-                raise ConfigError(f"cannot tell which task the prompt {str(prompt)[:80]!r} names: train on "
-                                  "TaskSuite.prompt_rows rows")
+                raise ConfigError(
+                    f"cannot tell which task the prompt {str(prompt)[:80]!r} names: train on TaskSuite.prompt_rows rows"
+                )
             index, _ = self.suite.resolve_prompt(self.split, instruction)  # F11, F12: exactly as rollouts do
             group = self.groups_seen + k // self.num_generations
             jobs.append((index, route(group, self.harnesses)))
@@ -227,11 +277,13 @@ class BlackBoxRollouts:
                     self.engine.serve_until(futures)
                 rows = [f.result() for f in futures]
         self._record(rows, trainer, time.monotonic() - started)
-        return {"prompt_ids": [list(r.prompt_ids) for r in rows],
-                "completion_ids": [list(r.completion_ids) for r in rows],
-                "logprobs": [list(r.logprobs) for r in rows],
-                "env_mask": [list(r.env_mask) for r in rows],
-                REWARD_FIELD: [r.reward for r in rows]}
+        return {
+            "prompt_ids": [list(r.prompt_ids) for r in rows],
+            "completion_ids": [list(r.completion_ids) for r in rows],
+            "logprobs": [list(r.logprobs) for r in rows],
+            "env_mask": [list(r.env_mask) for r in rows],
+            REWARD_FIELD: [r.reward for r in rows],
+        }
 
     def _one(self, index: int, harness: str) -> TrainRow:
         rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s)

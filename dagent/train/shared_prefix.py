@@ -1,4 +1,5 @@
-"""Prompts computed once in the trainer's forward and backward: a GRPO batch as one prefix tree (a CPU's tree attention).
+"""Prompts computed once in the trainer's forward and backward: a GRPO batch as one prefix tree (a CPU's tree
+attention).
 
 The G rollouts of a group start from ONE prompt: black-box, pi's ~1,000-token system prompt and
 the task, against completions of ~160 tokens (a two-turn answer). TRL 1.16 scores each row whole
@@ -48,8 +49,18 @@ METHOD = SCORE
 # every call not its own)
 TREE = "dagent_tree"  # span-by-span attention over a packed tree (tree_attention), sdpa for the rest
 SDPA_LIKE = ("sdpa", ATTENTION, TREE)
-_MULTIMODAL = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
-               "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+_MULTIMODAL = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
 
 
 def common_prefix(prompts: list[tuple[int, ...]]) -> int:
@@ -104,8 +115,13 @@ def packed_inputs(rows: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
         labels += span_labels
         next_pos.append(first + len(tokens))
     where = [start for start, _, _ in tree]
-    return {"input_ids": torch.tensor([ids]), "position_ids": torch.tensor([pos]), "spans": Spans(tuple(tree)),
-            "shift_labels": torch.tensor([labels]), "starts": [where[k] for k in row_span]}
+    return {
+        "input_ids": torch.tensor([ids]),
+        "position_ids": torch.tensor([pos]),
+        "spans": Spans(tuple(tree)),
+        "shift_labels": torch.tensor([labels]),
+        "starts": [where[k] for k in row_span],
+    }
 
 
 @dataclass(frozen=True)
@@ -127,8 +143,17 @@ class Spans:
         return mask[None, None]
 
 
-def tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
-                   scaling: float | None = None, dagent_spans: Spans | None = None, **kwargs: Any) -> tuple[Any, None]:
+def tree_attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    dagent_spans: Spans | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
     """Attention over a packed tree, span by span: each span's queries against its ancestors' keys
     (whole) and its own (causally), never the T x T product a dense mask costs (sdpa computes every
     masked block: measured here, one 3,900-token sequence's forward and backward took 4.6 times a
@@ -147,8 +172,9 @@ def tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask
         seen = sum(pb - pa for pa, pb in ancestors)
         own = torch.ones(b - a, b - a, dtype=torch.bool, device=query.device).tril()
         mask = torch.cat([torch.ones(b - a, seen, dtype=torch.bool, device=query.device), own], dim=1)
-        out, _ = sdpa_attention_forward(module, query[:, :, a:b], k, v, mask[None, None], dropout=dropout,
-                                        scaling=scaling, is_causal=False)
+        out, _ = sdpa_attention_forward(
+            module, query[:, :, a:b], k, v, mask[None, None], dropout=dropout, scaling=scaling, is_causal=False
+        )
         outs.append(out)
     return torch.cat(outs, dim=1), None
 
@@ -165,21 +191,40 @@ def _register() -> None:
 def share_prompts(trainer: Any) -> bool:
     """Wrap `trainer._get_per_token_logps_and_entropies` so rows sharing a prompt are scored as one
     packed sequence a group (module docstring). Returns whether it was wrapped."""
+
     def wrap(method: Any) -> Any:
-        def scored(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, batch_size: Any = None,
-                   compute_entropy: bool = False, compute_aux_loss: bool = False, **extra: Any) -> Any:
+        def scored(
+            model: Any,
+            input_ids: Any,
+            attention_mask: Any,
+            logits_to_keep: int,
+            batch_size: Any = None,
+            compute_entropy: bool = False,
+            compute_aux_loss: bool = False,
+            **extra: Any,
+        ) -> Any:
             packed = packable(model, input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra)
             if packed is None:
-                return method(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
-                              compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+                return method(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size=batch_size,
+                    compute_entropy=compute_entropy,
+                    compute_aux_loss=compute_aux_loss,
+                    **extra,
+                )
             return packed_scores(trainer, model, packed, input_ids, logits_to_keep, compute_entropy)
+
         return scored
 
     return wrap_method(trainer, METHOD, "_dagent_shared_prefix", wrap)
 
 
-def packable(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, compute_aux_loss: bool,
-             extra: dict[str, Any]) -> list[tuple[list[int], list[int]]] | None:
+def packable(
+    model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, compute_aux_loss: bool, extra: dict[str, Any]
+) -> list[tuple[list[int], list[int]]] | None:
     """Each row's (prompt, completion) where the batch packs exactly, else None (TRL's path)."""
     if compute_aux_loss or any(extra.get(k) is not None for k in _MULTIMODAL):
         return None
@@ -192,7 +237,7 @@ def packable(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: in
         pad, n = prompt_len - sum(pm), sum(cm)
         if pad == prompt_len or pm != [0] * pad + [1] * (prompt_len - pad) or cm != [1] * n + [0] * (len(cm) - n):
             return None  # no prompt, or holes: not a left-padded prompt and a right-padded completion
-        rows.append((ids[pad:prompt_len], ids[prompt_len: prompt_len + n]))
+        rows.append((ids[pad:prompt_len], ids[prompt_len : prompt_len + n]))
     return rows
 
 
@@ -202,8 +247,14 @@ def attention(model: Any) -> str | None:
     return getattr(config, "_attn_implementation", None)
 
 
-def packed_scores(trainer: Any, model: Any, rows: list[tuple[list[int], list[int]]], input_ids: Any,
-                  logits_to_keep: int, compute_entropy: bool) -> tuple[Any, Any, None]:
+def packed_scores(
+    trainer: Any,
+    model: Any,
+    rows: list[tuple[list[int], list[int]]],
+    input_ids: Any,
+    logits_to_keep: int,
+    compute_entropy: bool,
+) -> tuple[Any, Any, None]:
     """The batch's log-probs (and entropies) from one forward over its packed tree, laid out as
     TRL returns them: (rows, completion positions), 0 past each row's completion."""
     import torch
@@ -216,12 +267,20 @@ def packed_scores(trainer: Any, model: Any, rows: list[tuple[list[int], list[int
         _register()
         inner.set_attn_implementation(TREE)
     with trainer.accelerator.autocast():
-        out = model(input_ids=packed["input_ids"].to(device), position_ids=packed["position_ids"].to(device),
-                    shift_labels=packed["shift_labels"].to(device), fused_lm_head=True,
-                    dagent_spans=packed["spans"])
+        out = model(
+            input_ids=packed["input_ids"].to(device),
+            position_ids=packed["position_ids"].to(device),
+            shift_labels=packed["shift_labels"].to(device),
+            fused_lm_head=True,
+            dagent_spans=packed["spans"],
+        )
 
     def laid_out(values: Any) -> Any:  # out-of-place, so gradients flow back into the packed sequence
-        return torch.stack([F.pad(values[0, start: start + len(c)], (0, logits_to_keep - len(c)))
-                            for start, (_, c) in zip(packed["starts"], rows, strict=True)])
+        return torch.stack(
+            [
+                F.pad(values[0, start : start + len(c)], (0, logits_to_keep - len(c)))
+                for start, (_, c) in zip(packed["starts"], rows, strict=True)
+            ]
+        )
 
     return laid_out(out.log_probs), laid_out(out.entropy) if compute_entropy else None, None

@@ -41,9 +41,15 @@ def exclusive(raw: dict[str, float]) -> dict[str, float]:
     step, rollout = raw.get("step", 0.0), raw.get("rollout", 0.0)
     env, gen = raw.get("env", 0.0), raw.get("generation", 0.0)
     tools, setup = raw.get("sandbox_tools", 0.0), raw.get("sandbox_setup", 0.0)
-    return {"generation": gen, "sandbox_tools": tools, "sandbox_setup": setup,
-            "env_overhead": max(env - tools - setup, 0.0), "scoring": max(rollout - gen - env, 0.0),
-            "optimizer": max(step - rollout, 0.0), "step": step}
+    return {
+        "generation": gen,
+        "sandbox_tools": tools,
+        "sandbox_setup": setup,
+        "env_overhead": max(env - tools - setup, 0.0),
+        "scoring": max(rollout - gen - env, 0.0),
+        "optimizer": max(step - rollout, 0.0),
+        "step": step,
+    }
 
 
 @dataclass

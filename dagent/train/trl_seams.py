@@ -70,27 +70,58 @@ TURNS_FROM_TRACE = "_turns_from_training_trace"
 
 SEAMS = (
     Seam("trl.trainer.utils", USE_TRITON, "a CPU scores the completion's positions only", ("dagent.train.scoring",)),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{GENERATE_TURN}",
-         "white-box turns generated in a bfloat16 autocast or by dagent's engine; the step timer's generation",
-         ("dagent.train.cpu_generation", "dagent.train.engine_generation", "dagent.train.timing")),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{SCORE}",
-         "a batch's prompts packed as one tree; the direction tests keep the loss's log-probs",
-         ("dagent.train.shared_prefix", "dagent.train.direction")),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{REWARDS}",
-         "the permuted control's rewards; the direction tests record and replay rewards",
-         ("dagent.train.control", "dagent.train.direction")),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{ROLLOUT}",
-         "the step timer's rollout phase", ("dagent.train.timing",)),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{GENERATE}", "the direction tests record and replay a batch",
-         ("dagent.train.direction",)),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{TOOL_SUFFIX}",
-         "the SFT rows' tool suffix is built as TRL builds it (mirrored, not called)", ("dagent.train.sft",)),
-    Seam("trl.trainer.grpo_trainer", f"GRPOTrainer.{METRICS}", "the black-box rollouts' metrics join the "
-         "trainer's logged ones", ("dagent.train.rollouts",), instance=True),
-    Seam("trl.experimental.async_grpo.async_rollout_worker", CHAIN_TO_SEQUENCES,
-         "the sync black-box path converts an agent chain with TRL's own code", ("dagent.train.rollouts",)),
-    Seam("trl.experimental.async_grpo.openenv_harness", TURNS_FROM_TRACE,
-         "the sync black-box path reads a training trace with TRL's own code", ("dagent.train.rollouts",)),
+    Seam(
+        "trl.trainer.grpo_trainer",
+        f"GRPOTrainer.{GENERATE_TURN}",
+        "white-box turns generated in a bfloat16 autocast or by dagent's engine; the step timer's generation",
+        ("dagent.train.cpu_generation", "dagent.train.engine_generation", "dagent.train.timing"),
+    ),
+    Seam(
+        "trl.trainer.grpo_trainer",
+        f"GRPOTrainer.{SCORE}",
+        "a batch's prompts packed as one tree; the direction tests keep the loss's log-probs",
+        ("dagent.train.shared_prefix", "dagent.train.direction"),
+    ),
+    Seam(
+        "trl.trainer.grpo_trainer",
+        f"GRPOTrainer.{REWARDS}",
+        "the permuted control's rewards; the direction tests record and replay rewards",
+        ("dagent.train.control", "dagent.train.direction"),
+    ),
+    Seam(
+        "trl.trainer.grpo_trainer", f"GRPOTrainer.{ROLLOUT}", "the step timer's rollout phase", ("dagent.train.timing",)
+    ),
+    Seam(
+        "trl.trainer.grpo_trainer",
+        f"GRPOTrainer.{GENERATE}",
+        "the direction tests record and replay a batch",
+        ("dagent.train.direction",),
+    ),
+    Seam(
+        "trl.trainer.grpo_trainer",
+        f"GRPOTrainer.{TOOL_SUFFIX}",
+        "the SFT rows' tool suffix is built as TRL builds it (mirrored, not called)",
+        ("dagent.train.sft",),
+    ),
+    Seam(
+        "trl.trainer.grpo_trainer",
+        f"GRPOTrainer.{METRICS}",
+        "the black-box rollouts' metrics join the trainer's logged ones",
+        ("dagent.train.rollouts",),
+        instance=True,
+    ),
+    Seam(
+        "trl.experimental.async_grpo.async_rollout_worker",
+        CHAIN_TO_SEQUENCES,
+        "the sync black-box path converts an agent chain with TRL's own code",
+        ("dagent.train.rollouts",),
+    ),
+    Seam(
+        "trl.experimental.async_grpo.openenv_harness",
+        TURNS_FROM_TRACE,
+        "the sync black-box path reads a training trace with TRL's own code",
+        ("dagent.train.rollouts",),
+    ),
 )
 
 
@@ -137,9 +168,11 @@ def check_trl(version: str | None = None) -> str | None:
     low, high = TRL_RANGE
     if not _key(low) <= _key(version) < _key(high):
         names = ", ".join(f"{s.module}.{s.attr}" for s in SEAMS)
-        raise TRLVersionError(f"trl {version} is installed; dagent's TRL seams were written for trl >= {low}, < {high} "
-                              f"({names}): install trl=={low} (pyproject pins it), or re-check each seam on "
-                              f"{version} (tests/train/test_trl_seams.py) and widen dagent.train.trl_seams.TRL_RANGE")
+        raise TRLVersionError(
+            f"trl {version} is installed; dagent's TRL seams were written for trl >= {low}, < {high} "
+            f"({names}): install trl=={low} (pyproject pins it), or re-check each seam on "
+            f"{version} (tests/train/test_trl_seams.py) and widen dagent.train.trl_seams.TRL_RANGE"
+        )
     return version
 
 

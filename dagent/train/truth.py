@@ -32,7 +32,16 @@ from dagent.engine.generation import LocalEngine
 from dagent.grading.dispatch import grade
 from dagent.train.direction import Direction, DirectionError, Record, Snapshot, group_advantages, verify
 
-__all__ = ["SamplerLog", "advantage_signs", "capture_audit", "sampler_audit", "turns_audit", "submitted_answer", "verdicts", "verify_signal"]
+__all__ = [
+    "SamplerLog",
+    "advantage_signs",
+    "capture_audit",
+    "sampler_audit",
+    "turns_audit",
+    "submitted_answer",
+    "verdicts",
+    "verify_signal",
+]
 
 _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
@@ -67,7 +76,7 @@ class SamplerLog:
         rollouts share their first prompt, so each turn lists every candidate)."""
         by_turn: dict[int, list[tuple[int, ...]]] = {}
         for prompt, sampled in self.generations:
-            if len(prompt) <= len(full) and tuple(full[:len(prompt)]) == prompt:
+            if len(prompt) <= len(full) and tuple(full[: len(prompt)]) == prompt:
                 by_turn.setdefault(len(prompt), []).append(sampled)
         return sorted(by_turn.items())
 
@@ -108,8 +117,12 @@ def capture_audit(batch: dict[str, Any], completions: Sequence[Sequence[Sequence
     return turns_audit(_rows(batch), [[[tuple(c)] for c in calls] for calls in completions], budget=None)
 
 
-def turns_audit(rows: Sequence[tuple[list[int], list[int], list[int]]],
-                turns: Sequence[Sequence[Sequence[tuple[int, ...]]]], *, budget: int | None) -> list[str]:
+def turns_audit(
+    rows: Sequence[tuple[list[int], list[int], list[int]]],
+    turns: Sequence[Sequence[Sequence[tuple[int, ...]]]],
+    *,
+    budget: int | None,
+) -> list[str]:
     """Per rollout, its trained runs must be one candidate of each turn, whole and in order; the last may
     stop short only where the completion reached `budget` tokens."""
     problems = []
@@ -124,12 +137,14 @@ def turns_audit(rows: Sequence[tuple[list[int], list[int], list[int]]],
         full = budget is not None and len(completion) >= budget
         for k, (run, sampled) in enumerate(zip(runs, sampled_turns, strict=True)):
             last = k == len(runs) - 1
-            if any(tuple(run) == g or (last and full and g[:len(run)] == tuple(run)) for g in sampled):
+            if any(tuple(run) == g or (last and full and g[: len(run)] == tuple(run)) for g in sampled):
                 continue
             closest = _closest(sampled, run)
             n = next((j for j, (a, b) in enumerate(zip(run, closest)) if a != b), min(len(run), len(closest)))
-            problems.append(f"rollout {i}, turn {k}: the loss trains {len(run)} tokens where the engine sampled "
-                            f"{len(closest)}, first differing at token {n}")
+            problems.append(
+                f"rollout {i}, turn {k}: the loss trains {len(run)} tokens where the engine sampled "
+                f"{len(closest)}, first differing at token {n}"
+            )
             break
     return problems
 
@@ -150,8 +165,9 @@ def submitted_answer(text: str) -> str | None:
 def _closest(candidates: Sequence[tuple[int, ...]], continuation: Sequence[int]) -> tuple[int, ...]:
     """The candidate generation the sequence took: the one its continuation starts with, else the one
     agreeing with it at most positions."""
-    return max(candidates, key=lambda g: (tuple(continuation[:len(g)]) == g,
-                                          sum(a == b for a, b in zip(g, continuation))))
+    return max(
+        candidates, key=lambda g: (tuple(continuation[: len(g)]) == g, sum(a == b for a, b in zip(g, continuation)))
+    )
 
 
 def sampled_texts(batch: dict[str, Any], log: SamplerLog, tokenizer: Any) -> list[str]:
@@ -160,8 +176,12 @@ def sampled_texts(batch: dict[str, Any], log: SamplerLog, tokenizer: Any) -> lis
     out = []
     for prompt, completion, _ in _rows(batch):
         full = prompt + completion
-        out.append("".join(tokenizer.decode(list(_closest(gs, full[start:])), skip_special_tokens=False)
-                           for start, gs in log.turns(full)))
+        out.append(
+            "".join(
+                tokenizer.decode(list(_closest(gs, full[start:])), skip_special_tokens=False)
+                for start, gs in log.turns(full)
+            )
+        )
     return out
 
 
@@ -180,22 +200,37 @@ def advantage_signs(advantages: Sequence[float], truth: Sequence[float | None], 
     rollouts the verdicts give an advantage (within a group the verdicts score alike, the reward may
     still rank by its tool-call term)."""
     expected = group_advantages(truth, group)
-    return [f"rollout {i}: advantage {a:+.2f} where the grader's verdicts give {e:+.2f}"
-            for i, (a, e) in enumerate(zip(advantages, expected, strict=True)) if e != 0 and (a > 0) != (e > 0)]
+    return [
+        f"rollout {i}: advantage {a:+.2f} where the grader's verdicts give {e:+.2f}"
+        for i, (a, e) in enumerate(zip(advantages, expected, strict=True))
+        if e != 0 and (a > 0) != (e > 0)
+    ]
 
 
-def verify_signal(trainer: Any, batch: dict[str, Any], record: Record, truth: Sequence[float | None], group: int, *,
-                  audit: Sequence[str], snapshot: Snapshot | None = None,
-                  measured: Direction | None = None) -> Direction:
+def verify_signal(
+    trainer: Any,
+    batch: dict[str, Any],
+    record: Record,
+    truth: Sequence[float | None],
+    group: int,
+    *,
+    audit: Sequence[str],
+    snapshot: Snapshot | None = None,
+    measured: Direction | None = None,
+) -> Direction:
     """The direction check with its truth from outside the trainer: `audit`, the batch against the
     sampler's own output (`sampler_audit`, or the capture's for the black-box loop), must be empty;
     the batch's advantages must agree in sign with the grader's verdicts `truth`; then
     `dagent.train.direction.verify` judges one step by the verdicts' advantages. DirectionError
     names the first that fails."""
     if audit:
-        raise DirectionError("the loss trains tokens the sampler did not produce (F57, the sampler's own output): "
-                             + "; ".join(audit[:3]))
+        raise DirectionError(
+            "the loss trains tokens the sampler did not produce (F57, the sampler's own output): "
+            + "; ".join(audit[:3])
+        )
     if wrong := advantage_signs(batch["advantages"].tolist(), truth, group):
-        raise DirectionError("the batch's advantages disagree with the grader's verdicts on the sampled answers "
-                             "(F57: a reward computed wrong, or an arm wired to other rewards): " + "; ".join(wrong[:3]))
+        raise DirectionError(
+            "the batch's advantages disagree with the grader's verdicts on the sampled answers "
+            "(F57: a reward computed wrong, or an arm wired to other rewards): " + "; ".join(wrong[:3])
+        )
     return verify(trainer, batch, record, truth, group, snapshot=snapshot, measured=measured)

@@ -218,16 +218,18 @@ def _ids(turns: list[CapturedTurn], idx: Iterable[int], limit: int = 5) -> str:
     return shown + (f", ... (+{len(idx) - limit})" if len(idx) > limit else "")
 
 
-def analyse(
-    turns: Iterable[CapturedTurn], fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD
-) -> Trajectory:
+def analyse(turns: Iterable[CapturedTurn], fork_threshold_tokens: int = DEFAULT_FORK_THRESHOLD) -> Trajectory:
     """Link, classify, label and select the agent chain of one rollout's captured turns."""
     ordered = sorted(turns, key=lambda t: t.seq)
     n, thr = len(ordered), fork_threshold_tokens
     if not n:
-        empty = Finding("fatal", "empty", "no model calls were captured: the agent never reached "
-                        "the proxy (wrong base URL, unreachable engine, rejected key). UNGRADED, "
-                        "never 0.0 (F07)")
+        empty = Finding(
+            "fatal",
+            "empty",
+            "no model calls were captured: the agent never reached "
+            "the proxy (wrong base URL, unreachable engine, rejected key). UNGRADED, "
+            "never 0.0 (F07)",
+        )
         return Trajectory((), thr, (), (), (), (), (), (empty,), _stats(0, [], {}, [], [], [], 0), False)
 
     any_tools = any(t.tools_offered > 0 for t in ordered)
@@ -278,13 +280,17 @@ def analyse(
             held = len(a.prompt_token_ids or ()) + len(a.completion_token_ids)
             transitions.append(Transition(b.turn_id, a.turn_id, FORK, held, 0))
         else:
-            kind, drift, matched = array_drift(
-                a.prompt_token_ids, a.completion_token_ids, b.prompt_token_ids, thr)
+            kind, drift, matched = array_drift(a.prompt_token_ids, a.completion_token_ids, b.prompt_token_ids, thr)
             transitions.append(Transition(b.turn_id, a.turn_id, kind, drift, matched))
 
     root_recs = tuple(
-        Root(ordered[r].turn_id, label[r], tuple(ordered[k].turn_id for k in members[r]),
-             links[r].parent_id if links[r] else None, links[r].drift if links[r] else None)
+        Root(
+            ordered[r].turn_id,
+            label[r],
+            tuple(ordered[k].turn_id for k in members[r]),
+            links[r].parent_id if links[r] else None,
+            links[r].drift if links[r] else None,
+        )
         for r in roots
     )
     per_turn = n >= 2 and len(roots) == n and sum(not a for a in aux) >= 2
@@ -292,9 +298,15 @@ def analyse(
     stats = _stats(n, roots, label, roles, transitions, _trained(chain_turns, transitions), len(chain))
     findings = _findings(ordered, roots, label, roles, chain, transitions, stats, per_turn, thr)
     return Trajectory(
-        turns=tuple(ordered), fork_threshold_tokens=thr, links=tuple(links), roles=tuple(roles),
-        roots=root_recs, agent_chain=tuple(t.turn_id for t in chain_turns),
-        chain_transitions=tuple(transitions), findings=tuple(findings), stats=stats,
+        turns=tuple(ordered),
+        fork_threshold_tokens=thr,
+        links=tuple(links),
+        roles=tuple(roles),
+        roots=root_recs,
+        agent_chain=tuple(t.turn_id for t in chain_turns),
+        chain_transitions=tuple(transitions),
+        findings=tuple(findings),
+        stats=stats,
         per_turn_capture_only=per_turn,
     )
 
@@ -314,16 +326,29 @@ def _trained(turns: list[CapturedTurn], transitions: list[Transition]) -> list[i
     return per_segment
 
 
-def _stats(n: int, roots: list[int], label: dict[int, str], roles: list[str], transitions: list[Transition],
-           segments: list[int], chain_len: int) -> TrajectoryStats:
+def _stats(
+    n: int,
+    roots: list[int],
+    label: dict[int, str],
+    roles: list[str],
+    transitions: list[Transition],
+    segments: list[int],
+    chain_len: int,
+) -> TrajectoryStats:
     kinds, drifts, m = [t.kind for t in transitions], [t.drift for t in transitions], len(transitions)
     return TrajectoryStats(
-        turns=n, agent_turns=chain_len, roots=len(roots),
+        turns=n,
+        agent_turns=chain_len,
+        roots=len(roots),
         auxiliary_roots=sum(label[r] == AUXILIARY for r in roots),
         subagent_roots=sum(label[r] == SUBAGENT for r in roots),
-        discarded_turns=roles.count(DISCARDED), transitions=m,
-        clean=kinds.count(CLEAN), realign=kinds.count(REALIGN), fork=kinds.count(FORK),
-        drift_mean=sum(drifts) / m if m else 0.0, drift_max=max(drifts, default=0),
+        discarded_turns=roles.count(DISCARDED),
+        transitions=m,
+        clean=kinds.count(CLEAN),
+        realign=kinds.count(REALIGN),
+        fork=kinds.count(FORK),
+        drift_mean=sum(drifts) / m if m else 0.0,
+        drift_max=max(drifts, default=0),
         fork_frac=kinds.count(FORK) / m if m else 0.0,
         realign_frac=kinds.count(REALIGN) / m if m else 0.0,
         samples_per_rollout=sum(1 for trained in segments if trained),
@@ -331,61 +356,134 @@ def _stats(n: int, roots: list[int], label: dict[int, str], roles: list[str], tr
     )
 
 
-def _findings(turns: list[CapturedTurn], roots: list[int], label: dict[int, str], roles: list[str], chain: list[int],
-              transitions: list[Transition], stats: TrajectoryStats, per_turn: bool, thr: int) -> list[Finding]:
+def _findings(
+    turns: list[CapturedTurn],
+    roots: list[int],
+    label: dict[int, str],
+    roles: list[str],
+    chain: list[int],
+    transitions: list[Transition],
+    stats: TrajectoryStats,
+    per_turn: bool,
+    thr: int,
+) -> list[Finding]:
     """Per-call contract checks and structure, aggregated per code (a 1,000-call rollout stays
     readable). Each entry: level, code, the calls it concerns, and what to do about it."""
     enum = list(enumerate(turns))
-    bad_len = [i for i, t in enum if t.logprobs is not None
-               and len(t.logprobs) != len(t.completion_token_ids)]
+    bad_len = [i for i, t in enum if t.logprobs is not None and len(t.logprobs) != len(t.completion_token_ids)]
     of = lambda lab: [r for r in roots if label[r] == lab]  # noqa: E731
     forks = [t for t in transitions if t.kind == FORK]
     realigns = [t for t in transitions if t.kind == REALIGN]
     small = sum(t.drift < thr for t in forks)
     rules: list[tuple[Level, str, list[Any], str]] = [  # items: call indices, or transitions
-        ("fatal", "missing_prompt_ids", [i for i, t in enum if t.prompt_token_ids is None],
-         "{n} call(s) carry no engine prompt_token_ids ({ids}): serve with "
-         "--return-tokens-as-token-ids and request return_token_ids; never re-render (F01)"),
-        ("fatal", "missing_logprobs",
-         [i for i, t in enum if t.logprobs is None and t.completion_token_ids],
-         "{n} call(s) sampled tokens without logprobs ({ids}): request logprobs=True; the "
-         "importance ratio needs the behaviour policy's logprob of every trained token"),
-        ("fatal", "logprob_length_mismatch", bad_len, "{n} call(s) carry a logprob count other "
-         "than their completion length ({ids}): credit would shift onto the wrong tokens"),
-        ("fatal", "invalid_logprob", [i for i, t in enum if t.logprobs is not None
-                                      and i not in bad_len and not logprobs_ok(t)],
-         "{n} call(s) carry non-finite or positive logprobs ({ids})"),
-        ("fatal", "duplicate_turn_id", [0] if len({t.turn_id for t in turns}) < len(turns) else [],
-         "two calls share a turn_id; ids must be unique"),
-        ("fatal", "no_agent_chain", [] if chain else [0], "no call belongs to an agent "
-         "conversation (only auxiliary calls were captured): nothing to train"),
-        ("warn", "per_turn_capture_only", roots if per_turn else [], "every call is its own root "
-         "({n}): the harness re-renders its prompt instead of appending. Tokens and logprobs are "
-         "exact; multi-turn credit assignment is lost (F04)"),
-        ("warn", "multiple_roots", roots if len(roots) > 1 and not per_turn else [],
-         f"{{n}} roots across {len(turns)} calls: {len(of(AGENT))} agent, "
-         f"{len(of(AUXILIARY))} auxiliary, {len(of(SUBAGENT))} sub-agent. Only the agent chain "
-         "is trained (F03)"),
-        ("info", "auxiliary_root", of(AUXILIARY), "{n} auxiliary root(s) excluded from training "
-         "(title/summary or tool-less calls: {ids})"),
-        ("warn", "subagent_root", of(SUBAGENT), "{n} sub-agent root(s) excluded from training "
-         "(tools, another system prompt: {ids})"),
-        ("warn", "discarded_turns", [k for k, r in enumerate(roles) if r == DISCARDED],
-         "{n} agent call(s) off the chain (retries or abandoned branches: {ids}); not trained"),
-        ("warn", "fork", forks, f"{{n}} of {len(transitions)} agent-chain transition(s) fork "
-         f"(max drift {max((t.drift for t in forks), default=0)}, threshold {thr})"
-         + (f"; {small} drift less than the threshold but reach into the previous call's prompt "
-            "(e.g. a re-rendered generation prompt), which TRL's reconciler cannot realign"
-            if small else "")
-         + f": one conversation becomes {stats.samples_per_rollout} training sequences (F02)"),
-        ("info", "realign", realigns, "{n} transition(s) realign (drift max "
-         f"{max((t.drift for t in realigns), default=0)} < {thr}): the drifted completion tail "
-         "is replaced by the engine's re-rendered tokens, as context, as TRL does"),
-        ("warn", "truncated_turn", [k for k in chain if turns[k].finish_reason == "length"],
-         "{n} agent call(s) stopped on the output-token cap ({ids}): their endings are artefacts"),
+        (
+            "fatal",
+            "missing_prompt_ids",
+            [i for i, t in enum if t.prompt_token_ids is None],
+            "{n} call(s) carry no engine prompt_token_ids ({ids}): serve with "
+            "--return-tokens-as-token-ids and request return_token_ids; never re-render (F01)",
+        ),
+        (
+            "fatal",
+            "missing_logprobs",
+            [i for i, t in enum if t.logprobs is None and t.completion_token_ids],
+            "{n} call(s) sampled tokens without logprobs ({ids}): request logprobs=True; the "
+            "importance ratio needs the behaviour policy's logprob of every trained token",
+        ),
+        (
+            "fatal",
+            "logprob_length_mismatch",
+            bad_len,
+            "{n} call(s) carry a logprob count other "
+            "than their completion length ({ids}): credit would shift onto the wrong tokens",
+        ),
+        (
+            "fatal",
+            "invalid_logprob",
+            [i for i, t in enum if t.logprobs is not None and i not in bad_len and not logprobs_ok(t)],
+            "{n} call(s) carry non-finite or positive logprobs ({ids})",
+        ),
+        (
+            "fatal",
+            "duplicate_turn_id",
+            [0] if len({t.turn_id for t in turns}) < len(turns) else [],
+            "two calls share a turn_id; ids must be unique",
+        ),
+        (
+            "fatal",
+            "no_agent_chain",
+            [] if chain else [0],
+            "no call belongs to an agent conversation (only auxiliary calls were captured): nothing to train",
+        ),
+        (
+            "warn",
+            "per_turn_capture_only",
+            roots if per_turn else [],
+            "every call is its own root "
+            "({n}): the harness re-renders its prompt instead of appending. Tokens and logprobs are "
+            "exact; multi-turn credit assignment is lost (F04)",
+        ),
+        (
+            "warn",
+            "multiple_roots",
+            roots if len(roots) > 1 and not per_turn else [],
+            f"{{n}} roots across {len(turns)} calls: {len(of(AGENT))} agent, "
+            f"{len(of(AUXILIARY))} auxiliary, {len(of(SUBAGENT))} sub-agent. Only the agent chain "
+            "is trained (F03)",
+        ),
+        (
+            "info",
+            "auxiliary_root",
+            of(AUXILIARY),
+            "{n} auxiliary root(s) excluded from training (title/summary or tool-less calls: {ids})",
+        ),
+        (
+            "warn",
+            "subagent_root",
+            of(SUBAGENT),
+            "{n} sub-agent root(s) excluded from training (tools, another system prompt: {ids})",
+        ),
+        (
+            "warn",
+            "discarded_turns",
+            [k for k, r in enumerate(roles) if r == DISCARDED],
+            "{n} agent call(s) off the chain (retries or abandoned branches: {ids}); not trained",
+        ),
+        (
+            "warn",
+            "fork",
+            forks,
+            f"{{n}} of {len(transitions)} agent-chain transition(s) fork "
+            f"(max drift {max((t.drift for t in forks), default=0)}, threshold {thr})"
+            + (
+                f"; {small} drift less than the threshold but reach into the previous call's prompt "
+                "(e.g. a re-rendered generation prompt), which TRL's reconciler cannot realign"
+                if small
+                else ""
+            )
+            + f": one conversation becomes {stats.samples_per_rollout} training sequences (F02)",
+        ),
+        (
+            "info",
+            "realign",
+            realigns,
+            "{n} transition(s) realign (drift max "
+            f"{max((t.drift for t in realigns), default=0)} < {thr}): the drifted completion tail "
+            "is replaced by the engine's re-rendered tokens, as context, as TRL does",
+        ),
+        (
+            "warn",
+            "truncated_turn",
+            [k for k in chain if turns[k].finish_reason == "length"],
+            "{n} agent call(s) stopped on the output-token cap ({ids}): their endings are artefacts",
+        ),
     ]
     return [
-        Finding(level, code, text.format(n=len(items), ids=_ids(turns, items)
-                                         if items and isinstance(items[0], int) else ""))
-        for level, code, items, text in rules if items
+        Finding(
+            level,
+            code,
+            text.format(n=len(items), ids=_ids(turns, items) if items and isinstance(items[0], int) else ""),
+        )
+        for level, code, items, text in rules
+        if items
     ]

@@ -90,12 +90,23 @@ def audit(
     for turn in turns:
         engine = turn.prompt_token_ids
         try:
-            rendered = _ids(render([dict(m) for m in turn.messages],
-                                   list(turn.tools) if turn.tools else None))
+            rendered = _ids(render([dict(m) for m in turn.messages], list(turn.tools) if turn.tools else None))
         except Exception as exc:  # noqa: BLE001 - a template that raises IS the finding
-            audits.append(TurnAudit(turn.turn_id, None if engine is None else len(engine), None,
-                                    False, None, 0, 0, held is not None, None, None,
-                                    f"{type(exc).__name__}: {str(exc)[:200]}"))
+            audits.append(
+                TurnAudit(
+                    turn.turn_id,
+                    None if engine is None else len(engine),
+                    None,
+                    False,
+                    None,
+                    0,
+                    0,
+                    held is not None,
+                    None,
+                    None,
+                    f"{type(exc).__name__}: {str(exc)[:200]}",
+                )
+            )
             held = None
             continue
         if engine is None:
@@ -107,11 +118,20 @@ def audit(
         kind = drift = None
         if held is not None:
             kind, drift, _ = measure_drift(held[0], held[1], rendered, fork_threshold_tokens)
-        audits.append(TurnAudit(
-            turn.turn_id, None if engine is None else len(engine), len(rendered), exact, first,
-            mismatched, 0 if exact else len(turn.completion_token_ids),
-            kind is not None and kind != CLEAN, drift, kind,
-        ))
+        audits.append(
+            TurnAudit(
+                turn.turn_id,
+                None if engine is None else len(engine),
+                len(rendered),
+                exact,
+                first,
+                mismatched,
+                0 if exact else len(turn.completion_token_ids),
+                kind is not None and kind != CLEAN,
+                drift,
+                kind,
+            )
+        )
         held = (rendered, turn.completion_token_ids)
     return _report(tuple(audits))
 
@@ -127,19 +147,38 @@ def _report(audits: tuple[TurnAudit, ...]) -> AuditReport:
         return ", ".join(a.turn_id for a in items[:5]) + (" ..." if len(items) > 5 else "")
 
     if mismatched:
-        findings.append(Finding("warn", "render_mismatch", (
-            f"{len(mismatched)} of {len(compared)} call(s) render to ids other than the engine's "
-            f"({named(mismatched)}; first difference at token {mismatched[0].first_diff}): "
-            f"{sum(a.wrongly_trained for a in mismatched)} completion token(s) would be trained "
-            "under a context the model never saw. Keep the engine's prompt_token_ids (F01).")))
+        findings.append(
+            Finding(
+                "warn",
+                "render_mismatch",
+                (
+                    f"{len(mismatched)} of {len(compared)} call(s) render to ids other than the engine's "
+                    f"({named(mismatched)}; first difference at token {mismatched[0].first_diff}): "
+                    f"{sum(a.wrongly_trained for a in mismatched)} completion token(s) would be trained "
+                    "under a context the model never saw. Keep the engine's prompt_token_ids (F01)."
+                ),
+            )
+        )
     if fragments:
-        findings.append(Finding("warn", "render_fragments", (
-            f"re-rendering breaks the chain at {len(fragments)} call(s) ({named(fragments)}; "
-            f"drift max {max(a.drift or 0 for a in fragments)}): the render of a call does not "
-            "extend the previous render plus its completion (e.g. history <think> dropped).")))
+        findings.append(
+            Finding(
+                "warn",
+                "render_fragments",
+                (
+                    f"re-rendering breaks the chain at {len(fragments)} call(s) ({named(fragments)}; "
+                    f"drift max {max(a.drift or 0 for a in fragments)}): the render of a call does not "
+                    "extend the previous render plus its completion (e.g. history <think> dropped)."
+                ),
+            )
+        )
     if errors:
-        findings.append(Finding("warn", "render_error", (
-            f"the renderer raised on {len(errors)} call(s) ({named(errors)}): {errors[0].error}")))
+        findings.append(
+            Finding(
+                "warn",
+                "render_error",
+                (f"the renderer raised on {len(errors)} call(s) ({named(errors)}): {errors[0].error}"),
+            )
+        )
     return AuditReport(
         turns=audits,
         exact_match_frac=(len(compared) - len(mismatched)) / len(compared) if compared else 0.0,

@@ -39,10 +39,12 @@ def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:
     ok = logprobs_ok(turn)
     logprobs = turn.logprobs if ok else None
     return {
-        "request": {"messages": [dict(m) for m in turn.messages],
-                    "tools": list(turn.tools) if turn.tools else None},
-        "response": {"choices": [{"message": dict(turn.metadata.get("response_message") or {}),
-                                  "finish_reason": turn.finish_reason}]},
+        "request": {"messages": [dict(m) for m in turn.messages], "tools": list(turn.tools) if turn.tools else None},
+        "response": {
+            "choices": [
+                {"message": dict(turn.metadata.get("response_message") or {}), "finish_reason": turn.finish_reason}
+            ]
+        },
         "prompt_token_ids": prompt,
         "completion_token_ids": completion,
         "per_token_logps": [float(x) for x in logprobs] if logprobs is not None else [],
@@ -54,8 +56,7 @@ def _entry(turn: CapturedTurn, role: str, link: Any) -> dict[str, Any]:
             "n_tools": turn.tools_offered,
             "role": role,
             "role_hint": turn.role_hint,
-            "transition": None if link is None else {"parent": link.parent_id, "kind": link.kind,
-                                                     "drift": link.drift},
+            "transition": None if link is None else {"parent": link.parent_id, "kind": link.kind, "drift": link.drift},
         },
     }
 
@@ -72,8 +73,7 @@ def to_capture_log(trajectory: Trajectory) -> list[dict[str, Any]]:
     arrival order, each with its role, role hint and parent link: the file a recorded rollout
     keeps (`trace.jsonl`, one entry a line). `turns_from_openenv` reads it back, and `analyse` of
     what it reads gives the same roots, chain and findings (tests/trajectory/test_export.py)."""
-    return [_entry(turn, role, link)
-            for turn, role, link in zip(trajectory.turns, trajectory.roles, trajectory.links)]
+    return [_entry(turn, role, link) for turn, role, link in zip(trajectory.turns, trajectory.roles, trajectory.links)]
 
 
 def to_training_trace(trajectory: Trajectory) -> TrainingTrace:
@@ -84,8 +84,10 @@ def to_training_trace(trajectory: Trajectory) -> TrainingTrace:
             never re-render to fill the gap.
     """
     if trajectory.fatal:
-        raise CaptureError("cannot build a training trace from a capture with fatal findings: "
-                           + "; ".join(str(f) for f in trajectory.fatal))
+        raise CaptureError(
+            "cannot build a training trace from a capture with fatal findings: "
+            + "; ".join(str(f) for f in trajectory.fatal)
+        )
     try:
         from openenv.core.harness import TrainingTrace
     except ImportError as exc:
@@ -156,9 +158,13 @@ def to_rollout_document(trajectory: Trajectory, *, include_messages: bool = Fals
     has_ids = all(t.prompt_token_ids is not None for t in turns)
     return {
         "session_id": turns[0].session_id if turns else "",
-        "metadata": {"producer": "dagent", "fork_threshold_tokens": trajectory.fork_threshold_tokens,
-                     "per_turn_capture_only": trajectory.per_turn_capture_only,
-                     "gate": verdict.tier, "samples_per_rollout": verdict.samples_per_rollout},
+        "metadata": {
+            "producer": "dagent",
+            "fork_threshold_tokens": trajectory.fork_threshold_tokens,
+            "per_turn_capture_only": trajectory.per_turn_capture_only,
+            "gate": verdict.tier,
+            "samples_per_rollout": verdict.samples_per_rollout,
+        },
         "budget_stop_count": 0,
         "turns": [
             {
@@ -175,10 +181,15 @@ def to_rollout_document(trajectory: Trajectory, *, include_messages: bool = Fals
                 "requested_sampling_params": {},
                 "sampled_logprobs": list(t.logprobs) if t.logprobs is not None else None,
                 "discarded": role == DISCARDED,
-                **({"request_messages": [dict(m) for m in t.messages],
-                    "request_tools": list(t.tools) if t.tools else None,
-                    "response_message": dict(t.metadata.get("response_message") or {})}
-                   if include_messages else {}),
+                **(
+                    {
+                        "request_messages": [dict(m) for m in t.messages],
+                        "request_tools": list(t.tools) if t.tools else None,
+                        "response_message": dict(t.metadata.get("response_message") or {}),
+                    }
+                    if include_messages
+                    else {}
+                ),
             }
             for t, role in zip(turns, trajectory.roles)
         ],

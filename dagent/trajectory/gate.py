@@ -82,8 +82,9 @@ def gate(trajectory: Trajectory) -> GateVerdict:
             "of one"
         )
     if trajectory.per_turn_capture_only:
-        held_back.append("per_turn_capture_only: every call is its own root (a re-rendering "
-                         "harness); multi-turn credit is lost")
+        held_back.append(
+            "per_turn_capture_only: every call is its own root (a re-rendering harness); multi-turn credit is lost"
+        )
     if not fatal and stats.trainable_tokens == 0:
         held_back.append("no completion token in the agent chain is trainable")
     if fatal:

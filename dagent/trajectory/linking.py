@@ -105,12 +105,13 @@ def array_drift(held_prompt: array, held_completion: array, prompt: array, thres
 
 
 def measure_drift(
-    held_prompt: Sequence[int], held_completion: Sequence[int], prompt: Sequence[int],
+    held_prompt: Sequence[int],
+    held_completion: Sequence[int],
+    prompt: Sequence[int],
     fork_threshold_tokens: int,
 ) -> tuple[str, int, int]:
     """`(kind, drift, matched)` of `prompt` against `held_prompt + held_completion` (TRL's rule)."""
-    return array_drift(token_ids(held_prompt), token_ids(held_completion), token_ids(prompt),
-                  fork_threshold_tokens)
+    return array_drift(token_ids(held_prompt), token_ids(held_completion), token_ids(prompt), fork_threshold_tokens)
 
 
 def link_turns(turns: list[CapturedTurn], aux: list[bool], threshold: int) -> tuple[list[int], list[Any]]:
@@ -135,9 +136,7 @@ def link_turns(turns: list[CapturedTurn], aux: list[bool], threshold: int) -> tu
         evaluated = []  # (matched, drift, kind, index)
         for c in cands:
             held = turns[c]
-            kind, drift, matched = array_drift(
-                held.prompt_token_ids, held.completion_token_ids, prompt, threshold
-            )
+            kind, drift, matched = array_drift(held.prompt_token_ids, held.completion_token_ids, prompt, threshold)
             evaluated.append((matched, drift, kind, c))
         eligible = [e for e in evaluated if e[2] != FORK]
         top = max(evaluated, key=lambda e: (e[0], e[3]), default=None)
@@ -147,8 +146,7 @@ def link_turns(turns: list[CapturedTurn], aux: list[bool], threshold: int) -> tu
             while cpar[v] != -1 and endlen[cpar[v]] > m:
                 j = jump[v]
                 v = j if endlen[j] > m else cpar[v]
-            extra = [(m, endlen[v] - m, _classify(m, endlen[v] - m, len(turns[v].prompt_token_ids),
-                                                  threshold), v)]
+            extra = [(m, endlen[v] - m, _classify(m, endlen[v] - m, len(turns[v].prompt_token_ids), threshold), v)]
             if cpar[v] != -1:
                 extra.append((endlen[cpar[v]], 0, CLEAN, cpar[v]))
             evaluated += extra

@@ -11,6 +11,9 @@ def content_text(content: Any, *, part_type: str | None = None) -> str:
     """`content` (a string, a list of parts, or None) as one string; `part_type` keeps only the
     parts whose `type` is it (pi's assistant messages mix text with tool calls and thinking)."""
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content
-                       if isinstance(p, dict) and (part_type is None or p.get("type") == part_type))
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and (part_type is None or p.get("type") == part_type)
+        )
     return str(content or "")

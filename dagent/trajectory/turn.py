@@ -36,8 +36,9 @@ def token_ids(values: Any, what: str = "token ids") -> array:
     try:
         return array("I", values)
     except (TypeError, OverflowError, ValueError) as exc:
-        raise TrajectoryError(f"{what}: expected non-negative integer token ids below 2**32 "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise TrajectoryError(
+            f"{what}: expected non-negative integer token ids below 2**32 ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,7 @@ class CapturedTurn:
             raise TrajectoryError(f"turn {self.turn_id}: tools_offered must be a non-negative int")
 
     @classmethod
-    def from_openenv(
-        cls, item: Any, *, session_id: str = "", seq: int | None = None
-    ) -> "CapturedTurn":
+    def from_openenv(cls, item: Any, *, session_id: str = "", seq: int | None = None) -> "CapturedTurn":
         """Convert OpenEnv's `TurnNode` (a capture session's graph node) or a `TraceEntry` dict
         (`/sessions/{id}/trace_entries`, `to_trace_entries`). OpenEnv writes missing ids as `[]`
         and rejected logprobs as `None`/`[]`; both become `None` here, so they are reported."""
@@ -84,27 +83,53 @@ class CapturedTurn:
             choice = ((item.get("response") or {}).get("choices") or [{}])[0]
             if choice.get("message"):  # the answer the agent received, as a live capture keeps it
                 meta.setdefault("response_message", dict(choice["message"]))
-            fields = (meta.get("node_id") or f"{session_id}:{seq}", meta.get("index", 0),
-                      item.get("prompt_token_ids"), item.get("completion_token_ids"),
-                      item.get("per_token_logps"), request.get("messages"), request.get("tools"),
-                      meta.get("n_tools"), choice.get("finish_reason"), meta)
+            fields = (
+                meta.get("node_id") or f"{session_id}:{seq}",
+                meta.get("index", 0),
+                item.get("prompt_token_ids"),
+                item.get("completion_token_ids"),
+                item.get("per_token_logps"),
+                request.get("messages"),
+                request.get("tools"),
+                meta.get("n_tools"),
+                choice.get("finish_reason"),
+                meta,
+            )
         else:
-            meta = {"model": item.model, "harness_session_id": item.harness_session_id,
-                    "sampling_params": dict(item.sampling_params or {}),
-                    "response_message": dict(item.response_message or {})}
-            fields = (item.node_id, item.index, item.prompt_ids, item.sampled_ids,
-                      item.sampled_logprobs, item.request_messages, item.request_tools,
-                      item.n_tools, item.finish_reason, meta)
+            meta = {
+                "model": item.model,
+                "harness_session_id": item.harness_session_id,
+                "sampling_params": dict(item.sampling_params or {}),
+                "response_message": dict(item.response_message or {}),
+            }
+            fields = (
+                item.node_id,
+                item.index,
+                item.prompt_ids,
+                item.sampled_ids,
+                item.sampled_logprobs,
+                item.request_messages,
+                item.request_tools,
+                item.n_tools,
+                item.finish_reason,
+                meta,
+            )
         turn_id, index, prompt, completion, logprobs, messages, tools, n_tools, finish, meta = fields
         completion = completion or array("I")
         hint = meta.get("role_hint") if isinstance(item, dict) else None
         return cls(
-            turn_id=str(turn_id), session_id=session_id, seq=int(index if seq is None else seq),
-            prompt_token_ids=prompt or None, completion_token_ids=completion,
+            turn_id=str(turn_id),
+            session_id=session_id,
+            seq=int(index if seq is None else seq),
+            prompt_token_ids=prompt or None,
+            completion_token_ids=completion,
             logprobs=tuple(logprobs or ()) if logprobs or not completion else None,
-            messages=tuple(messages or ()), finish_reason=finish, metadata=meta,
+            messages=tuple(messages or ()),
+            finish_reason=finish,
+            metadata=meta,
             tools_offered=int(len(tools or ()) if n_tools is None else n_tools),
-            tools=tuple(tools) if tools else None, role_hint=hint,
+            tools=tuple(tools) if tools else None,
+            role_hint=hint,
         )
 
 
@@ -116,5 +141,4 @@ def turns_from_openenv(source: Any, *, session_id: str = "") -> list[CapturedTur
     if isinstance(source, dict):
         session_id = session_id or str(source.get("session_id") or "")
         source = source.get("entries") or []
-    return [CapturedTurn.from_openenv(e, session_id=session_id, seq=i)
-            for i, e in enumerate(source)]
+    return [CapturedTurn.from_openenv(e, session_id=session_id, seq=i) for i, e in enumerate(source)]

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("blackbox_train_under_test", ROOT / "benchmarks" / "blackbox_train.py")
+    spec = importlib.util.spec_from_file_location(
+        "blackbox_train_under_test", ROOT / "benchmarks" / "blackbox_train.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
@@ -32,10 +34,20 @@ def test_arms_name_their_options_and_source_tree(bench, tmp_path):
 
 
 def test_per_hour_counts_trained_rows_over_step_seconds_and_the_report_says_so(bench):
-    a = bench.Arm("a", [], bench.ROOT, steps=[{"step_time": 30.0, "rollouts": 20.0}] * 2,
-                  receipts=[{"trained_tokens": 5, "outcome": "correct"}] * 3 + [{"trained_tokens": 0}])
-    b = bench.Arm("b", [], bench.ROOT, steps=[{"step_time": 15.0, "rollouts": 5.0}] * 2,
-                  receipts=[{"trained_tokens": 5, "outcome": "correct"}] * 4)
+    a = bench.Arm(
+        "a",
+        [],
+        bench.ROOT,
+        steps=[{"step_time": 30.0, "rollouts": 20.0}] * 2,
+        receipts=[{"trained_tokens": 5, "outcome": "correct"}] * 3 + [{"trained_tokens": 0}],
+    )
+    b = bench.Arm(
+        "b",
+        [],
+        bench.ROOT,
+        steps=[{"step_time": 15.0, "rollouts": 5.0}] * 2,
+        receipts=[{"trained_tokens": 5, "outcome": "correct"}] * 4,
+    )
     assert a.trained == 3 and a.per_hour == pytest.approx(3600 * 3 / 60)  # the untrained row does not count
     assert b.per_hour == pytest.approx(3600 * 4 / 30)
     rows = bench.report([a, b]).splitlines()

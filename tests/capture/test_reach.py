@@ -19,9 +19,17 @@ def launch(tmp_path, forwarder: str) -> tuple[subprocess.CompletedProcess, float
     (ctl / "forward.py").write_text(forwarder)
     script = f'ctl="{ctl}"\n' + FORWARD_START + "\necho agent\n" + FORWARD_STOP
     started = time.monotonic()
-    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                         env={"PATH": "/usr/bin:/bin", "DAGENT_FORWARD_SOCKET": str(tmp_path / "capture.sock"),
-                              "DAGENT_FORWARD_PORT": "1"})
+    run = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "DAGENT_FORWARD_SOCKET": str(tmp_path / "capture.sock"),
+            "DAGENT_FORWARD_PORT": "1",
+        },
+    )
     return run, time.monotonic() - started
 
 
@@ -33,7 +41,7 @@ def test_a_forwarder_that_dies_ends_the_launch_at_once_with_its_log(tmp_path):
 
 
 def test_a_slow_forwarder_is_waited_for_and_the_agent_starts_after_it(tmp_path):
-    slow = ("import sys, time\ntime.sleep(2)\nopen(sys.argv[3], 'w').close()\ntime.sleep(30)\n")
+    slow = "import sys, time\ntime.sleep(2)\nopen(sys.argv[3], 'w').close()\ntime.sleep(30)\n"
     run, took = launch(tmp_path, slow)
     assert run.returncode == 0 and run.stdout.strip() == "agent", run.stderr
     assert 2 <= took < 30  # waited for the ready file, and the forwarder was stopped after the agent

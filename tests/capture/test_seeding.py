@@ -37,8 +37,9 @@ def test_a_seeded_session_seeds_each_call_so_the_same_sample_draws_the_same_toke
 
 
 @local_only  # reads the bodies the engine received
-def test_the_session_seed_overrides_a_clients_and_an_agent_run_passes_its_sample_seed(capture: Any,
-                                                                                      engine: Any) -> None:
+def test_the_session_seed_overrides_a_clients_and_an_agent_run_passes_its_sample_seed(
+    capture: Any, engine: Any
+) -> None:
     from dagent.harness.base import AgentRun
     from dagent.harness.captured import CapturedAgent
 

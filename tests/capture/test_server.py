@@ -46,6 +46,7 @@ torch = pytest.importorskip("torch")
 uvicorn = pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
+
 # -- the client shapes ------------------------------------------------------------------------------
 def test_appending_client_chains_into_one_root_with_exact_prefixes(capture: Any, steer: Any) -> None:
     steer(TOOL_TURN)
@@ -64,7 +65,7 @@ def test_appending_client_chains_into_one_root_with_exact_prefixes(capture: Any,
     assert [t.seq for t in turns] == [0, 1, 2, 3] and all(t.tools_offered == 1 for t in turns)
     for a, b in zip(turns, turns[1:]):  # exact: prompt k+1 = prompt k + completion k + tool result
         held = a.prompt_token_ids + a.completion_token_ids
-        assert b.prompt_token_ids[:len(held)] == held
+        assert b.prompt_token_ids[: len(held)] == held
     trajectory = capture.trajectory(session.session_id)
     assert len(trajectory.roots) == 1 and [t.kind for t in trajectory.chain_transitions] == [CLEAN] * 3
     assert trajectory.stats.samples_per_rollout == 1 and gate(trajectory).tier == "train"
@@ -83,8 +84,11 @@ def test_messages_reconstructing_client_realigns_and_does_not_fork(capture: Any,
         for i in range(3):
             text = call(client, messages, tools=TOOLS)["choices"][0]["message"]["content"]
             visible = text.split("</think>")[-1].strip()
-            messages = [*messages, {"role": "assistant", "content": visible},
-                        {"role": "user", "content": f"And column {i}?"}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": visible},
+                {"role": "user", "content": f"And column {i}?"},
+            ]
     trajectory = capture.trajectory(session.session_id)
     kinds = [t.kind for t in trajectory.chain_transitions]
     assert kinds == [REALIGN, REALIGN] and len(trajectory.roots) == 1
@@ -101,8 +105,7 @@ def test_toolless_title_call_is_an_auxiliary_root_excluded_from_training(capture
     messages = [SYSTEM, TASK]
     with agent(session) as client:
         for i in range(2):
-            messages = [*messages, call(client, messages, tools=TOOLS)["choices"][0]["message"],
-                        tool_result(i)]
+            messages = [*messages, call(client, messages, tools=TOOLS)["choices"][0]["message"], tool_result(i)]
         steer("Counting flights")
         title = [{"role": "system", "content": "Generate a short title for this conversation."}, TASK]
         call(client, title)  # opencode's title call: no tools, its own system prompt, and LAST
@@ -112,8 +115,7 @@ def test_toolless_title_call_is_an_auxiliary_root_excluded_from_training(capture
     entries = capture.trace_entries(session.session_id)
     assert [e["metadata"]["node_id"] for e in entries] == list(trajectory.agent_chain)
     document = capture.rollout_document(session.session_id)
-    assert [(r["role"], r["trainable"]) for r in document["sequences"]] == [("agent", True),
-                                                                           ("auxiliary", False)]
+    assert [(r["role"], r["trainable"]) for r in document["sequences"]] == [("agent", True), ("auxiliary", False)]
 
 
 @pytest.mark.failure_mode("F04")
@@ -168,25 +170,31 @@ class Refusing:
     """An 'engine' that answers every call 400 with `message` (vLLM's error body shape)."""
 
     def __init__(self, message: str) -> None:
-        self.body = json.dumps({"error": {"message": message, "type": "BadRequestError",
-                                          "param": None, "code": 400}}).encode()
+        self.body = json.dumps(
+            {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+        ).encode()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
         await wire.read_body(receive)
-        await send({"type": "http.response.start", "status": 400,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": self.body})
 
 
-@pytest.mark.parametrize("message, overflow", [  # vLLM 0.32's own wording, read off a real server
-    ("max_tokens=8000 cannot be greater than max_model_len=4096. Please request fewer output tokens.", True),
-    ("The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure...", True),
-    ("This model's maximum context length is 4096 tokens. However, your prompt contains 5000 input "
-     "tokens, which exceeds this limit even without any output tokens.", True),
-    ("Unknown tool name: bash2", False),
-])
+@pytest.mark.parametrize(
+    "message, overflow",
+    [  # vLLM 0.32's own wording, read off a real server
+        ("max_tokens=8000 cannot be greater than max_model_len=4096. Please request fewer output tokens.", True),
+        ("The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure...", True),
+        (
+            "This model's maximum context length is 4096 tokens. However, your prompt contains 5000 input "
+            "tokens, which exceeds this limit even without any output tokens.",
+            True,
+        ),
+        ("Unknown tool name: bash2", False),
+    ],
+)
 def test_context_overflow_is_recognised_in_vllms_wordings(message: str, overflow: bool) -> None:
     server, port = serve(Refusing(message))
     try:
@@ -230,8 +238,11 @@ class Garbage:
     """An 'engine' that answers 200 with something that is not a chat completion."""
 
     def __init__(self) -> None:
-        self.bodies = [b"<html>oops</html>", b'{"choices": []}',
-                       b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n']
+        self.bodies = [
+            b"<html>oops</html>",
+            b'{"choices": []}',
+            b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n',
+        ]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -266,8 +277,7 @@ def test_engine_answering_garbage_is_a_named_error_not_an_empty_success() -> Non
 def test_unknown_or_closed_api_key_is_refused(capture: Any, engine: Any) -> None:
     hits = engine.hits()
     for headers in ({}, {"authorization": "Bearer not-a-session"}, {"x-api-key": "nope"}):
-        response = httpx.post(capture.base_url + "/chat/completions", headers=headers,
-                              json={"messages": [TASK]})
+        response = httpx.post(capture.base_url + "/chat/completions", headers=headers, json={"messages": [TASK]})
         assert response.status_code == 401
         error = response.json()["error"]
         assert error["type"] == "invalid_request_error" and error["code"] == "invalid_api_key"
@@ -296,11 +306,13 @@ def test_a_body_over_the_limit_is_answered_413_and_never_forwarded(capture: Any,
         assert error["code"] == 413 and "max_body_bytes" in error["message"] and "60000" in error["message"]
         assert engine.hits() == hits
         capture.max_body_bytes = 64 * 1024
+
         def chunks():  # no content-length: the limit is counted as the body arrives
             yield b'{"messages": [{"role": "user", "content": "'
             for _ in range(10):
                 yield b"y" * 10_000
             yield b'"}]}'
+
         response = client.post("/chat/completions", content=chunks(), headers={"content-type": "application/json"})
         assert response.status_code == 413 and "more than 65536" in response.json()["error"]["message"]
         assert engine.hits() == hits
@@ -313,17 +325,23 @@ def test_a_body_over_the_limit_is_answered_413_and_never_forwarded(capture: Any,
 
 def test_admin_routes_refuse_without_the_token_and_match_openenv_with_it(capture: Any, steer: Any) -> None:
     root = capture.base_url.removesuffix("/v1")
-    for method, path in (("POST", "/sessions"), ("GET", "/sessions"), ("GET", "/sessions/x"),
-                         ("GET", "/sessions/x/rollout"), ("GET", "/sessions/x/trace_entries"),
-                         ("DELETE", "/sessions/x")):
+    for method, path in (
+        ("POST", "/sessions"),
+        ("GET", "/sessions"),
+        ("GET", "/sessions/x"),
+        ("GET", "/sessions/x/rollout"),
+        ("GET", "/sessions/x/trace_entries"),
+        ("DELETE", "/sessions/x"),
+    ):
         for headers in ({}, {"authorization": "Bearer wrong"}):
             response = httpx.request(method, root + path, headers=headers)
             assert response.status_code == 401, (method, path)
             assert response.json()["error"]["message"] == "this route requires the capture admin key"
     admin = httpx.Client(base_url=root, headers={"authorization": "Bearer admin-secret"})
     created = admin.post("/sessions", json={"max_model_calls": 3, "metadata": {"task": "t1"}}).json()
-    assert {"session_id", "capture_level", "rollout_type", "max_model_calls", "llm_url",
-            "model"} <= set(created) and created["max_model_calls"] == 3
+    assert {"session_id", "capture_level", "rollout_type", "max_model_calls", "llm_url", "model"} <= set(
+        created
+    ) and created["max_model_calls"] == 3
     assert admin.post("/sessions", json={"sampling": {"temperature": 2.0}}).status_code == 400
     steer(TOOL_TURN)
     sid = created["session_id"]
@@ -333,8 +351,9 @@ def test_admin_routes_refuse_without_the_token_and_match_openenv_with_it(capture
     [listed] = [s for s in admin.get("/sessions").json()["sessions"] if s["session_id"] == sid]
     assert (listed["turns"], listed["roots"], listed["task"]) == (2, 1, "t1")
     status = admin.get(f"/sessions/{sid}").json()
-    assert {"idle_s", "upstream_errors", "n_turns", "n_roots", "n_leaves", "n_forks",
-            "n_discarded"} <= set(status) and (status["n_turns"], status["n_leaves"]) == (2, 1)
+    assert {"idle_s", "upstream_errors", "n_turns", "n_roots", "n_leaves", "n_forks", "n_discarded"} <= set(
+        status
+    ) and (status["n_turns"], status["n_leaves"]) == (2, 1)
     rollout = admin.get(f"/sessions/{sid}/rollout", params={"include_messages": "true"}).json()
     assert rollout["trainable"] and rollout["turns"][0]["request_messages"][0] == SYSTEM
     entries = admin.get(f"/sessions/{sid}/trace_entries").json()["entries"]
@@ -367,7 +386,10 @@ def test_a_seeded_call_whose_prompt_is_longer_than_one_prefill_chunk_completes(c
     worker then rewinds the seeded generator with a CUDA-only call and dies (every request in flight
     fails): the engine is started with whole-prompt prefill (dagent.engine.process.vllm_argv)."""
     table = "\n".join(f"{i},carrier_{i % 12},{(i * 37) % 400},{(i * 11) % 90}" for i in range(180))
-    long_task = {"role": "user", "content": f"{TASK['content']}\nThe table flights.csv:\nid,carrier,distance,delay\n{table}"}
+    long_task = {
+        "role": "user",
+        "content": f"{TASK['content']}\nThe table flights.csv:\nid,carrier,distance,delay\n{table}",
+    }
     session = capture.open_session()
     with agent(session) as client:
         first = call(client, [SYSTEM, long_task], tools=TOOLS, max_tokens=6, seed=5)
@@ -402,7 +424,8 @@ def test_engine_ids_are_the_templates_rendering_and_logprobs_the_models_own(capt
         logits = model(input_ids=torch.tensor([ids])).logits[0].float()
     n = len(turn.prompt_token_ids)
     expected = torch.log_softmax(logits[n - 1 : -1], dim=-1).gather(
-        1, torch.tensor(turn.completion_token_ids, dtype=torch.long)[:, None])[:, 0]
+        1, torch.tensor(turn.completion_token_ids, dtype=torch.long)[:, None]
+    )[:, 0]
     assert len(turn.logprobs) == 12
     assert torch.allclose(torch.tensor(turn.logprobs), expected, atol=2e-3), (turn.logprobs, expected)
 
@@ -414,9 +437,20 @@ def test_pinned_sampling_reaches_the_engine_whatever_the_client_sends(capture: A
     start = len(engine.recorder.bodies)
     with agent(session) as client:
         call(client, [SYSTEM, TASK], max_tokens=4)  # opencode sends no sampling parameters
-        call(client, [SYSTEM, TASK], max_tokens=4, temperature=1.3, top_p=0.5, top_k=7,
-             min_p=0.1, presence_penalty=0.4, logprobs=False, allowed_token_ids=[15, 16],
-             logit_bias={"15": 100}, min_tokens=2)
+        call(
+            client,
+            [SYSTEM, TASK],
+            max_tokens=4,
+            temperature=1.3,
+            top_p=0.5,
+            top_k=7,
+            min_p=0.1,
+            presence_penalty=0.4,
+            logprobs=False,
+            allowed_token_ids=[15, 16],
+            logit_bias={"15": 100},
+            min_tokens=2,
+        )
         sse(client, [SYSTEM, TASK], max_tokens=4, temperature=0.0)
     for body in engine.recorder.bodies[start:]:
         assert {k: body.get(k) for k in ("temperature", "top_p", "top_k")} == PINNED.as_request()
@@ -459,4 +493,3 @@ def test_engine_stopped_mid_session_is_a_named_error(capture: Any, engine: Any) 
     assert (stats.turns, stats.engine_errors) == (1, 2)
     codes = {f.code: f.level for f in capture.findings(session.session_id)}
     assert codes["engine_error"] == "fatal"
-

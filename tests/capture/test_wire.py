@@ -20,9 +20,17 @@ from tests.capture.engines import PINNED, SYSTEM, TASK
 
 
 def test_prepare_pins_sampling_and_refuses_what_it_cannot_capture() -> None:
-    raw = json.dumps({"model": "m", "messages": [TASK], "temperature": 0.1, "tools": [],
-                      "tool_choice": "auto", "stream_options": {"include_usage": True},
-                      "max_tokens": 32_000}).encode()
+    raw = json.dumps(
+        {
+            "model": "m",
+            "messages": [TASK],
+            "temperature": 0.1,
+            "tools": [],
+            "tool_choice": "auto",
+            "stream_options": {"include_usage": True},
+            "max_tokens": 32_000,
+        }
+    ).encode()
     prepared = wire.prepare(raw, PINNED, model="served", max_output_tokens=8192)
     sent = json.loads(prepared.body)
     assert sent["temperature"] == 0.7 and sent["model"] == "served" and prepared.model == "m"
@@ -34,21 +42,42 @@ def test_prepare_pins_sampling_and_refuses_what_it_cannot_capture() -> None:
 
 
 def test_stream_capture_rebuilds_the_message_and_refuses_broken_streams() -> None:
-    events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
-               "prompt_token_ids": [1, 2, 3]},
-              {"choices": [{"index": 0, "delta": {"content": "Hi"}, "token_ids": [7],
-                            "logprobs": {"content": [{"logprob": -0.5}]}}]},
-              {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": {
-                  "name": "bash", "arguments": '{"comm'}}]}, "token_ids": [8],
-                  "logprobs": {"content": [{"logprob": -0.25}]}}]},
-              {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {
-                  "arguments": 'and": "ls"}'}}]}, "token_ids": [9], "finish_reason": "tool_calls",
-                  "logprobs": {"content": [{"logprob": -1.0}]}}]},
-              {"choices": [], "usage": {"prompt_tokens": 3}}]
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}], "prompt_token_ids": [1, 2, 3]},
+        {
+            "choices": [
+                {"index": 0, "delta": {"content": "Hi"}, "token_ids": [7], "logprobs": {"content": [{"logprob": -0.5}]}}
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [{"index": 0, "id": "c", "function": {"name": "bash", "arguments": '{"comm'}}]
+                    },
+                    "token_ids": [8],
+                    "logprobs": {"content": [{"logprob": -0.25}]},
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": 'and": "ls"}'}}]},
+                    "token_ids": [9],
+                    "finish_reason": "tool_calls",
+                    "logprobs": {"content": [{"logprob": -1.0}]},
+                }
+            ]
+        },
+        {"choices": [], "usage": {"prompt_tokens": 3}},
+    ]
     raw = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in events) + b"data: [DONE]\n\n"
     capture = wire.StreamCapture()
     for i in range(0, len(raw), 7):  # any split of the bytes
-        capture.feed(raw[i:i + 7])
+        capture.feed(raw[i : i + 7])
     call = capture.call()
     assert capture.done and call.prompt_ids == [1, 2, 3] and call.completion_ids == [7, 8, 9]
     assert call.logprobs == [-0.5, -0.25, -1.0] and call.finish_reason == "tool_calls"
@@ -65,21 +94,25 @@ def test_stream_capture_rebuilds_the_message_and_refuses_broken_streams() -> Non
 
 def _record(state: SessionState, seq: int, prompt: list[int], completion: list[int]) -> Any:
     call = wire.EngineCall(prompt, completion, [-0.5] * len(completion), "stop", {})
-    prepared = wire.Prepared(b"", False, "m", [SYSTEM, {"role": "user", "content": str(seq)}],
-                             None, {}, None)
+    prepared = wire.Prepared(b"", False, "m", [SYSTEM, {"role": "user", "content": str(seq)}], None, {}, None)
     return state.add(seq, call, prepared, {})
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["append", "drift", "fresh", "missing"]),
-                          st.integers(1, 300)), min_size=1, max_size=14), st.randoms())
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["append", "drift", "fresh", "missing"]), st.integers(1, 300)),
+        min_size=1,
+        max_size=14,
+    ),
+    st.randoms(),
+)
 def test_compact_store_rebuilds_every_prompt_exactly(steps: list, rng: random.Random) -> None:
     state, expected, held = SessionState("s", None, {}), [], [rng.randrange(2**32) for _ in range(100)]
     pending = []
     for seq, (kind, n) in enumerate(steps):
         extra = [rng.randrange(151_000) for _ in range(n)]
-        prompt = {"append": held + extra, "drift": held[:-3] + extra, "fresh": extra,
-                  "missing": None}[kind]
+        prompt = {"append": held + extra, "drift": held[:-3] + extra, "fresh": extra, "missing": None}[kind]
         completion = [rng.randrange(151_000) for _ in range(rng.randrange(1, 40))]
         pending.append(_record(state, seq, prompt, completion))
         expected.append(prompt)
@@ -104,18 +137,21 @@ def test_appending_session_stores_about_its_final_length_once() -> None:
         prompt = prompt + completion + list(range(7, 257))
     stored = sum(len(r.prompt[2]) for r in state.records)
     assert stored < len(prompt) and all(r.prompt[2].typecode == "I" for r in state.records)
-    assert list(state.turns()[-1].prompt_token_ids) == prompt[:len(prompt) - 378]
+    assert list(state.turns()[-1].prompt_token_ids) == prompt[: len(prompt) - 378]
 
 
 async def _stale_keepalive_engine() -> None:
     """An engine that answers one request per connection and drops the connection when the next
     arrives (its keep-alive timer fired as the request was sent): the client must send it once
     more on a fresh connection. Its answers are chunked, split mid-JSON."""
+
     async def handle(reader: Any, writer: Any) -> None:
         await reader.readuntil(b"\r\n\r\n")
         await reader.readexactly(2)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: "
-                     b"chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\": 1\r\n1\r\n}\r\n0\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: "
+            b'chunked\r\n\r\n3\r\n{"a\r\n4\r\n": 1\r\n1\r\n}\r\n0\r\n\r\n'
+        )
         await writer.drain()
         await reader.readuntil(b"\r\n\r\n")
         writer.close()

@@ -8,8 +8,18 @@ from tests.factories import make_task
 def rec(outcome, tier="easy", cause=None):
     reward = {"correct": 1.0, "wrong": 0.0, "ungraded": None}[outcome]
     correct = {"correct": True, "wrong": False, "ungraded": None}[outcome]
-    return EvalRecord(task_id="t", split="test", index=0, difficulty_tier=tier, agent="x",
-                      outcome=outcome, reward=reward, correct=correct, method="m", cause=cause)
+    return EvalRecord(
+        task_id="t",
+        split="test",
+        index=0,
+        difficulty_tier=tier,
+        agent="x",
+        outcome=outcome,
+        reward=reward,
+        correct=correct,
+        method="m",
+        cause=cause,
+    )
 
 
 @pytest.mark.failure_mode("F07")
@@ -37,8 +47,12 @@ def test_answer_is_graded_with_the_full_task():
 
 @pytest.mark.failure_mode("F32")
 def test_summary_keeps_ungraded_out_of_the_score_and_reports_it_first():
-    records = [rec("correct"), rec("wrong", "hard"), rec("ungraded", cause="sandbox_oom"),
-               rec("ungraded", cause="sandbox_oom")]
+    records = [
+        rec("correct"),
+        rec("wrong", "hard"),
+        rec("ungraded", cause="sandbox_oom"),
+        rec("ungraded", cause="sandbox_oom"),
+    ]
     s = summarize(records)
     assert (s.tasks, s.graded, s.correct, s.wrong, s.ungraded) == (4, 2, 1, 1, 2)
     assert s.accuracy == 0.5 and s.mean_reward == 0.5

@@ -19,7 +19,9 @@ def suite_of(levels_by_split):
 
 
 @pytest.mark.failure_mode("F13")
-@pytest.mark.parametrize("name", ["train:medium:easy", "train:easy:easy", "dev", "train:", ":easy", "train:trivial", "Train"])
+@pytest.mark.parametrize(
+    "name", ["train:medium:easy", "train:easy:easy", "dev", "train:", ":easy", "train:trivial", "Train"]
+)
 def test_bad_split_names_fail_listing_valid_ones(name):
     with pytest.raises(SplitError) as e:
         parse_split(name)
@@ -64,8 +66,9 @@ def test_dedupe_keeps_first_and_counts_conflicting_golds():
 @pytest.mark.failure_mode("F11")
 def test_a_suite_refuses_duplicate_instructions():
     with pytest.raises(SplitError, match="F11"):
-        TaskSuite(splits={"train": [make_task(0, instruction="q"), make_task(1, instruction="q")]},
-                  tables_root=Path("."))
+        TaskSuite(
+            splits={"train": [make_task(0, instruction="q"), make_task(1, instruction="q")]}, tables_root=Path(".")
+        )
 
 
 @pytest.mark.failure_mode("F12")
@@ -98,11 +101,17 @@ def test_warmup_curriculum_order_verified_by_resolving_each_prompt():
 def test_curriculum_does_not_degrade_into_a_shuffle_when_instructions_collide_across_tiers():
     # Two splits can share an instruction text; a raw text->tier lookup over the whole suite would
     # return the wrong tier. Resolution is per split, so the curriculum holds.
-    s = TaskSuite(splits={
-        "train": [make_task(0, level=1, instruction="q0"), make_task(1, level=2, instruction="q1"),
-                  make_task(2, level=3, instruction="q2")],
-        "test": [make_task(3, level=3, instruction="q0")],
-    }, tables_root=Path("."))
+    s = TaskSuite(
+        splits={
+            "train": [
+                make_task(0, level=1, instruction="q0"),
+                make_task(1, level=2, instruction="q1"),
+                make_task(2, level=3, instruction="q2"),
+            ],
+            "test": [make_task(3, level=3, instruction="q0")],
+        },
+        tables_root=Path("."),
+    )
     rows = s.prompt_rows("train", curriculum="warmup:1")
     assert s.task_at("train", rows[0]["index"]).difficulty_tier == "easy"
     assert s.resolve_prompt("train", rows[0]["prompt"][0]["content"])[1].difficulty_tier == "easy"

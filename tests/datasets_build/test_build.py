@@ -48,8 +48,11 @@ def backend(tmp_path_factory):
 
 
 def _hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_tables_come_from_at_least_150_real_tables_in_eight_packages(built):
@@ -70,8 +73,9 @@ def test_suite_is_at_the_published_scale_and_every_split_covers_every_tier(built
         assert {t.difficulty_tier for t in tasks} == set(TIERS), name
     share = {name: len(ts) / len(every) for name, ts in splits.items()}
     assert 0.82 <= share["train"] <= 0.95 and 0.025 <= share["test"] <= 0.09 and 0.025 <= share["eval"] <= 0.09
-    assert built[1]["counts"] == {s: {tier: sum(t.difficulty_tier == tier for t in ts) for tier in TIERS}
-                                  for s, ts in splits.items()}
+    assert built[1]["counts"] == {
+        s: {tier: sum(t.difficulty_tier == tier for t in ts) for tier in TIERS} for s, ts in splits.items()
+    }
 
 
 def test_multi_file_tasks_join_real_partners(every):
@@ -151,13 +155,32 @@ def _missing_tool(backend) -> str:
 def test_a_gold_from_a_tool_missing_in_the_sandbox_is_dropped_not_kept(built, backend):
     tool = _missing_tool(backend)
     t = by_key()["mpg"]
-    good = Candidate((t,), "planted_ok", ("ok",), "How many car models are in the table?",
-                     program(reader(t), "print(len(df))"), "number", 0, 1)
-    bad = Candidate((t,), "planted_tool", (tool,), f"What is the mean highway mileage? ({tool})",
-                    program(reader(t), "import subprocess",
-                            "expr = str(df['hwy'].mean()) + ' * 1'",
-                            f"r = subprocess.run(f'echo {{expr}} | {tool}', shell=True, capture_output=True, text=True)",
-                            "print(r.stdout.strip())"), "number", 0.01, 1)
+    good = Candidate(
+        (t,),
+        "planted_ok",
+        ("ok",),
+        "How many car models are in the table?",
+        program(reader(t), "print(len(df))"),
+        "number",
+        0,
+        1,
+    )
+    bad = Candidate(
+        (t,),
+        "planted_tool",
+        (tool,),
+        f"What is the mean highway mileage? ({tool})",
+        program(
+            reader(t),
+            "import subprocess",
+            "expr = str(df['hwy'].mean()) + ' * 1'",
+            f"r = subprocess.run(f'echo {{expr}} | {tool}', shell=True, capture_output=True, text=True)",
+            "print(r.stdout.strip())",
+        ),
+        "number",
+        0.01,
+        1,
+    )
     tasks, dropped = make_tasks([good, bad], built[0] / "tables", backend=backend)
     assert [x.task_id for x in tasks] == [good.task_id] and tasks[0].gold == "234"
     assert [(d.task_id, d.reason) for d in dropped] == [(bad.task_id, "no_value_printed")]
@@ -168,10 +191,16 @@ def test_judge_refuses_failures_nan_and_several_lines():
     c = Candidate((t,), "x", (), "q?", "print(1)", "number", 0, 1)
     ok = {"exit_code": 0, "signal": None, "stderr": ""}
     assert judge(c, "q?", {**ok, "stdout": "3.5\n"}) == ("3.5", None)
-    for stdout, reason in (("nan\n", "nan_printed"), ("", "no_value_printed"), ("1\n2\n", "several_lines_printed"),
-                           ("abc", "not_a_number")):
+    for stdout, reason in (
+        ("nan\n", "nan_printed"),
+        ("", "no_value_printed"),
+        ("1\n2\n", "several_lines_printed"),
+        ("abc", "not_a_number"),
+    ):
         assert judge(c, "q?", {**ok, "stdout": stdout})[1].reason == reason
-    assert judge(c, "q?", {**ok, "exit_code": 1, "stdout": "", "stderr": "Traceback\nKeyError: 'x'"})[1].reason == "exit_1"
+    assert (
+        judge(c, "q?", {**ok, "exit_code": 1, "stdout": "", "stderr": "Traceback\nKeyError: 'x'"})[1].reason == "exit_1"
+    )
     assert judge(c, "q?", {**ok, "exit_code": None, "signal": 9, "stdout": ""})[1].reason == "killed_by_signal_9"
     assert judge(c, "q?", None)[1].reason == "not_run"
 
@@ -185,13 +214,29 @@ def test_a_program_whose_output_cannot_be_written_fails_the_build_instead_of_dro
     from datasets_build.runner import OUTPUT_LOST
 
     t = by_key()["mpg"]
-    good = Candidate((t,), "planted_ok", ("ok",), "How many car models are in the table?",
-                     program(reader(t), "print(len(df))"), "number", 0, 1)
-    full = Candidate((t,), "planted_full", ("full",), "How many car models are in the table?",
-                     program(reader(t), "import os", "os.dup2(os.open('/dev/full', os.O_WRONLY), 1)",
-                             "print(len(df))"), "number", 0, 1)
-    results = run_programs([Job(c.task_id, (t.file,), c.code, 1, 1024) for c in (good, full)], built[0] / "tables",
-                           backend)
+    good = Candidate(
+        (t,),
+        "planted_ok",
+        ("ok",),
+        "How many car models are in the table?",
+        program(reader(t), "print(len(df))"),
+        "number",
+        0,
+        1,
+    )
+    full = Candidate(
+        (t,),
+        "planted_full",
+        ("full",),
+        "How many car models are in the table?",
+        program(reader(t), "import os", "os.dup2(os.open('/dev/full', os.O_WRONLY), 1)", "print(len(df))"),
+        "number",
+        0,
+        1,
+    )
+    results = run_programs(
+        [Job(c.task_id, (t.file,), c.code, 1, 1024) for c in (good, full)], built[0] / "tables", backend
+    )
     assert (results[full.task_id]["exit_code"], results[full.task_id]["stdout"]) == (OUTPUT_LOST, "")
     assert (results[good.task_id]["exit_code"], results[good.task_id]["stdout"]) == (0, "234\n")
     with pytest.raises(SuiteBuildError, match="could not write its output .*free space"):

@@ -20,33 +20,57 @@ from datasets_build.documented import (
 )
 
 
-@pytest.mark.parametrize(("desc", "col", "name"), [
-    ("Wage (in dollars per hour).", "wage", "wage (in dollars per hour)"),
-    ("=1 if female", "female", "whether female (1 = yes, 0 = no)"),
-    ("ship type, a factor with levels (A,B,C,D,E)", "type", "ship type"),
-    ("Factor indicating gender.", "gender", "gender"),
-    ("in years", "age", "age in years"),
-    ("est. wage from earn, hrs", "wage", "est. wage from earn, hrs"),  # abbreviations keep their dots
-    ("average professor evaluation score: (1) very unsatisfactory - (5) excellent", "score",
-     "average professor evaluation score"),
-    ("a numerical vector, respondent's wrist diameter in centimeters", "wri_di",
-     "respondent's wrist diameter in centimeters"),
-    ("clinic or ward where the specimen was collected, 88 levels", "clinic_name",
-     "clinic or ward where the specimen was collected"),
-    ("=0 if none, =1 if primary, =2 if secondary", "seatbelt", "seatbelt"),
-    ("the best technical rank earned by a given baker", "technical_highest",
-     "best technical rank earned by a given baker"),
-])
+@pytest.mark.parametrize(
+    ("desc", "col", "name"),
+    [
+        ("Wage (in dollars per hour).", "wage", "wage (in dollars per hour)"),
+        ("=1 if female", "female", "whether female (1 = yes, 0 = no)"),
+        ("ship type, a factor with levels (A,B,C,D,E)", "type", "ship type"),
+        ("Factor indicating gender.", "gender", "gender"),
+        ("in years", "age", "age in years"),
+        ("est. wage from earn, hrs", "wage", "est. wage from earn, hrs"),  # abbreviations keep their dots
+        (
+            "average professor evaluation score: (1) very unsatisfactory - (5) excellent",
+            "score",
+            "average professor evaluation score",
+        ),
+        (
+            "a numerical vector, respondent's wrist diameter in centimeters",
+            "wri_di",
+            "respondent's wrist diameter in centimeters",
+        ),
+        (
+            "clinic or ward where the specimen was collected, 88 levels",
+            "clinic_name",
+            "clinic or ward where the specimen was collected",
+        ),
+        ("=0 if none, =1 if primary, =2 if secondary", "seatbelt", "seatbelt"),
+        (
+            "the best technical rank earned by a given baker",
+            "technical_highest",
+            "best technical rank earned by a given baker",
+        ),
+    ],
+)
 def test_humanize_reads_a_description_as_a_column_name(desc, col, name):
     assert humanize(desc, col) == name
 
 
-@pytest.mark.parametrize(("desc", "col"), [
-    ("log(wage)", "lwage"), ("natural log of salary", "lsalary"), ("exper^2", "expersq"),
-    ("age squared", "agesq"), ("numeric", "x"), ("unique license number", "license_number"),
-    ("variable identifying the course (out of 463 courses)", "course_id"),
-    ("is a CD-ROM present ?", "cd"), ("", "x"), ("jc + univ", "totcoll"),
-])
+@pytest.mark.parametrize(
+    ("desc", "col"),
+    [
+        ("log(wage)", "lwage"),
+        ("natural log of salary", "lsalary"),
+        ("exper^2", "expersq"),
+        ("age squared", "agesq"),
+        ("numeric", "x"),
+        ("unique license number", "license_number"),
+        ("variable identifying the course (out of 463 courses)", "course_id"),
+        ("is a CD-ROM present ?", "cd"),
+        ("", "x"),
+        ("jc + univ", "totcoll"),
+    ],
+)
 def test_transforms_ids_bare_types_and_questions_are_not_offered(desc, col):
     assert humanize(desc, col) is None
 
@@ -81,10 +105,14 @@ def test_irregular_row_nouns_get_their_plural():
 
 
 def test_pick_columns_keeps_documented_columns_in_order_and_caps_indicators():
-    df = pd.DataFrame({f"d{i}": [0, 1, 0, 1] for i in range(6)} | {"x": [1.5, 2.5, 3.5, 4.5],
-                                                                     "lx": [0.1, 0.2, 0.3, 0.4]})
-    docs = {f"d{i}": f"=1 if thing {i}" for i in range(6)} | {"x": "a size in cm", "lx": "log(x)",
-                                                               "gone": "not in the table"}
+    df = pd.DataFrame(
+        {f"d{i}": [0, 1, 0, 1] for i in range(6)} | {"x": [1.5, 2.5, 3.5, 4.5], "lx": [0.1, 0.2, 0.3, 0.4]}
+    )
+    docs = {f"d{i}": f"=1 if thing {i}" for i in range(6)} | {
+        "x": "a size in cm",
+        "lx": "log(x)",
+        "gone": "not in the table",
+    }
     picked = pick_columns(df, docs)
     assert list(picked) == ["d0", "d1", "d2", "x"] and MAX_FLAGS == 3
     assert picked["x"] == "a size in cm"

@@ -18,7 +18,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 
 pytestmark = [
-    pytest.mark.browser, pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium: `bash scripts/setup.sh --tests` installs it"),
 ]
 
@@ -72,8 +73,9 @@ def wait_text(page, elem_id, needle):
     from playwright.sync_api import TimeoutError
 
     try:
-        page.wait_for_function("([id, needle]) => (document.getElementById(id)?.innerText || '').includes(needle)",
-                               arg=[elem_id, needle])
+        page.wait_for_function(
+            "([id, needle]) => (document.getElementById(id)?.innerText || '').includes(needle)", arg=[elem_id, needle]
+        )
     except TimeoutError:
         shot(page, f"timeout-{elem_id}")
         raise AssertionError(f"#{elem_id} never showed {needle!r}; it shows {text(page, elem_id)!r}") from None

@@ -115,7 +115,10 @@ def test_a_model_step_goes_through_capture_and_the_chain_is_what_the_trainer_get
         session = demo.get("tab")
         assert session.episode.episode_id != first_episode and session.episode.tool_calls == 1
         assert run.stop is None and run.transcript.messages[-1] == {
-            "role": "tool", "name": "bash", "content": "4 input/t.csv"}
+            "role": "tool",
+            "name": "bash",
+            "content": "4 input/t.csv",
+        }
         trajectory, findings, verdict = demo.analysis("tab")
         assert len(trajectory.agent_chain) == 1 and verdict.trainable
         engine.steer(SUBMIT)

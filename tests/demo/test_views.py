@@ -56,8 +56,9 @@ def test_argument_box_errors_name_the_fix():
 def test_a_call_shows_its_step_and_exactly_the_models_text():
     md = views.format_call("bash", {"command": "false"}, ToolResult(False, "[exit code 1]"), step=2, budget=30)
     assert md.splitlines() == ['[2/30] bash {"command": "false"}', "Error: [exit code 1]"]
-    assert "infrastructure: sandbox_oom" in views.format_call("bash", {}, ToolResult(False, "x", "sandbox_oom"),
-                                                              step=1, budget=3)
+    assert "infrastructure: sandbox_oom" in views.format_call(
+        "bash", {}, ToolResult(False, "x", "sandbox_oom"), step=1, budget=3
+    )
     assert "**3** of 30" in views.format_steps(3, 30) and "episode over" in views.format_steps(3, 30, done=True)
 
 
@@ -68,22 +69,37 @@ def test_grade_view_three_ways_with_the_reward_broken_down():
     assert "reward **0**" in views.format_grade(Grade(0.0, False, "reject", "empty answer"), tool_calls=2)
     ungraded = views.format_grade(Grade(None, None, "ungraded", "sandbox_oom"), tool_calls=1)
     assert ungraded.startswith("**Ungraded** · cause `sandbox_oom`") and "never 0.0" in ungraded
-    flat = views.format_grade(Grade(1.0, True, "exact", ""), "7", tool_calls=9,
-                              reward_config=RewardConfig(mode="correctness"))
+    flat = views.format_grade(
+        Grade(1.0, True, "exact", ""), "7", tool_calls=9, reward_config=RewardConfig(mode="correctness")
+    )
     assert "no efficiency term" in flat and "gold: `7`" in flat
 
 
 def test_the_conversation_escapes_what_the_model_wrote():
-    html = views.format_conversation([
-        {"role": "user", "content": "<b>q</b>"},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
-        {"role": "tool", "name": "bash", "content": "a & b"}])
+    html = views.format_conversation(
+        [
+            {"role": "user", "content": "<b>q</b>"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+            },
+            {"role": "tool", "name": "bash", "content": "a & b"},
+        ]
+    )
     assert "&lt;b&gt;q&lt;/b&gt;" in html and "<b>bash</b>" in html and "a &amp; b" in html and "tool · bash" in html
 
 
 def _turn(i, prompt, completion, logprobs=True, tools=2):
-    return CapturedTurn(f"t{i}", "s", i, tuple(prompt), tuple(completion),
-                        tuple(-0.5 for _ in completion) if logprobs else None, tools_offered=tools)
+    return CapturedTurn(
+        f"t{i}",
+        "s",
+        i,
+        tuple(prompt),
+        tuple(completion),
+        tuple(-0.5 for _ in completion) if logprobs else None,
+        tools_offered=tools,
+    )
 
 
 def test_the_token_chain_marks_exactly_the_trained_tokens_and_each_turn_start():
@@ -98,15 +114,29 @@ def test_the_token_chain_marks_exactly_the_trained_tokens_and_each_turn_start():
     table = views.format_turns(trajectory)
     assert "| 2 | t2 | **auxiliary**" in table and "clean (drift 0) from t0" in table
     assert "… 7 tokens not shown …" in views.format_token_chain(trajectory, max_tokens=10)
-    verdict = views.format_verdict(__import__("dagent.trajectory.gate", fromlist=["gate"]).gate(trajectory),
-                                   trajectory.findings)
+    verdict = views.format_verdict(
+        __import__("dagent.trajectory.gate", fromlist=["gate"]).gate(trajectory), trajectory.findings
+    )
     assert verdict.startswith("**trainability: train**")
     assert "nothing here is trained" in views.format_token_chain(analyse([]))
 
 
 def test_record_view_names_outcome_and_cause():
-    md = views.format_record({"task_id": "x", "split": "test", "index": 2, "outcome": "ungraded",
-                              "cause": "engine_unreachable", "reward": None, "method": "ungraded",
-                              "agent": "tools", "model": "m", "model_calls": 0, "tool_calls": 0,
-                              "duration_s": 1.0, "answer": None})
+    md = views.format_record(
+        {
+            "task_id": "x",
+            "split": "test",
+            "index": 2,
+            "outcome": "ungraded",
+            "cause": "engine_unreachable",
+            "reward": None,
+            "method": "ungraded",
+            "agent": "tools",
+            "model": "m",
+            "model_calls": 0,
+            "tool_calls": 0,
+            "duration_s": 1.0,
+            "answer": None,
+        }
+    )
     assert "**UNGRADED** · cause `engine_unreachable`" in md and "reward None" in md

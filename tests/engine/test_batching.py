@@ -40,8 +40,14 @@ def loaded() -> Any:
 
 
 def make_engine(loaded: Any, **options: Any) -> LocalEngine:
-    return LocalEngine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                       max_model_len=loaded.max_model_len, name="tiny-qwen3", **options)
+    return LocalEngine(
+        loaded.model,
+        loaded.tokenizer,
+        eos_token_ids=loaded.eos_token_ids,
+        max_model_len=loaded.max_model_len,
+        name="tiny-qwen3",
+        **options,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +60,30 @@ def prompt(engine: LocalEngine, text: str, system: str | None = None) -> tuple[i
     return tuple(engine.encode(engine.render(messages)))
 
 
-SAMPLINGS = [Sampling(temperature=0.8), Sampling(temperature=0.0), Sampling(temperature=0.7, top_p=0.9, top_k=50),
-             Sampling(temperature=1.0), Sampling(temperature=1.2, top_k=5), Sampling(temperature=0.8)]
+SAMPLINGS = [
+    Sampling(temperature=0.8),
+    Sampling(temperature=0.0),
+    Sampling(temperature=0.7, top_p=0.9, top_k=50),
+    Sampling(temperature=1.0),
+    Sampling(temperature=1.2, top_k=5),
+    Sampling(temperature=0.8),
+]
 
 
 def requests(engine: LocalEngine) -> list[GenerationRequest]:
     """Prompts of 9 to ~300 tokens (so rows differ a lot in length), each its own sampling."""
     texts = ["Hi", "Count the rows of flights.csv " * 3, "naïve café 数字 😀 " * 20, "x " * 290, "SELECT 1;", "Why?"]
-    return [GenerationRequest(prompt_ids=prompt(engine, t), max_tokens=12 + 3 * i, sampling=SAMPLINGS[i], seed=100 + i,
-                              num_top_logprobs=2, stop=("zz",) if i == 4 else ())
-            for i, t in enumerate(texts)]
+    return [
+        GenerationRequest(
+            prompt_ids=prompt(engine, t),
+            max_tokens=12 + 3 * i,
+            sampling=SAMPLINGS[i],
+            seed=100 + i,
+            num_top_logprobs=2,
+            stop=("zz",) if i == 4 else (),
+        )
+        for i, t in enumerate(texts)
+    ]
 
 
 def run_together(engine: LocalEngine, reqs: list[GenerationRequest]) -> list[Any]:
@@ -87,7 +107,7 @@ def run_together(engine: LocalEngine, reqs: list[GenerationRequest]) -> list[Any
 def teacher_forced(model: Any, prompt_ids: tuple[int, ...], ids: list[int]) -> Any:
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([list(prompt_ids) + ids])).logits[0].float()
-    return torch.log_softmax(logits[len(prompt_ids) - 1: -1], dim=-1)
+    return torch.log_softmax(logits[len(prompt_ids) - 1 : -1], dim=-1)
 
 
 def assert_same(a: Any, b: Any) -> None:
@@ -143,8 +163,9 @@ def test_a_prompt_longer_than_a_prefill_chunk_is_prefilled_in_chunks(loaded: Any
 def test_prefix_reuse_gives_what_a_full_prefill_gives(loaded: Any) -> None:
     cached, fresh = make_engine(loaded), make_engine(loaded, prefix_cache_bytes=0)
     system = "You are a data agent. " * 20
-    first = GenerationRequest(prompt_ids=prompt(cached, "How many rows?", system), max_tokens=10,
-                              sampling=Sampling(temperature=0.8), seed=1)
+    first = GenerationRequest(
+        prompt_ids=prompt(cached, "How many rows?", system), max_tokens=10, sampling=Sampling(temperature=0.8), seed=1
+    )
     turn = cached.generate(first).run()
     # the agent's next turn: the whole first turn, then a tool result (extends the cached tokens)
     follow = first.prompt_ids + tuple(turn.token_ids) + tuple(cached.encode("\n<tool_response>42</tool_response>"))
@@ -161,8 +182,9 @@ def test_prefix_reuse_gives_what_a_full_prefill_gives(loaded: Any) -> None:
 def test_a_group_of_identical_prompts_is_prefilled_once(loaded: Any) -> None:
     engine = make_engine(loaded)
     ids = prompt(engine, "Count the rows of flights.csv, then report the number. " * 8)
-    group = [GenerationRequest(prompt_ids=ids, max_tokens=8, sampling=Sampling(temperature=1.0), seed=s)
-             for s in range(4)]
+    group = [
+        GenerationRequest(prompt_ids=ids, max_tokens=8, sampling=Sampling(temperature=1.0), seed=s) for s in range(4)
+    ]
     before = engine.backend.reused_tokens
     together = run_together(engine, group)
     assert engine.backend.reused_tokens - before >= 3 * (len(ids) - 1)  # GRPO: G rollouts, one prefill
@@ -172,15 +194,17 @@ def test_a_group_of_identical_prompts_is_prefilled_once(loaded: Any) -> None:
     assert len({tuple(g.token_ids) for g in together}) > 1  # seeds differ, so rollouts do
 
 
-def test_a_group_reads_its_shared_prompt_once_and_decodes_what_each_row_decodes_alone(loaded: Any,
-                                                                                     monkeypatch: Any) -> None:
+def test_a_group_reads_its_shared_prompt_once_and_decodes_what_each_row_decodes_alone(
+    loaded: Any, monkeypatch: Any
+) -> None:
     """A GRPO group's rows hold their prompt's keys by reference (no copy each) and attend to them
     together: one product for all the group's queries, then each row's own positions, merged by
     log-sum-exp; the tokens are what each row samples alone."""
     engine = make_engine(loaded)
     ids = prompt(engine, "Count the rows of flights.csv, then report the number. " * 8)
-    group = [GenerationRequest(prompt_ids=ids, max_tokens=8, sampling=Sampling(temperature=1.0), seed=s)
-             for s in range(4)]
+    group = [
+        GenerationRequest(prompt_ids=ids, max_tokens=8, sampling=Sampling(temperature=1.0), seed=s) for s in range(4)
+    ]
     queries: list[int] = []
     original = batching.attention_lse
 
@@ -207,8 +231,9 @@ def test_the_self_check_refuses_a_shared_prefix_merged_wrong(loaded: Any, monkey
 
 
 def test_a_consumer_that_stops_early_frees_its_row(engine: LocalEngine) -> None:
-    long = GenerationRequest(prompt_ids=prompt(engine, "Hi"), max_tokens=2000, sampling=Sampling(temperature=1.0),
-                             seed=3, ignore_eos=True)
+    long = GenerationRequest(
+        prompt_ids=prompt(engine, "Hi"), max_tokens=2000, sampling=Sampling(temperature=1.0), seed=3, ignore_eos=True
+    )
     gen = engine.generate(long)
     stream = iter(gen)
     next(stream), next(stream)
@@ -244,8 +269,9 @@ class OneAtATime:
 
 def test_a_model_that_cannot_be_batched_is_served_one_request_at_a_time(loaded: Any, engine: LocalEngine) -> None:
     wrapped = OneAtATime(loaded.model)
-    serial = LocalEngine(wrapped, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                         max_model_len=loaded.max_model_len)
+    serial = LocalEngine(
+        wrapped, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids, max_model_len=loaded.max_model_len
+    )
     assert not serial.batched
     reqs = requests(engine)[:4]
     for a, b in zip(run_together(serial, reqs), [engine.generate(r).run() for r in reqs], strict=True):
@@ -305,13 +331,25 @@ def test_concurrent_streams_over_http_carry_each_requests_own_tokens(engine: Loc
     from dagent.serving import free_port
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, served_model_name="tiny-qwen3"),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine, served_model_name="tiny-qwen3"), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}/v1/chat/completions"
-    bodies = [{"messages": [{"role": "user", "content": "Hello " * (1 + 30 * i)}], "max_tokens": 16, "seed": i,
-               "temperature": 0.9, "logprobs": True, "return_token_ids": True} for i in range(4)]
+    bodies = [
+        {
+            "messages": [{"role": "user", "content": "Hello " * (1 + 30 * i)}],
+            "max_tokens": 16,
+            "seed": i,
+            "temperature": 0.9,
+            "logprobs": True,
+            "return_token_ids": True,
+        }
+        for i in range(4)
+    ]
     try:
         while not server.started:
             time.sleep(0.02)

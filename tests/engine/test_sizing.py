@@ -25,7 +25,10 @@ def test_two_engines_share_a_card_within_what_vllm_may_take():
     a, b = size_engines(card, [EIGHT_B, SMALL], max_model_len=32_768)
     assert a.gpu_memory_utilization + b.gpu_memory_utilization <= USABLE + 1e-3  # never 2 x 0.9
     for share, model in ((a, EIGHT_B), (b, SMALL)):
-        assert share.gpu_memory_utilization * card >= model.weight_bytes + OVERHEAD_BYTES + model.kv_bytes_per_token * 32_768
+        assert (
+            share.gpu_memory_utilization * card
+            >= model.weight_bytes + OVERHEAD_BYTES + model.kv_bytes_per_token * 32_768
+        )
         assert share.cache_tokens >= 32_768 and 1 <= share.max_num_seqs <= 256
     assert abs(a.cache_tokens - b.cache_tokens) / a.cache_tokens < 0.01  # the spare split so both hold alike
 
@@ -44,13 +47,20 @@ def test_a_model_directory_gives_its_shape():
 
 @pytest.mark.failure_mode("F49")
 def test_an_evaluation_sizes_its_gpu_engines_and_refuses_before_starting_any(suite):
-    arms = [Arm("ckpt", model="tiny-qwen3", engine="vllm"), Arm("base", model="tiny-qwen3", engine="vllm"),
-            Arm("oracle", agent="oracle")]
+    arms = [
+        Arm("ckpt", model="tiny-qwen3", engine="vllm"),
+        Arm("base", model="tiny-qwen3", engine="vllm"),
+        Arm("oracle", agent="oracle"),
+    ]
     shares = gpu_shares(arms, card=80 * GIB)
     assert set(shares) == {"ckpt", "base"} and sum(s.gpu_memory_utilization for s in shares.values()) <= USABLE + 1e-3
-    argv, _ = VllmProcess("tiny-qwen3", gpu=True, python=sys.executable,
-                          gpu_memory_utilization=shares["ckpt"].gpu_memory_utilization,
-                          max_num_seqs=shares["ckpt"].max_num_seqs).command()
+    argv, _ = VllmProcess(
+        "tiny-qwen3",
+        gpu=True,
+        python=sys.executable,
+        gpu_memory_utilization=shares["ckpt"].gpu_memory_utilization,
+        max_num_seqs=shares["ckpt"].max_num_seqs,
+    ).command()
     assert argv[argv.index("--gpu-memory-utilization") + 1] == str(shares["ckpt"].gpu_memory_utilization)
     assert argv[argv.index("--max-num-seqs") + 1] == str(shares["ckpt"].max_num_seqs)
     with pytest.raises(EngineSizingError, match="F49"):  # 2 GiB runtime each alone overflows a 3 GiB card

@@ -25,9 +25,16 @@ from dagent.engine.tokenizer import (  # noqa: E402
     smollm2_paths,
 )
 
-TOOLS = [{"type": "function", "function": {
-    "name": "run_sql", "description": "Run a SQL query on the task's tables",
-    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "run_sql",
+            "description": "Run a SQL query on the task's tables",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    }
+]
 
 
 def call(query: str) -> list[dict[str, Any]]:
@@ -39,8 +46,11 @@ CONVERSATION = [
     {"role": "user", "content": "How many rows does flights have?"},
     {"role": "assistant", "content": "", "tool_calls": call("SELECT count(*) FROM flights")},
     {"role": "tool", "name": "run_sql", "content": "336776"},
-    {"role": "assistant", "content": "Let me check for nulls.",
-     "tool_calls": call("SELECT count(*) FROM flights WHERE dep_time IS NULL")},
+    {
+        "role": "assistant",
+        "content": "Let me check for nulls.",
+        "tool_calls": call("SELECT count(*) FROM flights WHERE dep_time IS NULL"),
+    },
     {"role": "tool", "name": "run_sql", "content": "8255"},
     {"role": "assistant", "content": "flights has 336,776 rows (8,255 without a departure time)."},
 ]
@@ -61,8 +71,9 @@ def tokenizer() -> Any:
 
 
 def ids(tokenizer: Any, messages: list[dict[str, Any]], generation_prompt: bool) -> list[int]:
-    return tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=True, return_dict=False,
-                                         add_generation_prompt=generation_prompt)
+    return tokenizer.apply_chat_template(
+        messages, tools=TOOLS, tokenize=True, return_dict=False, add_generation_prompt=generation_prompt
+    )
 
 
 def test_the_model_directory_carries_the_template_the_trainer_reads(tokenizer: Any) -> None:
@@ -84,12 +95,12 @@ def test_trl_parses_a_rendered_tool_call_back_to_its_name_and_arguments(tokenize
     for turn in (2, 4):  # as GRPOTrainer does: completion ids after the prompt, the prompt as prefix
         prompt = ids(tokenizer, CONVERSATION[:turn], True)
         full = ids(tokenizer, CONVERSATION[: turn + 1], False)
-        parsed = parse_response(tokenizer, full[len(prompt):], prefix=prompt, tools=TOOLS)
+        parsed = parse_response(tokenizer, full[len(prompt) :], prefix=prompt, tools=TOOLS)
         want = CONVERSATION[turn]
         assert parsed["content"] == want["content"]
         assert [c["function"] for c in parsed["tool_calls"]] == [c["function"] for c in want["tool_calls"]]
     prompt = ids(tokenizer, CONVERSATION[:6], True)
-    final = parse_response(tokenizer, ids(tokenizer, CONVERSATION, False)[len(prompt):], prefix=prompt, tools=TOOLS)
+    final = parse_response(tokenizer, ids(tokenizer, CONVERSATION, False)[len(prompt) :], prefix=prompt, tools=TOOLS)
     assert final["content"] == CONVERSATION[6]["content"] and "tool_calls" not in final
 
 
@@ -132,20 +143,27 @@ def test_the_engine_parses_smollm2_tool_calls(tokenizer: Any) -> None:
     from dagent.engine.server import create_app
 
     prompt = ids(tokenizer, CONVERSATION[:4], True)
-    completion = ids(tokenizer, CONVERSATION[:5], False)[len(prompt):]  # SmolLM2's rendering of a call
+    completion = ids(tokenizer, CONVERSATION[:5], False)[len(prompt) :]  # SmolLM2's rendering of a call
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     script = completion[: completion.index(end) + 1]
     engine = LocalEngine(Scripted(script, len(tokenizer)), tokenizer, eos_token_ids=(end,), max_model_len=8192)
     client = TestClient(create_app(engine, served_model_name="smollm2-135m"))
-    body = {"model": "smollm2-135m", "messages": CONVERSATION[:4], "tools": TOOLS, "max_tokens": 200,
-            "return_token_ids": True}
+    body = {
+        "model": "smollm2-135m",
+        "messages": CONVERSATION[:4],
+        "tools": TOOLS,
+        "max_tokens": 200,
+        "return_token_ids": True,
+    }
     whole = client.post("/v1/chat/completions", json=body).json()
     choice = whole["choices"][0]
     assert whole["prompt_token_ids"] == prompt and choice["token_ids"] == script
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] == "Let me check for nulls.\n"
     [parsed] = choice["message"]["tool_calls"]
-    assert parsed["function"] == {"name": "run_sql",
-                                  "arguments": json.dumps({"query": "SELECT count(*) FROM flights WHERE dep_time IS NULL"})}
+    assert parsed["function"] == {
+        "name": "run_sql",
+        "arguments": json.dumps({"query": "SELECT count(*) FROM flights WHERE dep_time IS NULL"}),
+    }
     streamed = client.post("/v1/chat/completions", json={**body, "stream": True}).text
     chunks = [json.loads(e[6:]) for e in streamed.split("\n\n") if e.startswith("data: {")]
     [streamed_call] = chunks[-1]["choices"][0]["delta"]["tool_calls"]

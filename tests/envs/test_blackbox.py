@@ -136,12 +136,24 @@ def test_a_loopback_proxy_url_for_a_remote_backend_is_refused_at_start_up(solvab
     with pytest.raises(ConfigError, match=r"(?s)e2b sandboxes.*zero model calls.*DAGENT_CAPTURE_PUBLIC_URL.*F08"):
         runtime.start()
     assert runtime.capture._server is None and runtime.backend.created == 0  # nothing left listening, no sandbox
-    bad = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
-                          public_url="http://10.0.0.5:8000")
+    bad = BlackBoxRuntime(
+        solvable_suite,
+        "http://127.0.0.1:1",
+        backend=RemoteBackend(),
+        opencode=CONFIG,
+        public_url="http://10.0.0.5:8000",
+    )
     with pytest.raises(ConfigError, match="F08"):
         bad.start()
-    good = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
-                           public_url="https://capture.example.org/", publish="gradio", tunnel=Tunnel(hang=True))
+    good = BlackBoxRuntime(
+        solvable_suite,
+        "http://127.0.0.1:1",
+        backend=RemoteBackend(),
+        opencode=CONFIG,
+        public_url="https://capture.example.org/",
+        publish="gradio",
+        tunnel=Tunnel(hang=True),
+    )
     with good:  # the explicit URL wins: no tunnel is even started
         assert (good.reach.base_url, good.reach.how) == ("https://capture.example.org/v1", "public_url")
 
@@ -188,8 +200,14 @@ def test_the_real_gradio_tunnel_offline_fails_within_its_bound():
 def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a_sandbox(solvable_suite):
     from dagent.capture.reach import EgressError
 
-    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
-                              publish="gradio", tunnel=Tunnel())
+    runtime = BlackBoxRuntime(
+        solvable_suite,
+        "http://127.0.0.1:1",
+        backend=RemoteBackend(),
+        opencode=CONFIG,
+        publish="gradio",
+        tunnel=Tunnel(),
+    )
     with runtime:  # the tunnel's URL is known only once it started: egress is decided then
         # two sandboxes: the reach check, then the image check (F51)
         assert runtime.backend.allow_out == ("abc123.gradio.live",) and runtime.backend.created == 2
@@ -203,8 +221,9 @@ def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a
         def allow_out(self, value):
             pass
 
-    frozen = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=Frozen(), opencode=CONFIG, publish="gradio",
-                             tunnel=Tunnel())
+    frozen = BlackBoxRuntime(
+        solvable_suite, "http://127.0.0.1:1", backend=Frozen(), opencode=CONFIG, publish="gradio", tunnel=Tunnel()
+    )
     with pytest.raises(EgressError, match=r"(?s)cannot reach the capture proxy at https://abc123.gradio.live/v1.*F45"):
         frozen.start()
     assert frozen.capture._server is None  # nothing left running
@@ -212,8 +231,14 @@ def test_remote_egress_goes_to_the_url_the_tunnel_resolved_and_is_checked_from_a
 
 def test_shutdown_stops_the_tunnel_before_the_proxy(solvable_suite):
     log: list[str] = []
-    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
-                              publish="gradio", tunnel=Tunnel(log=log))
+    runtime = BlackBoxRuntime(
+        solvable_suite,
+        "http://127.0.0.1:1",
+        backend=RemoteBackend(),
+        opencode=CONFIG,
+        publish="gradio",
+        tunnel=Tunnel(log=log),
+    )
     runtime.start()
     assert (runtime.reach.base_url, runtime.reach.how) == ("https://abc123.gradio.live/v1", "gradio")
     stop = runtime.capture.stop
@@ -248,8 +273,14 @@ def steered():
 
 @pytest.fixture(scope="module")
 def runtime(suite, steered, tmp_path_factory):
-    rt = BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
-                         sandbox_dir=tmp_path_factory.mktemp("bb-sandboxes")).start()
+    rt = BlackBoxRuntime(
+        suite,
+        steered.url,
+        model="tiny-qwen3-steered",
+        opencode=CONFIG,
+        timeout_s=300,
+        sandbox_dir=tmp_path_factory.mktemp("bb-sandboxes"),
+    ).start()
     yield rt
     rt.stop()
 
@@ -309,8 +340,14 @@ def test_a_rollout_on_a_bundled_task_end_to_end(built, steered, tmp_path_factory
     bundled = load_tasks(built[0])
     tasks = bundled.tasks("test")
     index = next(i for i, t in enumerate(tasks) if all(n.endswith(".csv") for n in bundled.files_for(t)))
-    with BlackBoxRuntime(bundled, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
-                         sandbox_dir=tmp_path_factory.mktemp("bb-bundled")) as rt:
+    with BlackBoxRuntime(
+        bundled,
+        steered.url,
+        model="tiny-qwen3-steered",
+        opencode=CONFIG,
+        timeout_s=300,
+        sandbox_dir=tmp_path_factory.mktemp("bb-bundled"),
+    ) as rt:
         r = rt.run_rollout("test", index)
     assert r.task_id == tasks[index].task_id and r.cause is None, said(r)
     assert r.outcome in ("correct", "wrong") and r.reward == (reward(True, r.tool_calls) if r.correct else 0.0)
@@ -325,8 +362,15 @@ def test_a_rollout_on_a_bundled_task_end_to_end(built, steered, tmp_path_factory
 def test_a_rollout_on_the_no_user_namespace_path(suite, steered, tmp_path_factory):
     """No bubblewrap (forced): opencode runs as the sandbox's unprivileged uid in private mount,
     network and pid namespaces, reaches capture only through the bridge, and still solves."""
-    with BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
-                         sandbox_dir=tmp_path_factory.mktemp("bb-mountns"), isolation="rlimits") as rt:
+    with BlackBoxRuntime(
+        suite,
+        steered.url,
+        model="tiny-qwen3-steered",
+        opencode=CONFIG,
+        timeout_s=300,
+        sandbox_dir=tmp_path_factory.mktemp("bb-mountns"),
+        isolation="rlimits",
+    ) as rt:
         if rt.backend.tier != "mountns":
             pytest.skip(f"the no-user-namespace path needs root here: {rt.backend.describe()}")
         r = rt.run_rollout("train", 0)
@@ -344,8 +388,15 @@ def test_a_rollout_on_the_landlock_tier(suite, steered, tmp_path_factory):
     from dagent.errors import SandboxError
 
     try:
-        rt = BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
-                             sandbox_dir=tmp_path_factory.mktemp("bb-landlock"), isolation="landlock").start()
+        rt = BlackBoxRuntime(
+            suite,
+            steered.url,
+            model="tiny-qwen3-steered",
+            opencode=CONFIG,
+            timeout_s=300,
+            sandbox_dir=tmp_path_factory.mktemp("bb-landlock"),
+            isolation="landlock",
+        ).start()
     except SandboxError as e:
         pytest.skip(f"no landlock tier on this kernel: {e}")
     try:
@@ -393,8 +444,14 @@ def test_an_engine_stopped_before_the_rollout_gives_zero_model_calls_ungraded(su
     from benchmarks.rollouts import scripted_engine
 
     engine = scripted_engine()
-    rt = BlackBoxRuntime(suite, engine.url, model="scripted", opencode=SCRIPTED, timeout_s=300,
-                         sandbox_dir=tmp_path_factory.mktemp("bb-dead")).start()
+    rt = BlackBoxRuntime(
+        suite,
+        engine.url,
+        model="scripted",
+        opencode=SCRIPTED,
+        timeout_s=300,
+        sandbox_dir=tmp_path_factory.mktemp("bb-dead"),
+    ).start()
     try:
         engine.stop()  # healthy at start-up, gone when the agent calls
         r = rt.run_rollout("train", 0)
@@ -417,8 +474,14 @@ def test_the_real_tiny_qwen3_runs_through_the_same_path(suite, tmp_path_factory)
     engine = EngineThread(engine_app("tiny-qwen3", max_model_len=32_768))
     config = OpencodeConfig(model="tiny-qwen3", max_output_tokens=48)
     try:
-        with BlackBoxRuntime(suite, engine.url, model="tiny-qwen3", opencode=config, timeout_s=300,
-                             sandbox_dir=tmp_path_factory.mktemp("bb-tiny")) as rt:
+        with BlackBoxRuntime(
+            suite,
+            engine.url,
+            model="tiny-qwen3",
+            opencode=config,
+            timeout_s=300,
+            sandbox_dir=tmp_path_factory.mktemp("bb-tiny"),
+        ) as rt:
             r = rt.run_rollout("train", 0)
     finally:
         engine.stop()
@@ -447,11 +510,18 @@ def test_trl_harness_worker_consumes_our_sessions(runtime, suite):
         with pytest.raises(ConfigError, match="F05"):
             factory(sampling=training_sampling({"temperature": 0.8}))
         made = factory(sampling=training_sampling({"temperature": 1.0}))
-        loop = SimpleNamespace(_factory=made, _stop_event=threading.Event(), _adapter=None,
-                               _rollout_reward_fn=None, _fork_threshold_tokens=0, _live_sessions=set())
+        loop = SimpleNamespace(
+            _factory=made,
+            _stop_event=threading.Event(),
+            _adapter=None,
+            _rollout_reward_fn=None,
+            _fork_threshold_tokens=0,
+            _live_sessions=set(),
+        )
         prompt = suite.prompt_rows("train")[0]["prompt"]  # what the trainer forwards: the prompt only
-        (completion, ids, sequences, n_tools, n_failed, env_reward), metrics = \
-            _HarnessRolloutLoop._run_session(loop, prompt, 0)
+        (completion, ids, sequences, n_tools, n_failed, env_reward), metrics = _HarnessRolloutLoop._run_session(
+            loop, prompt, 0
+        )
     finally:
         server.stop()
     assert env_reward == reward(True, 2) and n_tools == 2 and n_failed == 0
@@ -475,8 +545,10 @@ def test_the_mcp_sdk_runs_a_graded_rollout_over_streamable_http(runtime):
     server = LiveServer(create_app(runtime))
 
     async def play() -> tuple:
-        async with streamable_http_client(f"{server.url}/mcp") as (read, write, _), \
-                ClientSession(read, write) as session:
+        async with (
+            streamable_http_client(f"{server.url}/mcp") as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             listed = [t.name for t in (await session.list_tools()).tools]
             bad = await session.call_tool("run_rollout", {"split": "nope", "index": 0})
@@ -511,11 +583,17 @@ def test_the_mcp_sdk_runs_a_graded_rollout_over_streamable_http(runtime):
 def test_an_ungraded_rollout_reaches_trl_as_none_with_an_empty_trace():
     from dagent.envs.blackbox_session import BlackBoxSessionFactory
 
-    payload = {"exit_code": None, "reward": None, "outcome": "ungraded", "cause": "zero_model_calls",
-               "trace_entries": []}
+    payload = {
+        "exit_code": None,
+        "reward": None,
+        "outcome": "ungraded",
+        "cause": "zero_model_calls",
+        "trace_entries": [],
+    }
     factory = BlackBoxSessionFactory("http://bb.invalid", split="train")
-    factory._client = httpx.Client(base_url="http://bb.invalid",
-                                   transport=httpx.MockTransport(lambda request: httpx.Response(200, json=payload)))
+    factory._client = httpx.Client(
+        base_url="http://bb.invalid", transport=httpx.MockTransport(lambda request: httpx.Response(200, json=payload))
+    )
     session = factory.create({"split": "train", "index": 0})
     assert session.wait_for_completion(10) == -1
     assert session.fetch_training_trace().turns == []
@@ -533,8 +611,13 @@ def test_the_server_serves_the_task_api_under_its_name_and_the_rollout_tool(solv
 
     from dagent.runtime.blackbox import ENV_NAME
 
-    runtime = BlackBoxRuntime(solvable_suite, "http://127.0.0.1:1", backend=RemoteBackend(), opencode=CONFIG,
-                              public_url="https://capture.example.org")
+    runtime = BlackBoxRuntime(
+        solvable_suite,
+        "http://127.0.0.1:1",
+        backend=RemoteBackend(),
+        opencode=CONFIG,
+        public_url="https://capture.example.org",
+    )
     with runtime, TestClient(create_app(runtime)) as client:
         assert client.get("/health").status_code == 200
         assert client.get("/splits").status_code == 404
@@ -561,8 +644,15 @@ def test_the_rollout_command_prints_outcome_turns_drift_and_findings(steered, su
     from dagent.suites.sources import load_tasks
 
     lines: list[str] = []
-    r = run_rollout("demo.t0", load_tasks(str(suite_dir)), recipes=Recipes.of("gpu"), engine_url=steered.url,
-                    timeout_s=300, max_output_tokens=256, echo=lines.append)
+    r = run_rollout(
+        "demo.t0",
+        load_tasks(str(suite_dir)),
+        recipes=Recipes.of("gpu"),
+        engine_url=steered.url,
+        timeout_s=300,
+        max_output_tokens=256,
+        echo=lines.append,
+    )
     text = "\n".join(lines)
     assert r.outcome == "correct" and "CORRECT  reward" in text and "(bridge)" in text
     assert ":auxiliary(" in text and ":agent(" in text  # turns with their roles

@@ -30,7 +30,8 @@ def test_space_metadata_agrees_with_itself_and_the_env_extra():
     docker = (SPACE / "Dockerfile").read_text()
     assert front["sdk"] == "docker" and front["app_port"] == manifest["port"] == 8000
     assert manifest["name"] == "data_agent_blackbox" and manifest["validation"]["capabilities"]["declared_tools"] == [
-        "run_rollout"]
+        "run_rollout"
+    ]
     assert "COPY --chown=user spaces/data-agent-blackbox/ /app/" in docker and "WORKDIR /app" in docker
     from dagent.sandbox.image import OPENCODE_PACKAGE, PI_PACKAGE
 
@@ -64,8 +65,15 @@ def test_the_dockerfile_command_serves_a_rollout_from_the_installed_wheel(tmp_pa
     engine = steered_engine()
     port = free_port()
     app_dir, env, cmd = installed_space(
-        tmp_path, SPACE, port, DAGENT_SUITE=str(suite_dir), DAGENT_ENGINE_URL=engine.url,
-        DAGENT_OPENCODE_BIN=str(find_opencode()), DAGENT_MAX_OUTPUT_TOKENS="256", DAGENT_MAX_ROLLOUTS="2")
+        tmp_path,
+        SPACE,
+        port,
+        DAGENT_SUITE=str(suite_dir),
+        DAGENT_ENGINE_URL=engine.url,
+        DAGENT_OPENCODE_BIN=str(find_opencode()),
+        DAGENT_MAX_OUTPUT_TOKENS="256",
+        DAGENT_MAX_ROLLOUTS="2",
+    )
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen(cmd, cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -82,8 +90,11 @@ def test_the_dockerfile_command_serves_a_rollout_from_the_installed_wheel(tmp_pa
         assert models.status_code == 200 and models.json()["data"][0]["id"] == "tiny-qwen3-steered"
         report = openenv_validate("--url", url, "--level", "runtime")
         assert report["passed"] and not report["summary"]["failed_criteria"], report["summary"]
-        r = httpx.post(f"{url}/data_agent_blackbox/rollout", json={"split": "train", "index": 0, "include_trace": True},
-                       timeout=600).json()
+        r = httpx.post(
+            f"{url}/data_agent_blackbox/rollout",
+            json={"split": "train", "index": 0, "include_trace": True},
+            timeout=600,
+        ).json()
         assert r["outcome"] == "correct" and r["reward"] > 1.0 and r["trace_entries"], r
         assert r["roles"][0] == "auxiliary" or "auxiliary" in r["roles"]  # opencode's title call, not trained
     finally:

@@ -25,9 +25,11 @@ SELECTIONS = [None, "all", "bash", "seta", "bash,seta", ("seta", "bash")]
 def trl_tools(cls) -> dict:
     """Exactly what TRL's GRPOTrainer discovers: public functions of the class, less reset/get_reward."""
     instance = cls.__new__(cls)
-    return {name: get_json_schema(getattr(instance, name))["function"]
-            for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")}
+    return {
+        name: get_json_schema(getattr(instance, name))["function"]
+        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    }
 
 
 def params(schema: dict) -> tuple[set, set]:
@@ -54,8 +56,13 @@ def test_registry_trl_class_server_and_client_agree(selection, suite, backend):
     assert set(in_process) == registry == set(client) == set(served) == registered == set(openenv)
     assert set(in_session) == registry | set(SESSION_TOOLS)  # an MCP session also starts and finishes
     for name in registry:
-        assert params(in_process[name]["parameters"]) == params(client[name]["parameters"]) \
-            == params(served[name]) == params(in_session[name]) == params(openenv[name]), name
+        assert (
+            params(in_process[name]["parameters"])
+            == params(client[name]["parameters"])
+            == params(served[name])
+            == params(in_session[name])
+            == params(openenv[name])
+        ), name
         assert in_process[name]["description"] == client[name]["description"]
         assert ROUTING_ARG not in served[name].get("required", [])  # an openenv session fills it in
 
@@ -81,8 +88,10 @@ def test_only_tools_reset_and_get_reward_are_public():
 
 
 def test_the_client_never_imports_the_server():
-    code = ("import sys, dagent.envs.whitebox_client; "
-            "bad = [m for m in sys.modules if m.startswith(('dagent.envs.whitebox_runtime', 'dagent.envs.whitebox_server', "
-            "'openenv', 'fastmcp', 'dagent.tools.episode'))]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, dagent.envs.whitebox_client; "
+        "bad = [m for m in sys.modules if m.startswith(('dagent.envs.whitebox_runtime', 'dagent.envs.whitebox_server', "
+        "'openenv', 'fastmcp', 'dagent.tools.episode'))]; print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -26,8 +26,11 @@ def test_an_engine_killed_mid_rollout_is_ungraded_and_the_captured_calls_are_kep
     try:
         with CaptureServer(engine.url, sampling=PINNED) as capture:
             session = capture.open_session()
-            agent = ToolLoopAgent(f"http://127.0.0.1:{capture.port}", "tiny-qwen3", client=httpx.Client(
-                timeout=60, headers={"authorization": f"Bearer {session.api_key}"}))
+            agent = ToolLoopAgent(
+                f"http://127.0.0.1:{capture.port}",
+                "tiny-qwen3",
+                client=httpx.Client(timeout=60, headers={"authorization": f"Bearer {session.api_key}"}),
+            )
             real_call = agent.step
 
             def step(t, seed, call):  # the engine dies right after its first answer was used
@@ -43,8 +46,12 @@ def test_an_engine_killed_mid_rollout_is_ungraded_and_the_captured_calls_are_kep
             stats = capture.stats(session.session_id)
     finally:
         engine.close()
-    assert (record.outcome, record.reward, record.correct, record.cause) == ("ungraded", None, None,
-                                                                            "engine_unreachable")
+    assert (record.outcome, record.reward, record.correct, record.cause) == (
+        "ungraded",
+        None,
+        None,
+        "engine_unreachable",
+    )
     assert record.model_calls == 1 and record.tool_calls == 1
     assert len(turns) == 1 and turns[0].logprobs is not None and len(turns[0].completion_token_ids) > 0
     assert stats.engine_errors == 1 and "engine_error" in findings  # the proxy names the failure
@@ -60,10 +67,14 @@ def _space_server(suite_dir, port: int, log):
     from tests.factories import wait_serving
 
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "DAGENT_SUITE": str(suite_dir), "HOST": "127.0.0.1", "PORT": str(port),
-           "LOG_LEVEL": "warning"}
-    proc = subprocess.Popen([sys.executable, "-m", "server.app"], cwd=root / "spaces" / "data-agent", env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "DAGENT_SUITE": str(suite_dir), "HOST": "127.0.0.1", "PORT": str(port), "LOG_LEVEL": "warning"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.app"],
+        cwd=root / "spaces" / "data-agent",
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     wait_serving(proc, f"http://127.0.0.1:{port}/health", log=log.name)
     return proc
 
@@ -79,8 +90,10 @@ def test_an_environment_server_restarted_mid_episode_voids_the_episode_never_a_z
     port = free_port()
     log = open(tmp_path / "server.log", "w")
     procs = [_space_server(suite_dir, port, log)]
-    engine = ScriptedEngine({"content": "", "tool_calls": [call("bash", command="tail -n +2 input/t.csv | wc -l")]},
-                            {"content": "", "tool_calls": [call("submit_solution", answer=3)]})
+    engine = ScriptedEngine(
+        {"content": "", "tool_calls": [call("bash", command="tail -n +2 input/t.csv | wc -l")]},
+        {"content": "", "tool_calls": [call("submit_solution", answer=3)]},
+    )
     agent = engine.agent()
     real = agent._generate
 

@@ -43,10 +43,21 @@ def test_64_concurrent_16_call_rollouts_through_the_server_end_with_no_transport
         from dagent.grading.value import Grade
 
         grade = Grade(reward=reward, correct=correct, method="server" if cause is None else "ungraded", note="")
-        return EvalRecord(task_id=f"demo.t{i % 4}", split="train", index=i % 4, difficulty_tier="easy", agent="load",
-                          outcome=outcome_of(grade), reward=reward, correct=correct, method=grade.method,
-                          note=outputs[-1][:200], cause=cause, tool_calls=CALLS,
-                          duration_s=round(time.monotonic() - started, 3))
+        return EvalRecord(
+            task_id=f"demo.t{i % 4}",
+            split="train",
+            index=i % 4,
+            difficulty_tier="easy",
+            agent="load",
+            outcome=outcome_of(grade),
+            reward=reward,
+            correct=correct,
+            method=grade.method,
+            note=outputs[-1][:200],
+            cause=cause,
+            tool_calls=CALLS,
+            duration_s=round(time.monotonic() - started, 3),
+        )
 
     try:
         with ThreadPoolExecutor(max_workers=EPISODES) as pool:

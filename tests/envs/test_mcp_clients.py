@@ -23,8 +23,12 @@ from tests.factories import LiveServer
 
 COUNT = "tail -n +2 input/t.csv | wc -l"  # train[0] asks for t.csv's data rows: 3
 ACCEPT = {"accept": "application/json, text/event-stream"}
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +55,10 @@ def test_the_mcp_sdk_plays_a_task_in_one_session(server):
     from mcp.client.streamable_http import streamable_http_client
 
     async def play() -> tuple:
-        async with streamable_http_client(f"{server.url}/mcp") as (read, write, session_id), \
-                ClientSession(read, write) as session:
+        async with (
+            streamable_http_client(f"{server.url}/mcp") as (read, write, session_id),
+            ClientSession(read, write) as session,
+        ):
             init = await session.initialize()
             listed = [t.name for t in (await session.list_tools()).tools]
             started = (await session.call_tool("start_episode", {"split": "train", "index": 0})).structuredContent
@@ -76,11 +82,16 @@ def test_a_session_ends_with_delete_and_finishes_its_episode(server):
         sid = init.headers["mcp-session-id"]
         assert init.status_code == 200 and sid
         assert answer(init)["result"]["protocolVersion"] == "2025-06-18"  # asked for, and supported
-        ack = http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                        headers={"mcp-session-id": sid})
+        ack = http.post(
+            "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers={"mcp-session-id": sid}
+        )
         assert ack.status_code == 202
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "start_episode", "arguments": {"task_id": "demo.t1"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "start_episode", "arguments": {"task_id": "demo.t1"}},
+        }
         started = http.post("/mcp", json=call, headers={"mcp-session-id": sid})
         eid = answer(started)["result"]["structuredContent"]["episode_id"]
         assert episode(server, eid)["done"] is False and episode(server, eid)["task_id"] == "demo.t1"
@@ -98,9 +109,11 @@ def test_an_episode_from_reset_is_named_to_an_mcp_session_by_header(server):
     eid = httpx.post(f"{server.url}/reset", json={"split": "train", "index": 0}).json()["observation"]["episode_id"]
 
     async def play() -> tuple:
-        async with httpx.AsyncClient(headers={EPISODE_HEADER: eid}, timeout=httpx.Timeout(30, read=300)) as http, \
-                streamable_http_client(f"{server.url}/mcp", http_client=http) as (r, w, _), \
-                ClientSession(r, w) as session:
+        async with (
+            httpx.AsyncClient(headers={EPISODE_HEADER: eid}, timeout=httpx.Timeout(30, read=300)) as http,
+            streamable_http_client(f"{server.url}/mcp", http_client=http) as (r, w, _),
+            ClientSession(r, w) as session,
+        ):
             await session.initialize()
             await session.call_tool("submit_solution", {"answer": 3})
             graded = (await session.call_tool("finish_episode", {})).structuredContent
@@ -114,27 +127,51 @@ def test_an_episode_from_reset_is_named_to_an_mcp_session_by_header(server):
     assert episode(server, started["episode_id"])["tool_calls"] == 1 and episode(server, eid)["tool_calls"] == 0
 
 
-@pytest.mark.parametrize("body,status,code,words", [
-    (b"{not json", 200, -32700, "send one JSON-RPC 2.0 object"),
-    (b"[1, 2]", 200, -32600, "send one JSON-RPC 2.0 object"),
-    (b"{}", 200, -32600, "with a `method`"),  # what `openenv validate --url` posts
-    (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}).encode(), 200, -32601,
-     "send `initialize` first"),
-    # a tool call before initialize, with no episode to act on
-    (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                 "params": {"name": "bash", "arguments": {"command": "ls"}}}).encode(), 200, -32602,
-     "needs `episode_id`"),
-    (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1]}).encode(), 200, -32602,
-     "params must be an object"),
-])
+@pytest.mark.parametrize(
+    "body,status,code,words",
+    [
+        (b"{not json", 200, -32700, "send one JSON-RPC 2.0 object"),
+        (b"[1, 2]", 200, -32600, "send one JSON-RPC 2.0 object"),
+        (b"{}", 200, -32600, "with a `method`"),  # what `openenv validate --url` posts
+        (
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}).encode(),
+            200,
+            -32601,
+            "send `initialize` first",
+        ),
+        # a tool call before initialize, with no episode to act on
+        (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": "ls"}},
+                }
+            ).encode(),
+            200,
+            -32602,
+            "needs `episode_id`",
+        ),
+        (
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1]}).encode(),
+            200,
+            -32602,
+            "params must be an object",
+        ),
+    ],
+)
 def test_bad_protocol_input_gets_a_json_rpc_error_naming_the_fix(server, body, status, code, words):
     r = httpx.post(f"{server.url}/mcp", content=body, headers={"content-type": "application/json", **ACCEPT})
     assert r.status_code == status and r.json()["error"]["code"] == code and words in r.json()["error"]["message"]
 
 
 def test_an_unknown_session_and_a_session_tool_without_an_episode_are_named(server):
-    r = httpx.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                   headers={"mcp-session-id": "no-such-session", **ACCEPT})
+    r = httpx.post(
+        f"{server.url}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"mcp-session-id": "no-such-session", **ACCEPT},
+    )
     assert r.status_code == 404 and "'no-such-session'" in r.json()["error"]["message"]
     assert httpx.delete(f"{server.url}/mcp", headers={"mcp-session-id": "gone"}).status_code == 404
     assert httpx.get(f"{server.url}/mcp").status_code in (400, 405, 406)  # a stream needs a session
@@ -247,12 +284,29 @@ def test_trl_environment_factory_as_trls_documentation_writes_it(server, tmp_pat
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     rows = [{"prompt": [{"role": "user", "content": ""}], "split": "train", "index": 0}] * 2
     args = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
-        max_completion_length=64, learning_rate=1e-6, logging_steps=1, report_to="none", save_strategy="no",
-        use_cpu=True, bf16=False, seed=0, max_tool_calling_iterations=2,
-        generation_kwargs={"sequence_bias": steer(tokenizer)})
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward_func, args=args,
-                          train_dataset=Dataset.from_list(rows), environment_factory=DataAgentEnv)
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=64,
+        learning_rate=1e-6,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_tool_calling_iterations=2,
+        generation_kwargs={"sequence_bias": steer(tokenizer)},
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=reward_func,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        environment_factory=DataAgentEnv,
+    )
     assert {t.__name__ for t in trainer._env_tools[None]} == {"bash", "submit_solution"}
     trainer.train()
     logged = trainer.state.log_history[0]
@@ -261,6 +315,7 @@ def test_trl_environment_factory_as_trls_documentation_writes_it(server, tmp_pat
 
 
 # ------------------------------------------------------------------ opencode as the MCP client
+
 
 def opencode_script(prompt: str) -> str:
     """What the replaying policy says to opencode: the MCP tools as opencode names them (read from the
@@ -296,23 +351,60 @@ def test_opencode_with_the_server_as_its_remote_mcp_server_plays_a_graded_task(s
         pytest.skip(f"opencode is not installed ({e})")
     tokenizer = qwen3_tokenizer("qwen3")
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    engine = EngineThread(engine_app(LocalEngine(
-        ReplayPolicy(tokenizer, VARIANTS["qwen3"].model_vocab_size, stop, opencode_script), tokenizer,
-        eos_token_ids=(stop,), max_model_len=32_768, name="scripted"), served_model_name="scripted"))
+    engine = EngineThread(
+        engine_app(
+            LocalEngine(
+                ReplayPolicy(tokenizer, VARIANTS["qwen3"].model_vocab_size, stop, opencode_script),
+                tokenizer,
+                eos_token_ids=(stop,),
+                max_model_len=32_768,
+                name="scripted",
+            ),
+            served_model_name="scripted",
+        )
+    )
     try:
         reset = httpx.post(f"{server.url}/reset", json={"split": "train", "index": 0}).json()["observation"]
         config = render_config(OpencodeConfig(model="scripted", steps=6), f"{engine.url}/v1", "none")
         # the environment as a remote MCP server; opencode's own tools off, so the task is played with ours
-        config["mcp"] = {"data_agent": {"type": "remote", "url": f"{server.url}/mcp", "enabled": True,
-                                        "headers": {EPISODE_HEADER: reset["episode_id"]}}}
-        config["tools"].update({t: False for t in ("bash", "read", "write", "edit", "grep", "glob", "list",
-                                                   "patch", "todowrite", "todoread", "skill")})
+        config["mcp"] = {
+            "data_agent": {
+                "type": "remote",
+                "url": f"{server.url}/mcp",
+                "enabled": True,
+                "headers": {EPISODE_HEADER: reset["episode_id"]},
+            }
+        }
+        config["tools"].update(
+            {
+                t: False
+                for t in (
+                    "bash",
+                    "read",
+                    "write",
+                    "edit",
+                    "grep",
+                    "glob",
+                    "list",
+                    "patch",
+                    "todowrite",
+                    "todoread",
+                    "skill",
+                )
+            }
+        )
         home = tmp_path / "home"
         (home / ".config" / "opencode").mkdir(parents=True)
         (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(config))
         env = {**opencode_env(str(home)), "PATH": os.environ.get("PATH", "")}
-        run = subprocess.run([str(binary), "run", "--format", "json", reset["instruction"]], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, timeout=240)
+        run = subprocess.run(
+            [str(binary), "run", "--format", "json", reset["instruction"]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
     finally:
         engine.stop()
     graded = episode(server, reset["episode_id"])

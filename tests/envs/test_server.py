@@ -49,14 +49,17 @@ def test_a_wrong_path_is_named_as_such_by_the_client(server):
         http._request("GET", "/splits")
 
 
-@pytest.mark.parametrize("body,status,words", [
-    ({"split": "nope", "index": 0}, 400, "valid splits: train, train:easy"),
-    ({"split": "train", "index": 4}, 400, "valid 0..3"),
-    ({"split": "train:hard", "index": 1}, 400, "valid 0..0"),
-    ({"split": "train", "index": -1}, 400, "valid 0..3"),
-    ({"index": 0}, 400, "needs the row's `split` and `index`"),
-    ({"split": "train", "index": 0, "task_id": "demo.t9"}, 409, "rebuild the rows"),
-])
+@pytest.mark.parametrize(
+    "body,status,words",
+    [
+        ({"split": "nope", "index": 0}, 400, "valid splits: train, train:easy"),
+        ({"split": "train", "index": 4}, 400, "valid 0..3"),
+        ({"split": "train:hard", "index": 1}, 400, "valid 0..0"),
+        ({"split": "train", "index": -1}, 400, "valid 0..3"),
+        ({"index": 0}, 400, "needs the row's `split` and `index`"),
+        ({"split": "train", "index": 0, "task_id": "demo.t9"}, 409, "rebuild the rows"),
+    ],
+)
 def test_bad_rows_get_a_4xx_naming_the_valid_range(server, body, status, words):
     r = httpx.post(f"{server.url}/reset", json=body)
     assert r.status_code == status and words in r.json()["detail"]
@@ -77,31 +80,53 @@ def test_one_episode_over_http(server):
 
 
 @pytest.mark.failure_mode("F29")
-@pytest.mark.parametrize("payload,value", [
-    ({**RPC, "result": {"content": [{"type": "text", "text": '{"ok": true, "output": "3"}'}]}},
-     {"ok": True, "output": "3"}),
-    ({**RPC, "result": {"content": [], "structuredContent": {"ok": False, "output": "x"}, "isError": True}},
-     {"ok": False, "output": "x"}),
-    ({**RPC, "result": {"content": [{"type": "text", "text": "7"}], "structured_content": {"result": 7},
-                        "data": 7, "is_error": False, "meta": None}}, 7),
-    ({**RPC, "result": {"content": [{"type": "text", "text": "plain"}]}}, "plain"),
-    ({**RPC, "result": {"result": {"sandboxes": ["local"]}}}, {"sandboxes": ["local"]}),
-    ({**RPC, "result": {"tools": [{"name": "bash"}]}}, {"tools": [{"name": "bash"}]}),
-    ({"result": "bare"}, "bare"),
-])
+@pytest.mark.parametrize(
+    "payload,value",
+    [
+        (
+            {**RPC, "result": {"content": [{"type": "text", "text": '{"ok": true, "output": "3"}'}]}},
+            {"ok": True, "output": "3"},
+        ),
+        (
+            {**RPC, "result": {"content": [], "structuredContent": {"ok": False, "output": "x"}, "isError": True}},
+            {"ok": False, "output": "x"},
+        ),
+        (
+            {
+                **RPC,
+                "result": {
+                    "content": [{"type": "text", "text": "7"}],
+                    "structured_content": {"result": 7},
+                    "data": 7,
+                    "is_error": False,
+                    "meta": None,
+                },
+            },
+            7,
+        ),
+        ({**RPC, "result": {"content": [{"type": "text", "text": "plain"}]}}, "plain"),
+        ({**RPC, "result": {"result": {"sandboxes": ["local"]}}}, {"sandboxes": ["local"]}),
+        ({**RPC, "result": {"tools": [{"name": "bash"}]}}, {"tools": [{"name": "bash"}]}),
+        ({"result": "bare"}, "bare"),
+    ],
+)
 def test_envelopes_are_unwrapped_to_plain_values(payload, value):
     assert unwrap(payload)[0] == value
 
 
 @pytest.mark.failure_mode("F29")
 def test_tool_results_come_back_plain_from_either_mcp_handler(suite, backend, server):
-    assert unwrap_tool_result({**RPC, "result": {"content": [{"type": "text", "text": "oops"}], "isError": True}}) \
-        == ToolResult(False, "oops")
+    assert unwrap_tool_result(
+        {**RPC, "result": {"content": [{"type": "text", "text": "oops"}], "isError": True}}
+    ) == ToolResult(False, "oops")
     with pytest.raises(EnvServerError, match="JSON-RPC error -32601"):
         unwrap({**RPC, "error": {"code": -32601, "message": "method not found"}})
     for url in (server.url, None):
-        live = LiveServer(create_app(suite, max_episodes=4, backend=backend, mcp_handler="openenv")) \
-            if url is None else None
+        live = (
+            LiveServer(create_app(suite, max_episodes=4, backend=backend, mcp_handler="openenv"))
+            if url is None
+            else None
+        )
         http = WhiteBoxHTTP(url or live.url)
         try:
             assert [t["name"] for t in http.list_tools()][0] == "bash"

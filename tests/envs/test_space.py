@@ -62,8 +62,9 @@ def test_the_image_installs_the_server_extra_which_is_the_env_extra_without_the_
 
 
 def _shipped_tree(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
     for rel in files:
         src = ROOT / rel
         if src.is_file():
@@ -84,17 +85,37 @@ def installed_space(tmp_path: Path, space: Path, port: int, **settings: str) -> 
     wheel = next((tmp_path / "wheels").glob("dagent-*.whl"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "zz_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # deps only
     app_dir = tmp_path / "app"
     shutil.copytree(space, app_dir)  # COPY spaces/<name>/ /app/ ; WORKDIR /app
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOST="127.0.0.1", PORT=str(port), LOG_LEVEL="warning",
-               **settings)
-    where = subprocess.run(["python", "-c", "import dagent.envs.whitebox_server, sys; print(dagent.__file__)"],
-                           cwd=app_dir, env=env, capture_output=True, text=True)
+    env.update(
+        PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOST="127.0.0.1", PORT=str(port), LOG_LEVEL="warning", **settings
+    )
+    where = subprocess.run(
+        ["python", "-c", "import dagent.envs.whitebox_server, sys; print(dagent.__file__)"],
+        cwd=app_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert where.returncode == 0, where.stderr
     assert where.stdout.strip().startswith(str(site)), f"not the installed copy: {where.stdout}"
     lines = [ln for ln in (space / "Dockerfile").read_text().splitlines() if ln.startswith("CMD ")]
@@ -104,9 +125,13 @@ def installed_space(tmp_path: Path, space: Path, port: int, **settings: str) -> 
 
 def openenv_validate(target: str, *args: str) -> dict:
     """`openenv validate TARGET ... --json` (the CLI of the openenv this venv pins)."""
-    out = subprocess.run([str(Path(sys.executable).parent / "openenv"), "validate", target, *args, "--json"],
-                         capture_output=True, text=True, timeout=300)
-    return json.loads(out.stdout[out.stdout.index("{"):])
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "openenv"), "validate", target, *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return json.loads(out.stdout[out.stdout.index("{") :])
 
 
 def test_both_spaces_pass_openenv_validate_statically():

@@ -31,6 +31,7 @@ def steer(tokenizer) -> list:
     ids = tokenizer(CALL, add_special_tokens=False)["input_ids"]
     return [[ids[: k + 1], 25.0 * (k + 1)] for k in range(len(ids))]
 
+
 @pytest.mark.slow
 def test_grpo_step_discovers_our_tools_resets_by_row_and_logs_our_reward(suite, backend, tmp_path):
     torch = pytest.importorskip("torch")
@@ -51,13 +52,30 @@ def test_grpo_step_discovers_our_tools_resets_by_row_and_logs_our_reward(suite, 
 
     finished_before = set(ep_mod._FINISHED)
     args = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
-        gradient_accumulation_steps=1, max_completion_length=64, learning_rate=1e-6, logging_steps=1,
-        report_to="none", save_strategy="no", use_cpu=True, bf16=False, seed=0, max_tool_calling_iterations=2,
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        gradient_accumulation_steps=1,
+        max_completion_length=64,
+        learning_rate=1e-6,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_tool_calling_iterations=2,
         generation_kwargs={"sequence_bias": steer(tokenizer)},
     )
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[], args=args,
-                          train_dataset=Dataset.from_list(rows * 2), environment_factory=Env)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[],
+        args=args,
+        train_dataset=Dataset.from_list(rows * 2),
+        environment_factory=Env,
+    )
 
     # TRL discovered exactly our tools, nothing more (reset/get_reward are not tools).
     discovered = {t.__name__ for t in trainer._env_tools[None]}

@@ -25,10 +25,20 @@ from dagent.harness.play import write_records
 
 def rec(task: str, outcome: str, sample: int = 0, agent: str = "tools") -> EvalRecord:
     reward = {"correct": 1.0, "wrong": 0.0, "ungraded": None}[outcome]
-    return EvalRecord(task_id=task, split="test", index=0, difficulty_tier="easy", agent=agent, model="m",
-                      sample=sample, outcome=outcome, reward=reward,
-                      correct=None if outcome == "ungraded" else outcome == "correct", method="m",
-                      cause="sandbox_oom" if outcome == "ungraded" else None)
+    return EvalRecord(
+        task_id=task,
+        split="test",
+        index=0,
+        difficulty_tier="easy",
+        agent=agent,
+        model="m",
+        sample=sample,
+        outcome=outcome,
+        reward=reward,
+        correct=None if outcome == "ungraded" else outcome == "correct",
+        method="m",
+        cause="sandbox_oom" if outcome == "ungraded" else None,
+    )
 
 
 def test_jobs_interleave_arms_within_each_task_and_sample():
@@ -57,8 +67,13 @@ def test_a_baseline_far_from_its_known_value_fails_naming_both_figures(suite, tm
     # end to end: the demo suite's reference programs are wrong on purpose (pass@1 0), not the 0.9 expected
     pushed = []
     with pytest.raises(BaselineGuardError, match="expected 0.900"):
-        run_experiment(suite, [Arm("oracle", "oracle")], tmp_path,
-                       EvalArgs(split="train", expect_base=0.9, limit=2, push_to="me/results"), api=pushed)
+        run_experiment(
+            suite,
+            [Arm("oracle", "oracle")],
+            tmp_path,
+            EvalArgs(split="train", expect_base=0.9, limit=2, push_to="me/results"),
+            api=pushed,
+        )
     assert (tmp_path / "results.md").exists() and pushed == []  # kept for diagnosis, never published
 
 
@@ -119,8 +134,11 @@ def test_compare_prints_the_paired_difference_with_its_ci(tmp_path):
     b = [rec(f"t{i}", "correct" if i < 30 else "wrong") for i in range(40)]
     for name, rs in (("base", a), ("ckpt", b)):
         write_records(tmp_path / name, rs, summarize(rs))
-    result = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "base"), str(tmp_path / "ckpt"),
-                                      "--out", str(tmp_path / "cmp")], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        ["eval", "compare", str(tmp_path / "base"), str(tmp_path / "ckpt"), "--out", str(tmp_path / "cmp")],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     assert "difference +50.0% [95% CI" in result.output and "paired 40" in result.output
     assert (tmp_path / "cmp" / "results.md").exists() and (tmp_path / "cmp" / "pass_at_1.png").exists()
@@ -134,8 +152,16 @@ def test_a_seeded_task_sample_spans_the_split_and_is_reproducible():
     assert picked == sorted(set(picked)) and len(picked) == 64 and max(picked) > 64
     assert picked == task_indices(91, 64, 7) != task_indices(91, 64, 8)
     assert task_indices(5, 9, 7) == list(range(5))
-    assert jobs([4, 9], 2, ["a", "b"]) == [(4, 0, "a"), (4, 0, "b"), (4, 1, "a"), (4, 1, "b"),
-                                          (9, 0, "a"), (9, 0, "b"), (9, 1, "a"), (9, 1, "b")]
+    assert jobs([4, 9], 2, ["a", "b"]) == [
+        (4, 0, "a"),
+        (4, 0, "b"),
+        (4, 1, "a"),
+        (4, 1, "b"),
+        (9, 0, "a"),
+        (9, 0, "b"),
+        (9, 1, "a"),
+        (9, 1, "b"),
+    ]
 
 
 def test_plain_progress_prints_at_most_once_a_minute_and_always_at_the_end():
@@ -160,8 +186,12 @@ def test_evaluation_metrics_go_to_a_store_under_out_and_to_a_space_when_named(su
     monkeypatch.setattr(trackio, "init", lambda **kw: seen.append(kw))
     monkeypatch.setattr(trackio, "log", lambda *a, **kw: None)
     monkeypatch.setattr(trackio, "finish", lambda: None)
-    run_experiment(suite, [Arm("oracle", "oracle")], tmp_path / "out",
-                   EvalArgs(split="train", limit=1, trackio_project="p", trackio_space="me/curves"))
+    run_experiment(
+        suite,
+        [Arm("oracle", "oracle")],
+        tmp_path / "out",
+        EvalArgs(split="train", limit=1, trackio_project="p", trackio_space="me/curves"),
+    )
     assert seen and seen[0]["space_id"] == "me/curves" and seen[0]["project"] == "p"
     import os
 
@@ -183,10 +213,14 @@ def test_arms_record_their_conditions_and_compare_refuses_different_ones(suite, 
     # one definition: evaluation runs each agent under the conditions its recipe trains under
     assert conditions_for("tools", "cpu") == WhiteboxRecipe.cpu().conditions
     assert conditions_for("pi", "gpu") == conditions_for("opencode", "gpu") == BlackboxRecipe.gpu().conditions
-    assert WhiteboxRecipe.cpu().limits.max_tokens_per_turn == WhiteboxRecipe.cpu().max_completion_length  # as TRL generates
+    assert (
+        WhiteboxRecipe.cpu().limits.max_tokens_per_turn == WhiteboxRecipe.cpu().max_completion_length
+    )  # as TRL generates
     assert conditions_for("opencode", "gpu").temperature == 0.8 and conditions_for("opencode", "gpu").step_cap == 17
     for preset in ("cpu", "gpu"):
-        run_experiment(suite, [Arm("oracle", "oracle")], tmp_path / preset, EvalArgs.of(preset=preset, split="train", limit=1))
+        run_experiment(
+            suite, [Arm("oracle", "oracle")], tmp_path / preset, EvalArgs.of(preset=preset, split="train", limit=1)
+        )
     runs = {}
     for preset in ("cpu", "gpu"):
         summary = tmp_path / preset / "oracle" / "summary.json"
@@ -204,8 +238,9 @@ def test_arms_record_their_conditions_and_compare_refuses_different_ones(suite, 
     # its recorded conditions included, so the F47 refusal holds there too
     outs = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu")])
     assert outs.exit_code != 0 and "F47" in str(outs.exception), outs.output
-    outs = CliRunner().invoke(app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu"),
-                                    "--allow-other-conditions"])
+    outs = CliRunner().invoke(
+        app, ["eval", "compare", str(tmp_path / "cpu"), str(tmp_path / "gpu"), "--allow-other-conditions"]
+    )
     assert outs.exit_code == 0 and "paired 1" in outs.output, outs.output
     pooled = CliRunner().invoke(app, ["eval", "pool", str(tmp_path / "cpu"), str(tmp_path / "gpu")])  # pool too
     assert pooled.exit_code != 0 and "F47" in str(pooled.exception), pooled.output

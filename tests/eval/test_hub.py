@@ -34,8 +34,12 @@ def png_1x1() -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0\xff\x00\x00")) \
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0\xff\x00\x00"))
         + chunk(b"IEND", b"")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,26 +68,39 @@ def entries(scores):
 def test_one_commit_carries_the_files_and_the_eval_results(hub, out_dir, caplog):
     api = HfApi(endpoint=hub.url, token="hf_fake")
     caplog.set_level(logging.DEBUG, logger="dagent")
-    url = push_results("me/qwen-agent", out_dir, {
-        "dagent_test": entries({"base": 0.25, "trained": 0.5, "broken": None}),
-        "dagent_test_broken": entries({"broken": None}),  # every arm ungraded: no file at all
-    }, api=api)
+    url = push_results(
+        "me/qwen-agent",
+        out_dir,
+        {
+            "dagent_test": entries({"base": 0.25, "trained": 0.5, "broken": None}),
+            "dagent_test_broken": entries({"broken": None}),  # every arm ungraded: no file at all
+        },
+        api=api,
+    )
 
     commits = hub.commits("me/qwen-agent")
     assert len(commits) == 1
     assert url == f"{hub.url}/me/qwen-agent/commit/{commits[0]['oid']}"
     files = hub.files("me/qwen-agent")
-    assert sorted(files) == [".eval_results/dagent_test.yaml", "eval/base/records.jsonl", "eval/base/summary.json",
-                             "eval/pass_at_1.png", "eval/results.md", "eval/trained/records.jsonl",
-                             "eval/trained/summary.json"]
+    assert sorted(files) == [
+        ".eval_results/dagent_test.yaml",
+        "eval/base/records.jsonl",
+        "eval/base/summary.json",
+        "eval/pass_at_1.png",
+        "eval/results.md",
+        "eval/trained/records.jsonl",
+        "eval/trained/summary.json",
+    ]
     for rel in ("results.md", "pass_at_1.png", "base/records.jsonl", "trained/summary.json"):
         assert files[f"eval/{rel}"] == (out_dir / rel).read_bytes()
     assert files["eval/pass_at_1.png"].startswith(b"\x89PNG")
 
     text = files[".eval_results/dagent_test.yaml"].decode()
     parsed = parse_eval_result_entries(yaml.safe_load(text))
-    assert [(e.dataset_id, e.task_id, e.value, e.date) for e in parsed] == [(DATASET, "test", 0.25, DATE),
-                                                                            (DATASET, "test", 0.5, DATE)]
+    assert [(e.dataset_id, e.task_id, e.value, e.date) for e in parsed] == [
+        (DATASET, "test", 0.25, DATE),
+        (DATASET, "test", 0.5, DATE),
+    ]
     assert [e.notes for e in parsed] == [f"{NOTES} (arm base)", f"{NOTES} (arm trained)"]
     assert "broken" not in text  # ungraded stays unreported, never a 0
 
@@ -104,8 +121,9 @@ def test_a_rejected_token_names_hf_token_and_never_shows_the_token(hub, out_dir,
     secret = "hf_wrongSecretToken123"
     caplog.set_level(logging.DEBUG)
     with pytest.raises(HubPushError, match="set HF_TOKEN with write access to me/denied") as info:
-        push_results("me/denied", out_dir, {"dagent_test": entries({"base": 0.25})},
-                     api=HfApi(endpoint=hub.url, token=secret))
+        push_results(
+            "me/denied", out_dir, {"dagent_test": entries({"base": 0.25})}, api=HfApi(endpoint=hub.url, token=secret)
+        )
     assert "401" in str(info.value)
     assert isinstance(info.value.__cause__, HfHubHTTPError)  # wrapped once, the Hub's error kept as cause
     assert secret not in str(info.value) and secret not in caplog.text
@@ -121,8 +139,9 @@ def test_pushing_the_same_results_again_makes_no_new_commit(hub, out_dir):
     api = HfApi(endpoint=hub.url, token="hf_fake")
     files = {"dagent_test": entries({"base": 0.25})}
     first = push_results("me/again", out_dir, files, api=api, path_in_repo="runs/1/")
-    again = push_results("me/again", out_dir, {"dagent_test": entries({"base": 0.25})}, api=api,
-                         path_in_repo="runs/1")  # existing repo: create is exist_ok; unchanged files skipped
+    again = push_results(
+        "me/again", out_dir, {"dagent_test": entries({"base": 0.25})}, api=api, path_in_repo="runs/1"
+    )  # existing repo: create is exist_ok; unchanged files skipped
     assert again == first and len(hub.commits("me/again")) == 1
     assert "runs/1/results.md" in hub.files("me/again")
 
@@ -151,8 +170,9 @@ def test_the_fake_hub_serves_dataset_and_space_repos_too(hub, tmp_path):
     assert api.create_repo("me/qwen-agent", repo_type="dataset").endswith("/datasets/me/qwen-agent")
     api.upload_folder(folder_path=tmp_path, repo_id="me/qwen-agent", repo_type="dataset")
     api.create_repo("me/env", repo_type="space", space_sdk="docker")
-    api.upload_file(path_or_fileobj=b"FROM python:3.12\n", path_in_repo="Dockerfile", repo_id="me/env",
-                    repo_type="space")
+    api.upload_file(
+        path_or_fileobj=b"FROM python:3.12\n", path_in_repo="Dockerfile", repo_id="me/env", repo_type="space"
+    )
     assert sorted(hub.files("me/qwen-agent", "dataset")) == ["README.md", "data/train-00000-of-00001.parquet"]
     assert hub.files("me/env", "space") == {"Dockerfile": b"FROM python:3.12\n"}
     assert hub.repos[("space", "me/env")].settings["sdk"] == "docker"

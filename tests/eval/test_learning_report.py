@@ -21,8 +21,13 @@ CONDITIONS = {"loop": "white-box", "temperature": 0.8, "step_cap": 4}
 def write(path: Path, records, **made) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(r.model_dump_json() + "\n" for r in records))
-    about = {"warm_start_sha256": "abc", "bf16_native": False, "conditions": CONDITIONS,
-             "sizes": {"EVAL_LIMIT": "60"}, **made}
+    about = {
+        "warm_start_sha256": "abc",
+        "bf16_native": False,
+        "conditions": CONDITIONS,
+        "sizes": {"EVAL_LIMIT": "60"},
+        **made,
+    }
     path.with_suffix(".json").write_text(json.dumps(about))
 
 
@@ -34,7 +39,9 @@ def publish(root: Path, seeds: dict[int, tuple[str, ...]], made_of=None) -> Path
         a, grpo = planted(n_tasks=60, flip=0.2, seed=10 + s)
         records = {"grpo": grpo, "control": a}
         for arm in arms:
-            write(root / f"seed-{s}" / f"{arm}.jsonl", records[arm], **{"steps": 40, **(made_of or {}).get((s, arm), {})})
+            write(
+                root / f"seed-{s}" / f"{arm}.jsonl", records[arm], **{"steps": 40, **(made_of or {}).get((s, arm), {})}
+            )
     return root
 
 
@@ -62,8 +69,11 @@ def test_one_seed_states_no_verdict_without_the_effect_it_could_detect(tmp_path)
 
 
 def test_records_made_differently_are_said_above_the_figures(tmp_path):
-    root = publish(tmp_path / "runs", {0: ("grpo", "control"), 1: ("grpo", "control")},
-                   {(1, "control"): {"warm_start_sha256": "other", "steps": 32}})
+    root = publish(
+        tmp_path / "runs",
+        {0: ("grpo", "control"), 1: ("grpo", "control")},
+        {(1, "control"): {"warm_start_sha256": "other", "steps": 32}},
+    )
     text = write_report(published(root), tmp_path / "report", title="t").read_text()
     head = text.split("## pass@1")[0]
     assert "warm_start_sha256 differs" in head and "control seed 1" in head
@@ -71,8 +81,9 @@ def test_records_made_differently_are_said_above_the_figures(tmp_path):
 
 
 def test_published_arms_under_other_episode_conditions_are_refused(tmp_path):
-    root = publish(tmp_path / "runs", {0: ("grpo", "control")},
-                   {(0, "grpo"): {"conditions": {**CONDITIONS, "temperature": 1.0}}})
+    root = publish(
+        tmp_path / "runs", {0: ("grpo", "control")}, {(0, "grpo"): {"conditions": {**CONDITIONS, "temperature": 1.0}}}
+    )
     assert recorded_conditions(root / "seed-0" / "grpo.jsonl")["temperature"] == 1.0
     with pytest.raises(DagentError, match="F47"):
         comparisons(published(root))

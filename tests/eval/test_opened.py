@@ -20,7 +20,9 @@ def test_a_ledger_names_what_each_earlier_result_opened(tmp_path):
     assert ledger.reused(["t0", "t1", "t2", "t9"], result="big run") == {"small run": ["t1", "t2"]}
     assert ledger.fresh(["t0", "t1", "t2", "t9"], result="big run") == ["t0", "t9"]
     text = ledger.disclosure("big run", "eval:easy", ["t0", "t1", "t2", "t9"])
-    assert "4 eval:easy tasks; 2 of them had been opened before (2 by small run)" in text and "2 were opened here" in text
+    assert (
+        "4 eval:easy tasks; 2 of them had been opened before (2 by small run)" in text and "2 were opened here" in text
+    )
     assert "no earlier result" in ledger.disclosure("small run", "eval:easy", ["t1", "t2", "t3"])
     assert Ledger.read(ledger.write(tmp_path / "opened.json")) == ledger
     with pytest.raises(ConfigError, match="already has a result named"):
@@ -50,8 +52,11 @@ def test_the_report_discloses_reuse_and_reads_the_fresh_tasks_apart(tmp_path):
     root = publish(tmp_path / "runs" / "lr-x", {0: ("grpo", "control"), 1: ("grpo", "control")})
     run = published(root)
     ids = [f"t{i}" for i in range(60)]
-    ledger = Ledger().add(Opening(result="earlier", split="test", task_ids=tuple(ids[:20]))).add(
-        Opening(result="lr-x", split="test", task_ids=tuple(ids)))
+    ledger = (
+        Ledger()
+        .add(Opening(result="earlier", split="test", task_ids=tuple(ids[:20])))
+        .add(Opening(result="lr-x", split="test", task_ids=tuple(ids)))
+    )
     text = write_report(run, tmp_path / "report", title="t", ledger=ledger, result_name="lr-x").read_text()
     assert "lr-x opened 60 test tasks; 20 of them had been opened before (20 by earlier)" in text
     assert "On the 40 tasks opened here first" in text and "| GRPO - warm start |" in text

@@ -20,12 +20,19 @@ def test_three_seeds_of_a_planted_gain_pool_to_it():
     assert [s.diff for s in p.per_seed] == [pytest.approx(0.2)] * 3
     assert pooled(seeds, a_arm="warm start", b_arm="GRPO") == p  # seeded
     text = "\n".join(p.lines())
-    assert "seed 0: 100 tasks paired, excluded none: +20.0%" in text and "pooled over 300 (seed, task) pairs: +20.0%" in text
+    assert (
+        "seed 0: 100 tasks paired, excluded none: +20.0%" in text
+        and "pooled over 300 (seed, task) pairs: +20.0%" in text
+    )
 
 
 def test_seeds_that_disagree_widen_the_interval_and_are_flagged():
     # one seed gains 30 points, one loses 10, one is flat: the pooled mean is +6.7 points
-    gain, loss, flat = planted(n_tasks=60, flip=0.3, seed=4), planted(n_tasks=60, flip=0.1, seed=5), planted(n_tasks=60, flip=0.0, seed=6)
+    gain, loss, flat = (
+        planted(n_tasks=60, flip=0.3, seed=4),
+        planted(n_tasks=60, flip=0.1, seed=5),
+        planted(n_tasks=60, flip=0.0, seed=6),
+    )
     seeds = [gain, (loss[1], loss[0]), flat]
     p = pooled(seeds)
     assert p.diff == pytest.approx((0.3 - 0.1 + 0.0) / 3)
@@ -61,8 +68,11 @@ def test_eval_pool_reads_evaluation_dirs_in_pairs_and_writes_the_forest_plot(tmp
         for name, rs in ((f"warm-{s}", a), (f"grpo-{s}", b)):
             write_records(tmp_path / name, rs, summarize(rs))
             dirs.append(str(tmp_path / name))
-    r = CliRunner().invoke(app, ["eval", "pool", *dirs, "--a-arm", "warm start", "--b-arm", "GRPO", "--out",
-                                 str(tmp_path / "pooled")], catch_exceptions=False)
+    r = CliRunner().invoke(
+        app,
+        ["eval", "pool", *dirs, "--a-arm", "warm start", "--b-arm", "GRPO", "--out", str(tmp_path / "pooled")],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0, r.output
     assert "GRPO - warm start, pass@1, pooled over 3 seeds" in r.output and "+25.0%" in r.output
     assert {p.name for p in (tmp_path / "pooled").iterdir()} == {"pooled.json", "pooled.md", "pooled.png"}
@@ -77,8 +87,17 @@ def crossed_run(rng, *, seeds=3, tasks=60, effect=0.1, samples=4):
     from the code under test; the warm start's one draw per task is the shared task noise."""
     p_warm = rng.uniform(0.1, 0.7, size=tasks)
     warm = [rec(f"t{t}", "correct" if rng.random() < p else "wrong") for t, p in enumerate(p_warm)]
-    return [(warm, [rec(f"t{t}", "correct" if rng.random() < p + effect else "wrong", sample=k)
-                    for t, p in enumerate(p_warm) for k in range(samples)]) for _ in range(seeds)]
+    return [
+        (
+            warm,
+            [
+                rec(f"t{t}", "correct" if rng.random() < p + effect else "wrong", sample=k)
+                for t, p in enumerate(p_warm)
+                for k in range(samples)
+            ],
+        )
+        for _ in range(seeds)
+    ]
 
 
 @pytest.mark.failure_mode("F58")
@@ -114,8 +133,13 @@ def test_the_crossed_interval_covers_a_shared_baseline_and_the_nested_one_does_n
 
 def test_seeds_on_disjoint_tasks_pool_nested():
     seeds = [planted(n_tasks=40, flip=0.2, seed=s) for s in (1, 2)]
-    seeds = [([r.model_copy(update={"task_id": f"s{i}-{r.task_id}"}) for r in a],
-              [r.model_copy(update={"task_id": f"s{i}-{r.task_id}"}) for r in b]) for i, (a, b) in enumerate(seeds)]
+    seeds = [
+        (
+            [r.model_copy(update={"task_id": f"s{i}-{r.task_id}"}) for r in a],
+            [r.model_copy(update={"task_id": f"s{i}-{r.task_id}"}) for r in b],
+        )
+        for i, (a, b) in enumerate(seeds)
+    ]
     p = pooled(seeds)
     assert p.design == "nested" and p.shared_sd is None and p.detectable is not None
     assert "nested seeds x tasks" in "\n".join(p.lines())

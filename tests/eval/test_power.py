@@ -32,7 +32,7 @@ def test_the_detectable_effect_is_detected_four_times_in_five():
     """Simulate the design at its own detectable effect: a two-sided z-test rejects in about 80%."""
     comps = Components(task_sd=0.25, seed_sd=0.04, seeds=3, tasks=64)
     d = mde(comps, seeds=3, tasks=64)
-    se = np.sqrt(0.04 ** 2 / 3 + 0.25 ** 2 / (3 * 64))
+    se = np.sqrt(0.04**2 / 3 + 0.25**2 / (3 * 64))
     assert d == pytest.approx(2.8016 * se, rel=1e-3)
     rng = np.random.default_rng(2)
     hits = 0

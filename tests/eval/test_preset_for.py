@@ -58,8 +58,9 @@ def test_dagent_eval_says_which_preset_and_runs_the_arms_under_it(tmp_path, monk
     run = stamped(tmp_path / "run", "blackbox", "cpu")
     seen = {}
     monkeypatch.setattr(app, "_run_arms", lambda arms, suite, target, args, **_: seen.setdefault("args", args) and 0)
-    result = CliRunner().invoke(app.app, ["eval", "--agent", "pi", "--model", str(run / "final"), "--out",
-                                          str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app.app, ["eval", "--agent", "pi", "--model", str(run / "final"), "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 0, result.output
     assert seen["args"].recipes.preset == "cpu"
     assert "preset cpu: from" in result.output and "provenance.json" in result.output

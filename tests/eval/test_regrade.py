@@ -32,8 +32,9 @@ def test_the_current_grader_keeps_every_recorded_verdict(suite):
 def test_a_verdict_the_grader_no_longer_gives_is_listed_with_its_answer(suite):
     records = load_records(FIXTURE)
     placeholder = next(i for i, r in enumerate(records) if r.answer == "<value>")
-    records[placeholder] = records[placeholder].model_copy(update={"outcome": "correct", "correct": True,
-                                                                   "method": "exact", "note": ""})
+    records[placeholder] = records[placeholder].model_copy(
+        update={"outcome": "correct", "correct": True, "method": "exact", "note": ""}
+    )
     long = records[0].model_copy(update={"answer": "9" * 500, "sample": 50})  # clipped: not re-graded
     report = regrade([*records, long], suite)
     (flip,) = report.flips

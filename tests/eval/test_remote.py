@@ -15,10 +15,25 @@ from dagent.tools.episode import EpisodeConfig
 from tests.factories import LiveServer
 from tests.harness.test_toolloop import ScriptedEngine, call
 
-SCRIPT = ({"content": "", "tool_calls": [call("bash", command="tail -n +2 input/t.csv | wc -l")]},
-          {"content": "", "tool_calls": [call("submit_solution", answer=3)]})
-SAME = ("task_id", "split", "index", "difficulty_tier", "sample", "outcome", "reward", "correct", "method",
-        "answer", "tool_calls", "model_calls", "cause")
+SCRIPT = (
+    {"content": "", "tool_calls": [call("bash", command="tail -n +2 input/t.csv | wc -l")]},
+    {"content": "", "tool_calls": [call("submit_solution", answer=3)]},
+)
+SAME = (
+    "task_id",
+    "split",
+    "index",
+    "difficulty_tier",
+    "sample",
+    "outcome",
+    "reward",
+    "correct",
+    "method",
+    "answer",
+    "tool_calls",
+    "model_calls",
+    "cause",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -37,9 +52,14 @@ def server(suite, backend):
     live.stop()
 
 
-@pytest.mark.parametrize("script,outcome", [(SCRIPT, "correct"),
-                                            ((SCRIPT[0], {"content": "", "tool_calls": [call("submit_solution", answer=4)]}), "wrong"),
-                                            ((SCRIPT[0], {"content": "I am done."}), "wrong")])
+@pytest.mark.parametrize(
+    "script,outcome",
+    [
+        (SCRIPT, "correct"),
+        ((SCRIPT[0], {"content": "", "tool_calls": [call("submit_solution", answer=4)]}), "wrong"),
+        ((SCRIPT[0], {"content": "I am done."}), "wrong"),
+    ],
+)
 def test_through_the_server_the_record_is_the_in_process_record(server, suite, backend, script, outcome):
     local = play(suite, "train", 0, ScriptedEngine(*script).agent(), backend, sample=1).record
     remote_engine = ScriptedEngine(*script)
@@ -53,8 +73,10 @@ def test_through_the_server_the_record_is_the_in_process_record(server, suite, b
 
 
 def test_the_servers_clipping_reaches_the_model(server):
-    engine = ScriptedEngine({"content": "", "tool_calls": [call("bash", command="seq 1 5000")]},
-                            {"content": "", "tool_calls": [call("submit_solution", answer=3)]})
+    engine = ScriptedEngine(
+        {"content": "", "tool_calls": [call("bash", command="seq 1 5000")]},
+        {"content": "", "tool_calls": [call("submit_solution", answer=3)]},
+    )
     play_remote(WhiteBoxHTTP(server.url), "train", 0, engine.agent())
     seen = engine.requests[1]["messages"][-1]["content"]
     assert "characters cut: output is limited to" in seen and len(seen) < 2000

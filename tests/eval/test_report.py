@@ -12,10 +12,23 @@ from dagent.harness.play import write_records
 def rec(i, outcome, *, agent="tools", model="m", sample=0, cause=None, tool_calls=5, note=""):
     reward = {"correct": 1.15, "wrong": 0.0, "ungraded": None}[outcome]
     correct = {"correct": True, "wrong": False, "ungraded": None}[outcome]
-    return EvalRecord(task_id=f"t{i}", split="test", index=i, difficulty_tier=("easy", "medium", "hard")[i % 3],
-                      agent=agent, model=model, sample=sample, outcome=outcome, reward=reward, correct=correct,
-                      method="ungraded" if outcome == "ungraded" else "numeric", note=note, cause=cause,
-                      answer=None if outcome == "ungraded" else "7", tool_calls=tool_calls)
+    return EvalRecord(
+        task_id=f"t{i}",
+        split="test",
+        index=i,
+        difficulty_tier=("easy", "medium", "hard")[i % 3],
+        agent=agent,
+        model=model,
+        sample=sample,
+        outcome=outcome,
+        reward=reward,
+        correct=correct,
+        method="ungraded" if outcome == "ungraded" else "numeric",
+        note=note,
+        cause=cause,
+        answer=None if outcome == "ungraded" else "7",
+        tool_calls=tool_calls,
+    )
 
 
 def arm(p, seed, model, n=60, oom=()):
@@ -27,8 +40,15 @@ def arm(p, seed, model, n=60, oom=()):
         elif rng.random() < p:
             out.append(rec(i, "correct", model=model, tool_calls=rng.randint(0, 30)))
         else:
-            out.append(rec(i, "wrong", model=model, tool_calls=rng.randint(0, 30),
-                           note=rng.choice(["no answer file was written", "8 is outside tolerance (atol=0, rtol=0)"])))
+            out.append(
+                rec(
+                    i,
+                    "wrong",
+                    model=model,
+                    tool_calls=rng.randint(0, 30),
+                    note=rng.choice(["no answer file was written", "8 is outside tolerance (atol=0, rtol=0)"]),
+                )
+            )
     return out
 
 
@@ -73,8 +93,10 @@ def test_an_unknown_baseline_is_refused_with_the_arm_names(tmp_path):
 
 def test_an_arm_with_nothing_graded_still_plots_and_reports_n_a(tmp_path):
     pytest.importorskip("matplotlib")
-    arms = {"oracle": [rec(i, "correct", agent="oracle", model=None, tool_calls=None) for i in range(6)],
-            "broken": [rec(i, "ungraded", cause="engine_unreachable") for i in range(6)]}
+    arms = {
+        "oracle": [rec(i, "correct", agent="oracle", model=None, tool_calls=None) for i in range(6)],
+        "broken": [rec(i, "ungraded", cause="engine_unreachable") for i in range(6)],
+    }
     paths = write_results(tmp_path, arms, k_values=(1, 2), baseline="oracle")
     text = (tmp_path / "results.md").read_text()
     assert "| broken | all | 6 | 0 | 6 (engine_unreachable 6) | n/a |" in text
@@ -95,7 +117,7 @@ def test_load_records_names_the_missing_path(tmp_path):
 
 
 def test_load_records_names_the_bad_line(tmp_path):
-    (tmp_path / "records.jsonl").write_text(rec(0, "correct").model_dump_json() + "\n{\"task_id\": 1}\n")
+    (tmp_path / "records.jsonl").write_text(rec(0, "correct").model_dump_json() + '\n{"task_id": 1}\n')
     with pytest.raises(ConfigError, match="line 2"):
         load_records(tmp_path)
 
@@ -106,12 +128,17 @@ def test_each_arm_is_measured_against_its_own_agents_step_cap(tmp_path):
     pytest.importorskip("matplotlib")
     from dagent.recipes import Recipes
 
-    caps = {name: Recipes.of("gpu").step_cap(agent) for name, agent in (("oc", "opencode"), ("tl", "tools"), ("or", "oracle"))}
+    caps = {
+        name: Recipes.of("gpu").step_cap(agent)
+        for name, agent in (("oc", "opencode"), ("tl", "tools"), ("or", "oracle"))
+    }
     assert caps == {"oc": 17, "tl": 30, "or": None}
     assert Recipes.of("cpu").step_cap("tools") == 4  # the cpu preset's tool-iteration cap
-    arms = {"oc": [rec(0, "wrong", agent="opencode", tool_calls=17), rec(1, "wrong", agent="opencode", tool_calls=3)],
-            "tl": [rec(0, "wrong", tool_calls=17), rec(1, "wrong", tool_calls=30)],
-            "or": [rec(0, "correct", agent="oracle", tool_calls=1), rec(1, "correct", agent="oracle", tool_calls=1)]}
+    arms = {
+        "oc": [rec(0, "wrong", agent="opencode", tool_calls=17), rec(1, "wrong", agent="opencode", tool_calls=3)],
+        "tl": [rec(0, "wrong", tool_calls=17), rec(1, "wrong", tool_calls=30)],
+        "or": [rec(0, "correct", agent="oracle", tool_calls=1), rec(1, "correct", agent="oracle", tool_calls=1)],
+    }
     write_results(tmp_path, arms, step_cap=caps)
     line = next(x for x in (tmp_path / "results.md").read_text().splitlines() if "reached the step cap" in x)
     assert "oc 50.0% (cap 17)" in line and "tl 50.0% (cap 30)" in line and "or " not in line

@@ -8,28 +8,64 @@ from dagent.errors import ConfigError
 from dagent.eval.scoring import paired, pass_at_k, sign_flip_p, tally, task_scores, wrong_category
 
 
-def rec(task="t0", outcome="correct", *, sample=0, tier="easy", cause=None, note="", answer="42",
-        method=None, tool_calls=3, agent="tools", model="m"):
+def rec(
+    task="t0",
+    outcome="correct",
+    *,
+    sample=0,
+    tier="easy",
+    cause=None,
+    note="",
+    answer="42",
+    method=None,
+    tool_calls=3,
+    agent="tools",
+    model="m",
+):
     reward = {"correct": 1.0, "wrong": 0.0, "ungraded": None}[outcome]
     correct = {"correct": True, "wrong": False, "ungraded": None}[outcome]
     if outcome == "ungraded":
         cause = cause or "sandbox_oom"
-    return EvalRecord(task_id=task, split="test", index=0, difficulty_tier=tier, agent=agent, model=model,
-                      sample=sample, outcome=outcome, reward=reward, correct=correct,
-                      method=method or ("ungraded" if outcome == "ungraded" else "numeric"), note=note,
-                      cause=cause, answer=answer, tool_calls=tool_calls)
+    return EvalRecord(
+        task_id=task,
+        split="test",
+        index=0,
+        difficulty_tier=tier,
+        agent=agent,
+        model=model,
+        sample=sample,
+        outcome=outcome,
+        reward=reward,
+        correct=correct,
+        method=method or ("ungraded" if outcome == "ungraded" else "numeric"),
+        note=note,
+        cause=cause,
+        answer=answer,
+        tool_calls=tool_calls,
+    )
 
 
 def arm(correct_by_task, tiers=None):
     """One sample per task: True -> correct, False -> wrong."""
-    return [rec(f"t{i}", "correct" if ok else "wrong", tier=(tiers or {}).get(i, "easy"))
-            for i, ok in enumerate(correct_by_task)]
+    return [
+        rec(f"t{i}", "correct" if ok else "wrong", tier=(tiers or {}).get(i, "easy"))
+        for i, ok in enumerate(correct_by_task)
+    ]
 
 
-@pytest.mark.parametrize("n, c, k, want", [
-    (5, 2, 1, 0.4), (5, 2, 2, 1 - math.comb(3, 2) / math.comb(5, 2)), (4, 0, 1, 0.0), (4, 0, 4, 0.0),
-    (4, 4, 1, 1.0), (3, 3, 3, 1.0), (5, 4, 2, 1.0), (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5)),
-])
+@pytest.mark.parametrize(
+    "n, c, k, want",
+    [
+        (5, 2, 1, 0.4),
+        (5, 2, 2, 1 - math.comb(3, 2) / math.comb(5, 2)),
+        (4, 0, 1, 0.0),
+        (4, 0, 4, 0.0),
+        (4, 4, 1, 1.0),
+        (3, 3, 3, 1.0),
+        (5, 4, 2, 1.0),
+        (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5)),
+    ],
+)
 def test_pass_at_k_matches_the_hand_computed_values(n, c, k, want):
     assert pass_at_k(n, c, k) == pytest.approx(want)
 
@@ -51,9 +87,14 @@ def test_pass_at_k_refusal_of_k_above_n_names_the_fix():
 
 
 def test_task_scores_count_only_graded_samples_and_exclude_tasks_without_any():
-    records = [rec("a", "correct", sample=0), rec("a", "ungraded", sample=1, cause="sandbox_timeout"),
-               rec("b", "wrong", sample=0), rec("b", "correct", sample=1),
-               rec("c", "ungraded", sample=0, cause="sandbox_oom"), rec("c", "ungraded", sample=1, cause="sandbox_oom")]
+    records = [
+        rec("a", "correct", sample=0),
+        rec("a", "ungraded", sample=1, cause="sandbox_timeout"),
+        rec("b", "wrong", sample=0),
+        rec("b", "correct", sample=1),
+        rec("c", "ungraded", sample=0, cause="sandbox_oom"),
+        rec("c", "ungraded", sample=1, cause="sandbox_oom"),
+    ]
     s = task_scores(records, k_values=(1, 2))
     assert (s.tasks, s.graded_tasks, s.excluded_tasks) == (3, 2, 1)
     assert s.excluded_by_cause == {"sandbox_oom": 1}
@@ -95,8 +136,12 @@ def test_two_arms_mixed_into_one_are_refused():
 
 
 def test_step_cap_fraction_counts_graded_samples_with_a_known_tool_count():
-    records = [rec("a", tool_calls=30), rec("b", tool_calls=10), rec("c", tool_calls=None),
-               rec("d", "ungraded", tool_calls=30)]
+    records = [
+        rec("a", tool_calls=30),
+        rec("b", tool_calls=10),
+        rec("c", tool_calls=None),
+        rec("d", "ungraded", tool_calls=30),
+    ]
     assert task_scores(records, step_cap=30).at_step_cap == pytest.approx(0.5)
     assert task_scores(records).at_step_cap is None
 
@@ -173,40 +218,52 @@ def test_sign_flip_exact_for_few_differences():
     assert sign_flip_p([1.0, -1.0]) == 1.0
 
 
-@pytest.mark.parametrize("note, answer, method, want", [
-    ("no answer file was written", None, "reject", "no_answer"),
-    ("empty answer (none given)", None, "reject", "no_answer"),
-    ("empty answer", "  \n", "reject", "empty"),
-    ("placeholder: '<value>'", "<value>", "reject", "placeholder"),
-    ("answer is not a number", "<number of rows>", "numeric", "placeholder"),
-    ("shell command instead of a value: 'echo '", "echo 5 > /workdir/answer.txt", "reject", "shell_command"),
-    ("answer is not a number", "awk '{s+=$1} END {print s}' data.csv", "numeric", "shell_command"),
-    ("text differs from gold (compared ignoring case and spacing)", "$(cat out.txt)", "exact", "shell_command"),
-    ("hedge with two candidate answers: 'or'", "3 or 4", "reject", "hedge"),
-    ("41 is outside tolerance (atol=0, rtol=0)", "41", "numeric", "outside_tolerance"),
-    ("LaTeX value 0.5 is outside tolerance", "\\frac{1}{2}", "math_verify", "outside_tolerance"),
-    ("2 items, expected 3 (an extra or missing item)", "a, b", "list", "wrong_items"),
-    ("no answer item matches gold item #1", "a, b, c", "list", "wrong_items"),
-    ("answer is not a number", "forty", "numeric", "not_a_number"),
-    ("text differs from gold (compared ignoring case and spacing)", "Paris", "exact", "text_differs"),
-    ("opposite truth value", "yes", "bool", "other"),
-])
+@pytest.mark.parametrize(
+    "note, answer, method, want",
+    [
+        ("no answer file was written", None, "reject", "no_answer"),
+        ("empty answer (none given)", None, "reject", "no_answer"),
+        ("empty answer", "  \n", "reject", "empty"),
+        ("placeholder: '<value>'", "<value>", "reject", "placeholder"),
+        ("answer is not a number", "<number of rows>", "numeric", "placeholder"),
+        ("shell command instead of a value: 'echo '", "echo 5 > /workdir/answer.txt", "reject", "shell_command"),
+        ("answer is not a number", "awk '{s+=$1} END {print s}' data.csv", "numeric", "shell_command"),
+        ("text differs from gold (compared ignoring case and spacing)", "$(cat out.txt)", "exact", "shell_command"),
+        ("hedge with two candidate answers: 'or'", "3 or 4", "reject", "hedge"),
+        ("41 is outside tolerance (atol=0, rtol=0)", "41", "numeric", "outside_tolerance"),
+        ("LaTeX value 0.5 is outside tolerance", "\\frac{1}{2}", "math_verify", "outside_tolerance"),
+        ("2 items, expected 3 (an extra or missing item)", "a, b", "list", "wrong_items"),
+        ("no answer item matches gold item #1", "a, b, c", "list", "wrong_items"),
+        ("answer is not a number", "forty", "numeric", "not_a_number"),
+        ("text differs from gold (compared ignoring case and spacing)", "Paris", "exact", "text_differs"),
+        ("opposite truth value", "yes", "bool", "other"),
+    ],
+)
 def test_wrong_answer_categories_follow_the_grader_notes(note, answer, method, want):
     assert wrong_category(rec(outcome="wrong", note=note, answer=answer, method=method)) == want
 
 
 def test_scores_count_wrong_answers_by_category():
-    records = [rec("a", "wrong", note="no answer file was written", answer=None),
-               rec("b", "wrong", note="no answer file was written", answer=None),
-               rec("c", "wrong", note="7 is outside tolerance (atol=0, rtol=0)", answer="7"), rec("d")]
+    records = [
+        rec("a", "wrong", note="no answer file was written", answer=None),
+        rec("b", "wrong", note="no answer file was written", answer=None),
+        rec("c", "wrong", note="7 is outside tolerance (atol=0, rtol=0)", answer="7"),
+        rec("d"),
+    ]
     assert task_scores(records).wrong_by_category == {"no_answer": 2, "outside_tolerance": 1}
 
 
 def test_cut_off_samples_are_counted_by_where_over_every_llm_sample():
     base = dict(split="test", index=0, difficulty_tier="easy", agent="tools", model="m", method="numeric")
-    records = [EvalRecord(task_id=t, outcome=o, reward=r, correct=c, cutoff=cut, model_calls=3, **base)
-               for t, o, r, c, cut in [("a", "wrong", 0.0, False, "step_cap"), ("b", "correct", 1.0, True, None),
-                                       ("c", "wrong", 0.0, False, "call_budget"), ("d", "wrong", 0.0, False, "step_cap")]]
+    records = [
+        EvalRecord(task_id=t, outcome=o, reward=r, correct=c, cutoff=cut, model_calls=3, **base)
+        for t, o, r, c, cut in [
+            ("a", "wrong", 0.0, False, "step_cap"),
+            ("b", "correct", 1.0, True, None),
+            ("c", "wrong", 0.0, False, "call_budget"),
+            ("d", "wrong", 0.0, False, "step_cap"),
+        ]
+    ]
     s = task_scores(records)
     assert s.cut_off == pytest.approx(0.75) and s.cut_off_by == {"step_cap": 2, "call_budget": 1}
     assert "cut off mid-task: 75.0% of samples (step_cap 2, call_budget 1)" in s.lines()[-1]

@@ -43,7 +43,18 @@ def test_the_plot_holds_one_line_per_seed(tmp_path, capsys, monkeypatch):
     drawn = []
     monkeypatch.setattr(watch_curves, "figure", lambda series, **kw: drawn.append(series) or figure(series, **kw))
     # each directory followed by its label, as scripts/learning_run.sh passes them
-    main([str(tmp_path / "watch-0"), "--label", "seed 0", str(tmp_path / "watch-1"), "--label", "seed 1", "--out", str(out)])
+    main(
+        [
+            str(tmp_path / "watch-0"),
+            "--label",
+            "seed 0",
+            str(tmp_path / "watch-1"),
+            "--label",
+            "seed 1",
+            "--out",
+            str(out),
+        ]
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(out) in capsys.readouterr().out
     (series,) = drawn
     ax = figure(series).axes[0]
@@ -66,9 +77,11 @@ def test_published_watch_records_read_to_the_points_the_watch_scored(tmp_path):
     scored here, they give the pass@1 and interval the watch's own scores.json held."""
     watch, published = tmp_path / "watch-0", tmp_path / "seed-0" / "watch"
     published.mkdir(parents=True)
-    for name, outcomes in (("baseline", ["correct", "wrong", "wrong", "wrong"]),
-                           ("checkpoint-16", ["correct", "correct", "correct", "wrong"]),
-                           ("checkpoint-8", ["correct", "correct", "wrong", "ungraded"])):
+    for name, outcomes in (
+        ("baseline", ["correct", "wrong", "wrong", "wrong"]),
+        ("checkpoint-16", ["correct", "correct", "correct", "wrong"]),
+        ("checkpoint-8", ["correct", "correct", "wrong", "ungraded"]),
+    ):
         _arm(watch, name, outcomes)
         records = [rec(f"t{i}", o) for i, o in enumerate(outcomes)]
         (published / f"{name}.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))

@@ -14,20 +14,38 @@ ALL = "mean_fare, median_age, survived_more, top_class"
 # (answer, correct, a phrase of the note), all against GOLD
 RECORD_CASES = [
     ('{"mean_fare": 34.65, "median_age": 28, "survived_more": true, "top_class": "First"}', True, "all 4"),
-    ('```json\n{"Mean Fare": "34.65", "MEDIAN-AGE": 28.0, "survived_more": "yes", "top_class": "first"}\n```',
-     True, "all 4"),
+    (
+        '```json\n{"Mean Fare": "34.65", "MEDIAN-AGE": 28.0, "survived_more": "yes", "top_class": "first"}\n```',
+        True,
+        "all 4",
+    ),
     ("mean_fare: 34.65\nmedian_age: 28\nsurvived_more: True\ntop_class: First", True, "all 4"),
     ("mean_fare = $34.65; median_age = 28 years; survived_more = yes; top_class = First", True, "all 4"),
-    ('Answer: {"mean_fare": 34.65, "median_age": 28, "survived_more": true, "top_class": "First", "extra": 1}',
-     True, "all 4"),
-    ('{"mean_fare": 34.66, "median_age": 28, "survived_more": true, "top_class": "First"}', False,
-     "1 of 4 fields wrong: mean_fare: 34.66 is outside tolerance"),
-    ('{"mean_fare": 34.65, "median_age": 28, "top_class": "Second"}', False,
-     "2 of 4 fields wrong: survived_more: missing; top_class: text differs"),
-    ('{"mean_fare": "<value>", "median_age": 28, "survived_more": false, "top_class": "First"}', False,
-     "mean_fare: placeholder"),
-    ('{"mean_fare": "34.65 or 34.7", "median_age": 28, "survived_more": true, "top_class": "First"}', False,
-     "mean_fare: hedge"),
+    (
+        'Answer: {"mean_fare": 34.65, "median_age": 28, "survived_more": true, "top_class": "First", "extra": 1}',
+        True,
+        "all 4",
+    ),
+    (
+        '{"mean_fare": 34.66, "median_age": 28, "survived_more": true, "top_class": "First"}',
+        False,
+        "1 of 4 fields wrong: mean_fare: 34.66 is outside tolerance",
+    ),
+    (
+        '{"mean_fare": 34.65, "median_age": 28, "top_class": "Second"}',
+        False,
+        "2 of 4 fields wrong: survived_more: missing; top_class: text differs",
+    ),
+    (
+        '{"mean_fare": "<value>", "median_age": 28, "survived_more": false, "top_class": "First"}',
+        False,
+        "mean_fare: placeholder",
+    ),
+    (
+        '{"mean_fare": "34.65 or 34.7", "median_age": 28, "survived_more": true, "top_class": "First"}',
+        False,
+        "mean_fare: hedge",
+    ),
     ("mean_fare: 34.65, median_age: 28, survived_more: yes, top_class: First", True, "all 4"),
     ("34.65, 28, true, First", False, f"not a record: expected a JSON object with the keys {ALL}"),
     ("[34.65, 28]", False, "not a record"),
@@ -70,10 +88,23 @@ def test_empty_and_undecodable_answers_are_rejected(answer, why):
 
 
 def test_a_record_task_round_trips_its_tolerances_through_a_row_and_grades():
-    task = Task(task_id="t.r", instruction="Report mean_fare and median_age as a JSON object.",
-                data_files=("x/t.csv",), answer_type="record", difficulty_level=2, difficulty_tier="medium",
-                cpus=1, memory_mb=512, sources=(), gold='{"mean_fare": 34.65, "median_age": 28}', atol=0.005,
-                rtol=0.0, solution="print(1)", template_id="r", field_tolerances={"median_age": (0.5, 0.0)})
+    task = Task(
+        task_id="t.r",
+        instruction="Report mean_fare and median_age as a JSON object.",
+        data_files=("x/t.csv",),
+        answer_type="record",
+        difficulty_level=2,
+        difficulty_tier="medium",
+        cpus=1,
+        memory_mb=512,
+        sources=(),
+        gold='{"mean_fare": 34.65, "median_age": 28}',
+        atol=0.005,
+        rtol=0.0,
+        solution="print(1)",
+        template_id="r",
+        field_tolerances={"median_age": (0.5, 0.0)},
+    )
     row = task.to_row()
     assert isinstance(row["field_tolerances"], str)  # one string column in Parquet, whatever the keys
     back = Task(**row)

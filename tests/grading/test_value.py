@@ -322,9 +322,19 @@ def test_ten_megabyte_answer_is_wrong_quickly():
 
 def test_longest_allowed_answers_grade_quickly():
     adversarial = [
-        "1" * 9_999, "1 " * 4_999, "1," * 4_999, "$" + "{" * 4_999, "(" * 9_999,
-        ", ".join(str(i) for i in range(2_000)), "9" * 400 + "e" + "9" * 400,
-        ">" * 9_999, ">a" * 4_999, "- a\n" * 2_499, "a;" * 4_999, "`" * 9_999, "123 " * 2_499,
+        "1" * 9_999,
+        "1 " * 4_999,
+        "1," * 4_999,
+        "$" + "{" * 4_999,
+        "(" * 9_999,
+        ", ".join(str(i) for i in range(2_000)),
+        "9" * 400 + "e" + "9" * 400,
+        ">" * 9_999,
+        ">a" * 4_999,
+        "- a\n" * 2_499,
+        "a;" * 4_999,
+        "`" * 9_999,
+        "123 " * 2_499,
     ]
     gold_list = ", ".join(str(i) for i in reversed(range(2_000)))
     start = time.perf_counter()
@@ -343,8 +353,7 @@ def test_long_reversed_list_is_correct_and_quick():
 
 
 def test_grade_is_frozen_and_three_way():
-    right, wrong, ungraded = (grade_answer("1", "1", N), grade_answer("2", "1", N),
-                              grade_answer("1", "1", "nope"))
+    right, wrong, ungraded = (grade_answer("1", "1", N), grade_answer("2", "1", N), grade_answer("1", "1", "nope"))
     assert (right.reward, wrong.reward, ungraded.reward) == (1.0, 0.0, None)
     assert (right.graded, wrong.graded, ungraded.graded) == (True, True, False)
     assert isinstance(right, Grade)
@@ -354,10 +363,20 @@ def test_grade_is_frozen_and_three_way():
 
 def make_task(gold: str = "42", answer_type: str = N, atol: float = 0.0, rtol: float = 0.0) -> Task:
     return Task(
-        task_id="t-1", instruction="How many?", data_files=("flights.csv",),
-        answer_type=answer_type, difficulty_level=1, difficulty_tier="easy", cpus=1,
-        memory_mb=256, sources=(), gold=gold, atol=atol, rtol=rtol,
-        solution="print(42)", template_id="count",
+        task_id="t-1",
+        instruction="How many?",
+        data_files=("flights.csv",),
+        answer_type=answer_type,
+        difficulty_level=1,
+        difficulty_tier="easy",
+        cpus=1,
+        memory_mb=256,
+        sources=(),
+        gold=gold,
+        atol=atol,
+        rtol=rtol,
+        solution="print(42)",
+        template_id="count",
     )
 
 
@@ -390,8 +409,13 @@ def test_math_verify_works_off_the_main_thread():
 
 
 def test_pathological_latex_returns_within_a_bound_off_the_main_thread():
-    pathological = [r"$10^{10^{10^{10}}}$", r"\binom{2000000}{1000000}", r"$(10^{9})!$",
-                    "$" + "{" * 200 + "1" + "}" * 200 + "$", r"\frac{1}{4}" * 18]
+    pathological = [
+        r"$10^{10^{10^{10}}}$",
+        r"\binom{2000000}{1000000}",
+        r"$(10^{9})!$",
+        "$" + "{" * 200 + "1" + "}" * 200 + "$",
+        r"\frac{1}{4}" * 18,
+    ]
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda text: grade_answer(text, "1", N), pathological))
@@ -409,9 +433,22 @@ def test_math_verify_timeout_is_a_wrong_grade_not_a_hang():
     assert "math-verify timed out" in result.note
 
 
-_PIECES = st.sampled_from([*"0123456789.,-+eE%$/ \n\\{}^()[]'\"`*_?<>abxy;:", "\\frac",
-                           "\\boxed", "\u2212", "\u00a0", " or ", "10^", "$", "echo ", "answer: ",
-                           "yes", "no"])
+_PIECES = st.sampled_from(
+    [
+        *"0123456789.,-+eE%$/ \n\\{}^()[]'\"`*_?<>abxy;:",
+        "\\frac",
+        "\\boxed",
+        "\u2212",
+        "\u00a0",
+        " or ",
+        "10^",
+        "$",
+        "echo ",
+        "answer: ",
+        "yes",
+        "no",
+    ]
+)
 _TEXT = st.lists(_PIECES, max_size=20).map("".join)
 _TYPES = st.sampled_from([N, S, L, B])
 

@@ -37,11 +37,18 @@ COUNT = "import pandas as pd\nprint(len(pd.read_csv('/workdir/input/t.csv')))\n"
 @pytest.fixture
 def suite(suite_dir) -> TaskSuite:
     """Two real tasks on the demo table: one sized 2 CPUs / 4 GB, one record task."""
-    tasks = [make_task(0, gold="3", solution=COUNT, cpus=2, memory_mb=4096),
-             make_task(1, level=3, answer_type="record", gold='{"rows": 3, "first_a": 1}',
-                       field_tolerances={"rows": (0.5, 0.0)},
-                       solution="import json\nimport pandas as pd\nd = pd.read_csv('/workdir/input/t.csv')\n"
-                                "print(json.dumps({'rows': len(d), 'first_a': int(d.a[0])}))\n")]
+    tasks = [
+        make_task(0, gold="3", solution=COUNT, cpus=2, memory_mb=4096),
+        make_task(
+            1,
+            level=3,
+            answer_type="record",
+            gold='{"rows": 3, "first_a": 1}',
+            field_tolerances={"rows": (0.5, 0.0)},
+            solution="import json\nimport pandas as pd\nd = pd.read_csv('/workdir/input/t.csv')\n"
+            "print(json.dumps({'rows': len(d), 'first_a': int(d.a[0])}))\n",
+        ),
+    ]
     return TaskSuite(splits={"train": [], "test": tasks, "eval": []}, tables_root=suite_dir / "tables")
 
 
@@ -85,8 +92,12 @@ def test_task_toml_carries_the_measured_sizing_and_the_network_and_user_rules(su
     assert cfg["verifier"] == {"timeout_sec": 120.0, "environment_mode": "separate", "network_mode": "no-network"}
     assert cfg["agent"]["user"] == "agent" and cfg["artifacts"] == ["/workdir/answer.txt"]
     meta = cfg["metadata"]
-    assert (meta["difficulty_tier"], meta["answer_type"], meta["tables"], meta["licences"]) == \
-        ("easy", "number", [SOURCE.table_id], [SOURCE.licence])
+    assert (meta["difficulty_tier"], meta["answer_type"], meta["tables"], meta["licences"]) == (
+        "easy",
+        "number",
+        [SOURCE.table_id],
+        [SOURCE.licence],
+    )
     record = tomllib.loads((tmp_path / "demo.t1" / "task.toml").read_text())["metadata"]
     assert json.loads(record["field_tolerances"]) == {"rows": [0.5, 0.0]}
     assert (tmp_path / "demo.t0" / "instruction.md").read_text() == suite.tasks("test")[0].instruction + "\n"
@@ -111,8 +122,10 @@ def test_a_hand_edited_or_stale_catalog_is_named(suite, tmp_path):
     export_harbor(suite, "test", tmp_path)
     (tmp_path / "demo.t0" / "tests" / "gold.json").write_text('{"gold": "4"}')  # a hand edit
     shutil.copytree(tmp_path / "demo.t1", tmp_path / "demo.t9")  # a task the manifest does not list
-    assert verify_catalog(tmp_path) == ["demo.t9: not in dataset.toml",
-                                        "demo.t0: files differ from the exported digest (hand-edited or stale): re-export"]
+    assert verify_catalog(tmp_path) == [
+        "demo.t9: not in dataset.toml",
+        "demo.t0: files differ from the exported digest (hand-edited or stale): re-export",
+    ]
 
 
 def _sandbox_with(backend, task_dir: Path, *, stage: bool = True):
@@ -155,9 +168,21 @@ def test_solve_sh_then_test_sh_grades_the_reference_program_correct(suite, backe
         work = tmp_path / f"grade-{name}"
         work.mkdir()
         (work / "answer.txt").write_bytes(answer)
-        r = subprocess.run([sys.executable, "-I", str(task_dir / "tests" / "grader.py"), "--answer",
-                            str(work / "answer.txt"), "--gold", str(task_dir / "tests" / "gold.json"),
-                            "--out", str(work)], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-I",
+                str(task_dir / "tests" / "grader.py"),
+                "--answer",
+                str(work / "answer.txt"),
+                "--gold",
+                str(task_dir / "tests" / "gold.json"),
+                "--out",
+                str(work),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads((work / "reward.json").read_text())["reward"] == 1.0, (name, answer)
 
@@ -169,10 +194,14 @@ def test_push_publishes_the_tasks_dir_layout_harbor_repo_reads(suite, tmp_path):
         files = hub.files("me/data-agent-harbor-test", repo_type="dataset")
     assert url and "dataset.toml" in files and "README.md" in files
     # Harbor's implicit catalog: directories directly under tasks/ that hold a task.toml
-    found = sorted(p.split("/")[1] for p in files if p.startswith("tasks/") and p.count("/") == 2
-                   and p.endswith("/task.toml"))
+    found = sorted(
+        p.split("/")[1] for p in files if p.startswith("tasks/") and p.count("/") == 2 and p.endswith("/task.toml")
+    )
     assert found == ["demo.t0", "demo.t1"]
-    assert files["tasks/demo.t0/environment/input/t.csv"] == (tmp_path / "cat" / "demo.t0" / "environment" / "input" / "t.csv").read_bytes()
+    assert (
+        files["tasks/demo.t0/environment/input/t.csv"]
+        == (tmp_path / "cat" / "demo.t0" / "environment" / "input" / "t.csv").read_bytes()
+    )
 
 
 def test_push_without_an_export_names_the_command(tmp_path):
@@ -188,8 +217,23 @@ def test_the_cli_exports_a_split_with_its_options(suite_dir, tmp_path):
     from dagent.cli.app import app
 
     out = tmp_path / "cat"
-    r = CliRunner().invoke(app, ["export", "harbor", "--suite", str(suite_dir), "--split", "test", "--out", str(out),
-                                 "--allow-host", "capture.example.org", "--base-image", "python:3.11-slim@sha256:" + "0" * 64])
+    r = CliRunner().invoke(
+        app,
+        [
+            "export",
+            "harbor",
+            "--suite",
+            str(suite_dir),
+            "--split",
+            "test",
+            "--out",
+            str(out),
+            "--allow-host",
+            "capture.example.org",
+            "--base-image",
+            "python:3.11-slim@sha256:" + "0" * 64,
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "2 Harbor tasks of split 'test'" in r.output
     assert "capture.example.org" in (out / "demo.t100" / "task.toml").read_text()

@@ -31,16 +31,39 @@ def tests_dir(tmp_path_factory) -> Path:
     return root
 
 
-def run_grader(tests_dir: Path, work: Path, answer, gold, answer_type, atol, rtol,
-               field_tolerances=None) -> tuple[int, dict | None, dict | None, str]:
+def run_grader(
+    tests_dir: Path, work: Path, answer, gold, answer_type, atol, rtol, field_tolerances=None
+) -> tuple[int, dict | None, dict | None, str]:
     work.mkdir(parents=True)
-    (work / "gold.json").write_text(json.dumps({"gold": gold, "answer_type": answer_type, "atol": atol,
-                                                "rtol": rtol, "field_tolerances": field_tolerances or {}}))
+    (work / "gold.json").write_text(
+        json.dumps(
+            {
+                "gold": gold,
+                "answer_type": answer_type,
+                "atol": atol,
+                "rtol": rtol,
+                "field_tolerances": field_tolerances or {},
+            }
+        )
+    )
     if answer is not None:
         (work / "answer.txt").write_bytes(answer if isinstance(answer, bytes) else answer.encode())
-    r = subprocess.run([sys.executable, "-I", str(tests_dir / "grader.py"), "--answer", str(work / "answer.txt"),
-                        "--gold", str(work / "gold.json"), "--out", str(work / "logs")],
-                       capture_output=True, text=True, cwd=work)  # -I: nothing from this checkout
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            str(tests_dir / "grader.py"),
+            "--answer",
+            str(work / "answer.txt"),
+            "--gold",
+            str(work / "gold.json"),
+            "--out",
+            str(work / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=work,
+    )  # -I: nothing from this checkout
     read = lambda name: json.loads((work / "logs" / name).read_text()) if (work / "logs" / name).exists() else None  # noqa: E731
     return r.returncode, read("reward.json"), read("grade.json"), r.stderr
 
@@ -48,8 +71,9 @@ def run_grader(tests_dir: Path, work: Path, answer, gold, answer_type, atol, rto
 def test_every_table_case_gets_the_same_verdict_through_the_exported_grader(tests_dir, tmp_path):
     assert len(ALL_CASES) >= 160
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda ic: run_grader(tests_dir, tmp_path / f"{ic[0]:03d}", *ic[1]),
-                                enumerate(ALL_CASES)))
+        results = list(
+            pool.map(lambda ic: run_grader(tests_dir, tmp_path / f"{ic[0]:03d}", *ic[1]), enumerate(ALL_CASES))
+        )
     mismatches = []
     for (answer, gold, answer_type, atol, rtol), (code, rewards, graded, err) in zip(ALL_CASES, results):
         want = grade_answer(answer, gold, answer_type, atol, rtol)
@@ -59,19 +83,31 @@ def test_every_table_case_gets_the_same_verdict_through_the_exported_grader(test
         elif want.correct is None:  # ungraded: exit 2 and NO reward, never 0.0 (F32)
             if code != 2 or rewards is not None:
                 mismatches.append((answer, gold, "ungraded but", code, rewards))
-        elif code != 0 or rewards != {"reward": float(want.correct), "correct": float(want.correct),
-                                      "answer_present": float(answer is not None)}:
+        elif code != 0 or rewards != {
+            "reward": float(want.correct),
+            "correct": float(want.correct),
+            "answer_present": float(answer is not None),
+        }:
             mismatches.append((answer, gold, "reward", code, rewards))
     assert not mismatches, mismatches[:5]
 
 
 def test_a_record_graded_field_by_field_with_its_own_tolerances(tests_dir, tmp_path):
     gold = '{"mean_fare": 34.65, "median_age": 28}'
-    code, rewards, graded, _ = run_grader(tests_dir, tmp_path / "a", '{"mean_fare": 34.7, "median_age": 28}',
-                                          gold, "record", 0.0, 0.0, {"mean_fare": [0.1, 0.0]})
+    code, rewards, graded, _ = run_grader(
+        tests_dir,
+        tmp_path / "a",
+        '{"mean_fare": 34.7, "median_age": 28}',
+        gold,
+        "record",
+        0.0,
+        0.0,
+        {"mean_fare": [0.1, 0.0]},
+    )
     assert code == 0 and rewards["correct"] == 1.0
-    code, rewards, graded, _ = run_grader(tests_dir, tmp_path / "b", '{"mean_fare": 34.7, "median_age": 28}',
-                                          gold, "record", 0.0, 0.0)
+    code, rewards, graded, _ = run_grader(
+        tests_dir, tmp_path / "b", '{"mean_fare": 34.7, "median_age": 28}', gold, "record", 0.0, 0.0
+    )
     assert rewards["correct"] == 0.0 and "mean_fare" in graded["note"]
 
 
@@ -80,8 +116,21 @@ def test_an_unreadable_gold_record_leaves_no_reward(tests_dir, tmp_path):
     work = tmp_path / "w"
     work.mkdir()
     (work / "gold.json").write_text("{not json")
-    r = subprocess.run([sys.executable, "-I", str(tests_dir / "grader.py"), "--answer", str(work / "a"),
-                        "--gold", str(work / "gold.json"), "--out", str(work / "logs")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            str(tests_dir / "grader.py"),
+            "--answer",
+            str(work / "a"),
+            "--gold",
+            str(work / "gold.json"),
+            "--out",
+            str(work / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "re-export" in r.stderr
     assert not (work / "logs" / "reward.json").exists()
 

@@ -71,8 +71,9 @@ def test_harbor_lint_is_clean_on_the_exported_splits(real, tmp_path):
         assert len(list((tmp_path / split).glob("*/task.toml"))) == report.tasks
         dirs += [tmp_path / split / t for t in sorted(spread(real.tasks(split), LINT_SAMPLE))]
     keep = set(spread(real.tasks("train"), LINT_SAMPLE))
-    sample = TaskSuite(splits={"train": [t for t in real.tasks("train") if t.task_id in keep]},
-                       tables_root=real.tables_root)
+    sample = TaskSuite(
+        splits={"train": [t for t in real.tasks("train") if t.task_id in keep]}, tables_root=real.tables_root
+    )
     export_harbor(sample, "train", tmp_path / "train")
     dirs += sorted(tmp_path / "train" / t for t in keep)
     r = lint(dirs)  # Harbor's default rules
@@ -93,8 +94,9 @@ def test_harbor_sync_agrees_with_our_digests(real, tmp_path):
     r = subprocess.run([str(HARBOR), "sync", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     after = tomllib.loads((tmp_path / "dataset.toml").read_text())
-    assert {t["name"]: t["digest"] for t in after["tasks"]} == \
-        {t["name"]: t["digest"] for t in tomllib.loads(before)["tasks"]}
+    assert {t["name"]: t["digest"] for t in after["tasks"]} == {
+        t["name"]: t["digest"] for t in tomllib.loads(before)["tasks"]
+    }
 
 
 @pytest.mark.slow

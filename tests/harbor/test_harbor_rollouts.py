@@ -47,8 +47,9 @@ def runtime(suite, tmp_path_factory):
     catalog = tmp_path_factory.mktemp("harbor") / "train"
     export_harbor(suite, "train", catalog)
     engine = steered_engine()
-    rt = BlackBoxRuntime(suite, engine.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300,
-                         harbor_catalog=catalog).start()
+    rt = BlackBoxRuntime(
+        suite, engine.url, model="tiny-qwen3-steered", opencode=CONFIG, timeout_s=300, harbor_catalog=catalog
+    ).start()
     yield rt
     rt.stop()
     engine.stop()
@@ -84,11 +85,18 @@ def test_trls_harness_worker_trains_on_a_harbor_rollout(runtime, suite):
     try:
         factory = pickle.loads(pickle.dumps(functools.partial(BlackBoxSessionFactory, server.url, split="train")))
         made = factory(sampling=training_sampling({"temperature": 1.0}))
-        loop = SimpleNamespace(_factory=made, _stop_event=threading.Event(), _adapter=None,
-                               _rollout_reward_fn=None, _fork_threshold_tokens=0, _live_sessions=set())
+        loop = SimpleNamespace(
+            _factory=made,
+            _stop_event=threading.Event(),
+            _adapter=None,
+            _rollout_reward_fn=None,
+            _fork_threshold_tokens=0,
+            _live_sessions=set(),
+        )
         prompt = suite.prompt_rows("train")[0]["prompt"]
-        (completion, ids, sequences, n_tools, n_failed, env_reward), metrics = \
-            _HarnessRolloutLoop._run_session(loop, prompt, 0)
+        (completion, ids, sequences, n_tools, n_failed, env_reward), metrics = _HarnessRolloutLoop._run_session(
+            loop, prompt, 0
+        )
     finally:
         server.stop()
     assert env_reward == reward(True, 2) and n_tools == 2 and n_failed == 0

@@ -36,9 +36,11 @@ from dagent.tools.episode import EpisodeConfig
 from dagent.trajectory import CapturedTurn
 
 # backticks, command substitution, both quotes, a literal backslash-n and real newlines (F19)
-NASTY = ('How many data rows does /workdir/input/t.csv have? Write only that value to /workdir/answer.txt '
-         '(e.g. `echo -n "<value>" > /workdir/placeholder.txt`), then stop. $(touch /workdir/pwned)\n\n'
-         "It's \"quoted\", and this is not a newline: \\n.\nLast line.\n")
+NASTY = (
+    "How many data rows does /workdir/input/t.csv have? Write only that value to /workdir/answer.txt "
+    '(e.g. `echo -n "<value>" > /workdir/placeholder.txt`), then stop. $(touch /workdir/pwned)\n\n'
+    'It\'s "quoted", and this is not a newline: \\n.\nLast line.\n'
+)
 
 
 def opencode_binary():
@@ -83,25 +85,39 @@ def test_rendered_check_names_tools_left_enabled():
 
 
 def turn(seq: int, system: str, tools: int = 0) -> CapturedTurn:
-    return CapturedTurn(f"s:{seq}", "s", seq, (1, 2, seq), (3,), (-0.1,), tools_offered=tools,
-                        messages=({"role": "system", "content": system}, {"role": "user", "content": "q"}))
+    return CapturedTurn(
+        f"s:{seq}",
+        "s",
+        seq,
+        (1, 2, seq),
+        (3,),
+        (-0.1,),
+        tools_offered=tools,
+        messages=({"role": "system", "content": system}, {"role": "user", "content": "q"}),
+    )
 
 
 @pytest.mark.failure_mode("F03")
 def test_opencodes_auxiliary_calls_are_labelled_by_role():
-    turns = opencode_role_hints([
-        turn(0, "You are a title generator. You output ONLY a thread title."),
-        turn(1, "You are opencode, an interactive CLI tool", tools=8),
-        turn(2, "Summarize what was done in this conversation. Write like a pull request description."),
-        turn(3, "You are a context summarization agent. You are given a conversation"),
-    ])
+    turns = opencode_role_hints(
+        [
+            turn(0, "You are a title generator. You output ONLY a thread title."),
+            turn(1, "You are opencode, an interactive CLI tool", tools=8),
+            turn(2, "Summarize what was done in this conversation. Write like a pull request description."),
+            turn(3, "You are a context summarization agent. You are given a conversation"),
+        ]
+    )
     assert [t.role_hint for t in turns] == ["title", None, "summary", "compaction"]
 
 
 def test_json_events_are_read():
-    lines = [{"type": "step_start", "sessionID": "ses_1"}, {"type": "tool_use", "part": {"tool": "bash"}},
-             {"type": "text", "part": {"text": "done"}}, {"type": "step_finish", "part": {"reason": "stop"}},
-             {"type": "error", "error": {"name": "APIError", "data": {"message": "boom"}}}]
+    lines = [
+        {"type": "step_start", "sessionID": "ses_1"},
+        {"type": "tool_use", "part": {"tool": "bash"}},
+        {"type": "text", "part": {"text": "done"}},
+        {"type": "step_finish", "part": {"reason": "stop"}},
+        {"type": "error", "error": {"name": "APIError", "data": {"message": "boom"}}},
+    ]
     events = parse_events("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
     assert events["session"] == "ses_1" and events["tool_uses"] == 1 and events["text"] == "done"
     assert events["step_finish"] == ["stop"] and events["errors"] == ["boom"]
@@ -114,7 +130,7 @@ def test_the_instruction_goes_in_a_file_never_in_the_command():
     assert files["task.md"] == NASTY and "forward.py" in files
     from dagent.harness.opencode import LAUNCH_SCRIPT
 
-    assert "< \"$ctl/task.md\"" in LAUNCH_SCRIPT and "$(cat" not in LAUNCH_SCRIPT  # stdin, not argv (F19)
+    assert '< "$ctl/task.md"' in LAUNCH_SCRIPT and "$(cat" not in LAUNCH_SCRIPT  # stdin, not argv (F19)
 
 
 # -- the real binary -----------------------------------------------------------------------------
@@ -150,8 +166,10 @@ def bridged(tmp_path_factory):
     engine = scripted_engine()
     capture = CaptureServer(engine.url, model="scripted", max_output_tokens=256).start()
     bridge_dir = tempfile.mkdtemp(prefix="dagent-bridge-")
-    backend = LocalBackend(tmp_path_factory.mktemp("sandboxes"),
-                           ro_binds=[(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)])
+    backend = LocalBackend(
+        tmp_path_factory.mktemp("sandboxes"),
+        ro_binds=[(str(binary.parent), str(binary.parent)), (bridge_dir, SANDBOX_SOCKET_DIR)],
+    )
     publisher = Publisher(backend, capture.host, capture.port, bridge_dir=bridge_dir)
     reach = publisher.start()
     yield binary, capture, backend, reach

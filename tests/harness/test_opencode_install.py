@@ -61,8 +61,11 @@ def answers(version_codes, install_code=0, install_err=""):
     def script(command):
         if command == VERSION_PROBE:
             code = codes.pop(0) if codes else 0
-            return ExecResult(exit_code=code, stdout=OPENCODE_VERSION + "\n" if code == 0 else "",
-                              stderr="" if code == 0 else "opencode: command not found")
+            return ExecResult(
+                exit_code=code,
+                stdout=OPENCODE_VERSION + "\n" if code == 0 else "",
+                stderr="" if code == 0 else "opencode: command not found",
+            )
         if command == INSTALL_SCRIPT:
             return ExecResult(exit_code=install_code, stdout="", stderr=install_err)
         if command.startswith("cd /workdir/input && find"):
@@ -70,6 +73,7 @@ def answers(version_codes, install_code=0, install_err=""):
         if command == INPUT_PROBE:
             return ExecResult(exit_code=0, stdout="/workdir/input/t.csv\n", stderr="")
         raise AssertionError(f"unexpected command {command!r}")
+
     return script
 
 
@@ -93,10 +97,13 @@ def test_missing_is_installed_then_asked_again():
     assert harness.ensure_installed(sb) is None and len(sb.commands) == 3
 
 
-@pytest.mark.parametrize("codes,install,expect", [
-    ([127], 1, "installing opencode-ai@1.18.33 exited 1: E404 no such package"),
-    ([127, 127], 0, "answered exit 127"),  # exit 0 from npm, yet no binary: still a failure, named
-])
+@pytest.mark.parametrize(
+    "codes,install,expect",
+    [
+        ([127], 1, "installing opencode-ai@1.18.33 exited 1: E404 no such package"),
+        ([127, 127], 0, "answered exit 127"),  # exit 0 from npm, yet no binary: still a failure, named
+    ],
+)
 def test_a_failed_install_is_named(codes, install, expect):
     sb = ScriptedRemote(answers(codes, install, "E404 no such package"))
     cause = OpencodeHarness(OpencodeConfig()).ensure_installed(sb)
@@ -127,8 +134,12 @@ def test_a_failed_install_leaves_the_rollout_ungraded_before_any_model_call(suit
     sb = ScriptedRemote(answers([127], 1, "npm: not found"))
     agent = CapturedAgent(OpencodeHarness(OpencodeConfig()), NoCapture(), reach=None)
     record = play(suite, "train", 0, agent, OneSandbox(sb)).record
-    assert (record.outcome, record.reward, record.cause, record.model_calls) == \
-        ("ungraded", None, "harness_install_failed", 0), record
+    assert (record.outcome, record.reward, record.cause, record.model_calls) == (
+        "ungraded",
+        None,
+        "harness_install_failed",
+        0,
+    ), record
     assert "npm: not found" in record.note
 
 
@@ -141,15 +152,19 @@ def test_the_install_script_asks_npm_for_the_pin_and_its_exit_code_decides(tmp_p
     npm.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DAGENT_OPENCODE": OPENCODE_PACKAGE}
     ok = subprocess.run(["bash", "-c", INSTALL_SCRIPT], env=env, capture_output=True, text=True)
-    assert ok.returncode == 0 and log.read_text().split() == ["install", "-g", "--no-fund", "--no-audit",
-                                                               OPENCODE_PACKAGE]
+    assert ok.returncode == 0 and log.read_text().split() == [
+        "install",
+        "-g",
+        "--no-fund",
+        "--no-audit",
+        OPENCODE_PACKAGE,
+    ]
     bad = subprocess.run(["bash", "-c", INSTALL_SCRIPT], env={**env, "NPM_EXIT": "3"}, capture_output=True)
     assert bad.returncode == 3
 
 
 @pytest.mark.failure_mode("F21")
-def test_an_input_directory_empty_inside_the_sandbox_stops_the_episode_before_the_agent(suite, backend,
-                                                                                         monkeypatch):
+def test_an_input_directory_empty_inside_the_sandbox_stops_the_episode_before_the_agent(suite, backend, monkeypatch):
     """Staging reported success, yet nothing is in /workdir/input where the agent looks."""
     from dagent.sandbox.local import LocalSandbox
 
@@ -162,6 +177,10 @@ def test_an_input_directory_empty_inside_the_sandbox_stops_the_episode_before_th
             raise AssertionError("the agent ran on an empty input directory")
 
     record = play(suite, "train", 0, MustNotRun(), backend).record
-    assert (record.outcome, record.reward, record.cause, record.model_calls) == \
-        ("ungraded", None, "staging_failed", None), record
+    assert (record.outcome, record.reward, record.cause, record.model_calls) == (
+        "ungraded",
+        None,
+        "staging_failed",
+        None,
+    ), record
     assert "directory empty" in record.note and "before the agent started" in record.note

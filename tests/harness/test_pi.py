@@ -28,9 +28,15 @@ from dagent.trajectory.turn import CapturedTurn
 
 
 def turn(system: str) -> CapturedTurn:
-    return CapturedTurn(turn_id="t", session_id="s", seq=0, messages=({"role": "system", "content": system},
-                                                                      {"role": "user", "content": "x"}),
-                        prompt_token_ids=(1, 2), completion_token_ids=(3,), logprobs=(-0.1,))
+    return CapturedTurn(
+        turn_id="t",
+        session_id="s",
+        seq=0,
+        messages=({"role": "system", "content": system}, {"role": "user", "content": "x"}),
+        prompt_token_ids=(1, 2),
+        completion_token_ids=(3,),
+        logprobs=(-0.1,),
+    )
 
 
 def test_models_json_names_the_key_variable_never_the_key_and_calls_chat_completions():
@@ -45,11 +51,19 @@ def test_models_json_names_the_key_variable_never_the_key_and_calls_chat_complet
 
 
 def test_events_give_tool_uses_the_stop_reason_and_errors():
-    events = [{"type": "tool_execution_start"}, {"type": "turn_end"}, {"type": "tool_execution_start"},
-              {"type": "message_end", "message": {"role": "assistant", "stopReason": "error",
-                                                  "errorMessage": "Connection error.", "content": []}},
-              {"type": "message_end", "message": {"role": "assistant", "stopReason": "stop",
-                                                  "content": [{"type": "text", "text": "done"}]}}]
+    events = [
+        {"type": "tool_execution_start"},
+        {"type": "turn_end"},
+        {"type": "tool_execution_start"},
+        {
+            "type": "message_end",
+            "message": {"role": "assistant", "stopReason": "error", "errorMessage": "Connection error.", "content": []},
+        },
+        {
+            "type": "message_end",
+            "message": {"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": "done"}]},
+        },
+    ]
     out = parse_events("noise\n" + "\n".join(json.dumps(e) for e in events))
     assert out["tool_uses"] == 2 and out["turns"] == 1 and out["stop"] == "stop" and out["text"] == "done"
     assert out["errors"] == ["Connection error."]
@@ -57,16 +71,23 @@ def test_events_give_tool_uses_the_stop_reason_and_errors():
 
 @pytest.mark.failure_mode("F03")
 def test_the_compaction_summariser_is_labelled_auxiliary_and_the_agent_is_not():
-    agent, aux = pi_role_hints([turn("You are an expert coding assistant operating inside pi, a coding agent"),
-                                turn("You are a context summarization assistant. Summarize...")])
+    agent, aux = pi_role_hints(
+        [
+            turn("You are an expert coding assistant operating inside pi, a coding agent"),
+            turn("You are a context summarization assistant. Summarize..."),
+        ]
+    )
     assert agent.role_hint is None and aux.role_hint == "compaction"
 
 
 @pytest.mark.failure_mode("F31")
 def test_an_effective_configuration_other_than_asked_is_refused_by_name():
     config = PiConfig(model="m", steps=5, tools=("bash", "read", "websearch"))
-    good = {"model": {"id": "m", "api": "openai-completions"}, "activeTools": ["bash", "read", "websearch"],
-            "maxTurns": 5}
+    good = {
+        "model": {"id": "m", "api": "openai-completions"},
+        "activeTools": ["bash", "read", "websearch"],
+        "maxTurns": 5,
+    }
     check_effective(good, config)
     with pytest.raises(HarnessError, match="tools_not_applied.*F31"):
         check_effective({**good, "activeTools": ["bash", "read"]}, config)  # pi dropped a name it does not know
@@ -113,16 +134,23 @@ def steered():
 def pi_runtime(suite, url, tmp_path, **pi):
     from dagent.runtime.blackbox import BlackBoxRuntime
 
-    return BlackBoxRuntime(suite, url, model="tiny-qwen3-steered", harness="pi", timeout_s=300,
-                           pi=PiConfig(model="tiny-qwen3-steered", **{"max_output_tokens": 256, **pi}),
-                           sandbox_dir=tmp_path / "sandboxes")
+    return BlackBoxRuntime(
+        suite,
+        url,
+        model="tiny-qwen3-steered",
+        harness="pi",
+        timeout_s=300,
+        pi=PiConfig(model="tiny-qwen3-steered", **{"max_output_tokens": 256, **pi}),
+        sandbox_dir=tmp_path / "sandboxes",
+    )
 
 
 @pytest.mark.harness
 @pytest.mark.slow
 @pytest.mark.failure_mode("F03")
 def test_a_pi_rollout_through_capture_is_graded_with_an_exact_chain_and_its_summariser_is_not_trained(
-        suite, steered, tmp_path):
+    suite, steered, tmp_path
+):
     from tests.envs.test_blackbox import assert_exact_chain
 
     with pi_runtime(suite, steered.url, tmp_path) as rt:
@@ -132,8 +160,9 @@ def test_a_pi_rollout_through_capture_is_graded_with_an_exact_chain_and_its_summ
     assert_exact_chain(r)
     assert r.gate.tier == "train" and r.gate.samples_per_rollout == 1 and not r.findings
     # a context small enough that pi compacts: its summariser call is captured, labelled, left out
-    with pi_runtime(suite, steered.url, tmp_path, max_output_tokens=64, context_tokens=1100,
-                    compaction_reserve_tokens=200) as rt:
+    with pi_runtime(
+        suite, steered.url, tmp_path, max_output_tokens=64, context_tokens=1100, compaction_reserve_tokens=200
+    ) as rt:
         r = rt.run_rollout("train", 0)
     aux = [t for t in r.turns if t.role_hint == "compaction"]
     assert len(aux) == 1 and r.trajectory.roles[r.turns.index(aux[0])] == "auxiliary"
@@ -145,7 +174,8 @@ def test_a_pi_rollout_through_capture_is_graded_with_an_exact_chain_and_its_summ
 @pytest.mark.slow
 @pytest.mark.failure_mode("F40")
 def test_a_rollout_batch_routes_each_group_to_one_harness_and_trains_each_chain_as_trl_converts_it(
-        suite, steered, tmp_path):
+    suite, steered, tmp_path
+):
     from dagent.harness.opencode import OpencodeConfig
     from dagent.runtime.blackbox import BlackBoxRuntime
     from dagent.train.rollouts import BlackBoxRollouts
@@ -154,12 +184,16 @@ def test_a_rollout_batch_routes_each_group_to_one_harness_and_trains_each_chain_
     need_opencode()
     instruction = suite.task_at("train", 0).instruction
     prompts = [[{"role": "user", "content": instruction}]] * 4  # two groups of two, as TRL's sampler repeats
-    opencode = BlackBoxRuntime(suite, steered.url, model="tiny-qwen3-steered", timeout_s=300,
-                               opencode=OpencodeConfig(model="tiny-qwen3-steered", max_output_tokens=256),
-                               sandbox_dir=tmp_path / "oc")
+    opencode = BlackBoxRuntime(
+        suite,
+        steered.url,
+        model="tiny-qwen3-steered",
+        timeout_s=300,
+        opencode=OpencodeConfig(model="tiny-qwen3-steered", max_output_tokens=256),
+        sandbox_dir=tmp_path / "oc",
+    )
     with opencode, pi_runtime(suite, steered.url, tmp_path) as pi:
-        rollouts = BlackBoxRollouts({"opencode": opencode, "pi": pi}, "train", steered_tokenizer(),
-                                    num_generations=2)
+        rollouts = BlackBoxRollouts({"opencode": opencode, "pi": pi}, "train", steered_tokenizer(), num_generations=2)
         out = rollouts(prompts)
     rows = rollouts.rows
     assert [r.harness for r in rows] == ["opencode", "opencode", "pi", "pi"]  # constant within a group
@@ -190,8 +224,12 @@ def test_pi_is_evaluated_like_opencode(suite, steered, tmp_path):
     from dagent.eval.experiment import Arm, run_experiment
     from dagent.recipes import BlackboxRecipe, Recipes
 
-    run_experiment(suite, [Arm("pi", agent="pi", engine_url=steered.url)], tmp_path / "out",
-                   EvalArgs(split="train", limit=1, workers=1, timeout_s=300))
+    run_experiment(
+        suite,
+        [Arm("pi", agent="pi", engine_url=steered.url)],
+        tmp_path / "out",
+        EvalArgs(split="train", limit=1, workers=1, timeout_s=300),
+    )
     (record,) = [json.loads(line) for line in (tmp_path / "out" / "pi" / "records.jsonl").read_text().splitlines()]
     assert record["agent"] == "pi" and record["outcome"] == "correct" and record["tool_calls"] == 2
     assert Recipes.of("gpu").step_cap("pi") == BlackboxRecipe.gpu().agent_steps  # the conditions it trains under (F47)

@@ -19,8 +19,16 @@ class Scripted:
 
     name, model = "scripted", "fake-model"
 
-    def __init__(self, answer: str | None, *, model_calls: int = 2, tool_calls: int = 1, cause=None,
-                 raise_error: Exception | None = None, result: ExecResult | None = None) -> None:
+    def __init__(
+        self,
+        answer: str | None,
+        *,
+        model_calls: int = 2,
+        tool_calls: int = 1,
+        cause=None,
+        raise_error: Exception | None = None,
+        result: ExecResult | None = None,
+    ) -> None:
         self.answer, self.model_calls, self.tool_calls, self.cause = answer, model_calls, tool_calls, cause
         self.raise_error, self.result, self.seeds = raise_error, result, []
 
@@ -30,8 +38,9 @@ class Scripted:
             raise self.raise_error
         if self.answer is not None:
             sandbox.write_file(ANSWER_PATH, self.answer)
-        return AgentRun(exec_result=self.result, model_calls=self.model_calls, tool_calls=self.tool_calls,
-                        cause=self.cause)
+        return AgentRun(
+            exec_result=self.result, model_calls=self.model_calls, tool_calls=self.tool_calls, cause=self.cause
+        )
 
 
 class Broken:
@@ -120,9 +129,14 @@ class Talking(Scripted):
 
     def run(self, task, sandbox, *, timeout_s=None, seed=None) -> AgentRun:
         run = super().run(task, sandbox, timeout_s=timeout_s, seed=seed)
-        messages = [{"role": "user", "content": task.instruction},
-                    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "submit_solution",
-                                                                                       "arguments": {"answer": "3"}}}]}]
+        messages = [
+            {"role": "user", "content": task.instruction},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "submit_solution", "arguments": {"answer": "3"}}}],
+            },
+        ]
         return AgentRun(exec_result=run.exec_result, model_calls=2, tool_calls=1, metadata={"messages": messages})
 
 

@@ -64,7 +64,9 @@ def test_a_local_tier_that_cannot_run_the_tasks_is_refused_at_start_up(solvable_
     from dagent.sandbox.local import LocalBackend, LocalSandbox
 
     run = LocalSandbox.exec
-    monkeypatch.setattr(LocalSandbox, "exec", lambda self, command, **kw: run(self, command.replace("python ", "python -S "), **kw))
+    monkeypatch.setattr(
+        LocalSandbox, "exec", lambda self, command, **kw: run(self, command.replace("python ", "python -S "), **kw)
+    )
     with pytest.raises(SandboxImageError) as err:
         create_app(solvable_suite, backend=LocalBackend(tmp_path / "sb"))
     message = str(err.value)

@@ -35,10 +35,19 @@ class ScriptedEngine:
         self.requests.append(body)
         message = self.replies.pop(0) if self.replies else {"role": "assistant", "content": "done"}
         n = len(self.requests)
-        return httpx.Response(200, json={
-            "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-            "usage": {"prompt_tokens": self.prompt_tokens * n, "completion_tokens": self.completion_tokens}})
+        return httpx.Response(
+            200,
+            json={
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", **message},
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": self.prompt_tokens * n, "completion_tokens": self.completion_tokens},
+            },
+        )
 
     def agent(self, **kw) -> ToolLoopAgent:
         return ToolLoopAgent("http://engine", "m", client=httpx.Client(transport=httpx.MockTransport(self)), **kw)
@@ -65,15 +74,21 @@ def test_the_loop_offers_trainings_tools_and_instruction_and_samples_like_the_tr
     assert first["tools"] == schemas == tool_schemas(config.tools)  # one registry (F25)
     assert first["messages"] == [{"role": "user", "content": instruction}]  # reset()'s text (F28)
     assert "submit_solution" in instruction and "answer.txt" not in instruction
-    assert (first["temperature"], first["top_p"], first["top_k"]) == (0.8, 1.0, 0) == tuple(RECIPE_SAMPLING.as_request().values())
+    assert (
+        (first["temperature"], first["top_p"], first["top_k"])
+        == (0.8, 1.0, 0)
+        == tuple(RECIPE_SAMPLING.as_request().values())
+    )
     assert first["seed"] == call_seed(sample_seed(rec.task_id, 0), 0)  # turn 0 of sample 0
     assert (rec.outcome, rec.answer, rec.tool_calls, rec.model_calls) == ("correct", "12", 0, 1)
 
 
 def test_tool_results_are_the_episodes_clipped_output_appended_as_trl_does(suite, backend):
     config = EpisodeConfig(output_chars=50)
-    engine = ScriptedEngine({"content": "", "tool_calls": [call("bash", command="seq 1 500")]},
-                            {"content": "", "tool_calls": [call("submit_solution", answer="3")]})
+    engine = ScriptedEngine(
+        {"content": "", "tool_calls": [call("bash", command="seq 1 500")]},
+        {"content": "", "tool_calls": [call("submit_solution", answer="3")]},
+    )
     rec = play(suite, "train", 0, engine.agent(config=config), backend).record
     # each turn its own stream, fixed by the sample: call_seed(sample's seed, turn), so arms evaluated
     # on the same sample draw the same numbers turn by turn, and turns never repeat a stream
@@ -92,8 +107,10 @@ def test_tool_results_are_the_episodes_clipped_output_appended_as_trl_does(suite
 @pytest.mark.failure_mode("F26")
 def test_the_step_budget_is_the_episodes_and_the_terminator_is_exempt(suite, backend):
     config = EpisodeConfig(max_steps=2)
-    engine = ScriptedEngine(*[{"content": "", "tool_calls": [call("bash", command="true")]}] * 3,
-                            {"content": "", "tool_calls": [call("submit_solution", answer=3)]})
+    engine = ScriptedEngine(
+        *[{"content": "", "tool_calls": [call("bash", command="true")]}] * 3,
+        {"content": "", "tool_calls": [call("submit_solution", answer=3)]},
+    )
     agent = engine.agent(config=config)
     played = play(suite, "train", 0, agent, backend)
     refusal = engine.requests[3]["messages"][-1]["content"]
@@ -103,8 +120,7 @@ def test_the_step_budget_is_the_episodes_and_the_terminator_is_exempt(suite, bac
 
 
 def test_the_completion_budget_counts_tool_tokens_and_ends_the_loop(suite, backend):
-    engine = ScriptedEngine(*[{"content": "", "tool_calls": [call("bash", command="true")]}] * 5,
-                            prompt_tokens=1000)
+    engine = ScriptedEngine(*[{"content": "", "tool_calls": [call("bash", command="true")]}] * 5, prompt_tokens=1000)
     played = play(suite, "train", 0, engine.agent(limits=LoopLimits(max_completion_length=2500)), backend)
     assert played.run.metadata["stop"] == "completion_budget" and len(engine.requests) == 4
     assert played.record.outcome == "wrong"  # nothing submitted
@@ -112,8 +128,9 @@ def test_the_completion_budget_counts_tool_tokens_and_ends_the_loop(suite, backe
 
 def test_malformed_arguments_come_back_to_the_model_and_are_counted(suite, backend):
     bad = {"id": "x", "type": "function", "function": {"name": "bash", "arguments": "{not json"}}
-    engine = ScriptedEngine({"content": "", "tool_calls": [bad]},
-                            {"content": "", "tool_calls": [call("submit_solution", answer=3)]})
+    engine = ScriptedEngine(
+        {"content": "", "tool_calls": [bad]}, {"content": "", "tool_calls": [call("submit_solution", answer=3)]}
+    )
     played = play(suite, "train", 0, engine.agent(), backend)
     assert "not valid JSON" in engine.requests[1]["messages"][-1]["content"]
     assert played.run.metadata["malformed_calls"] == 1 and played.record.outcome == "correct"
@@ -156,9 +173,11 @@ def test_the_evaluated_loop_runs_under_the_presets_training_conditions(suite, mo
     with agent_stack("tools", suite, engine_url="http://engine", recipes=Recipes.of(preset)) as stack:
         agent = stack.agent
     assert agent.limits == recipe.limits and agent.config == recipe.episode
-    assert (agent.config.output_chars, agent.limits.max_completion_length,
-            agent.limits.max_tool_calling_iterations) == (recipe.output_chars, recipe.max_completion_length,
-                                                          recipe.max_tool_calling_iterations)
+    assert (
+        agent.config.output_chars,
+        agent.limits.max_completion_length,
+        agent.limits.max_tool_calling_iterations,
+    ) == (recipe.output_chars, recipe.max_completion_length, recipe.max_tool_calling_iterations)
     from dagent.errors import ConfigError
 
     with pytest.raises(ConfigError, match="preset 'gpu-steps25' has no whitebox recipe"):  # a black-box preset

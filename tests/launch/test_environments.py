@@ -32,8 +32,9 @@ def uv() -> str:
     return found
 
 
-def compile_set(extras: str, python: str, tmp_path: Path, *extra_requirements: str,
-                plant: tuple[str, str] | None = None) -> dict[str, str]:
+def compile_set(
+    extras: str, python: str, tmp_path: Path, *extra_requirements: str, plant: tuple[str, str] | None = None
+) -> dict[str, str]:
     """`uv pip compile` of this project's extras (and `extra_requirements`) for the job platform:
     the resolved pins, name -> version; an AssertionError with uv's explanation when it cannot
     resolve. `plant`: (old, new) replaced in the copied pyproject.toml."""
@@ -48,8 +49,22 @@ def compile_set(extras: str, python: str, tmp_path: Path, *extra_requirements: s
     shutil.copy(ROOT / "README.md", project)
     more = tmp_path / "more.in"
     more.write_text("".join(f"{r}\n" for r in extra_requirements))
-    argv = [uv(), "pip", "compile", str(project / "pyproject.toml"), str(more), "--python-version", python,
-            "--python-platform", PLATFORM, "--quiet", "--no-header", "--no-annotate", "--index-url", INDEX]
+    argv = [
+        uv(),
+        "pip",
+        "compile",
+        str(project / "pyproject.toml"),
+        str(more),
+        "--python-version",
+        python,
+        "--python-platform",
+        PLATFORM,
+        "--quiet",
+        "--no-header",
+        "--no-annotate",
+        "--index-url",
+        INDEX,
+    ]
     argv += [a for e in extras.split(",") for a in ("--extra", e)]
     need_index()  # asked before, not read from uv's error: a real resolution failure is a failure
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -122,9 +137,35 @@ def test_the_jobs_own_install_and_start_path_runs_end_to_end_on_cpu(tmp_path, su
         pytest.skip("not a git checkout: the job installs dagent from a commit")
     requirement = project_requirement(f"file://{ROOT}", sha, extras=extras_for("cpu-upgrade"))
     out = tmp_path / "out"
-    argv = [uv(), "run", "--no-project", "--python", "3.11", "--find-links", cpu_torch_links(), "--with", requirement,
-            "--", str(ROOT / "jobs" / "eval.py"), "--agent", "tools", "--model", "tiny-qwen3", "--preset", "cpu",
-            "--suite", str(suite_dir), "--split", "test", "--limit", "2", "--workers", "1", "--out", str(out)]
+    argv = [
+        uv(),
+        "run",
+        "--no-project",
+        "--python",
+        "3.11",
+        "--find-links",
+        cpu_torch_links(),
+        "--with",
+        requirement,
+        "--",
+        str(ROOT / "jobs" / "eval.py"),
+        "--agent",
+        "tools",
+        "--model",
+        "tiny-qwen3",
+        "--preset",
+        "cpu",
+        "--suite",
+        str(suite_dir),
+        "--split",
+        "test",
+        "--limit",
+        "2",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
     r = subprocess.run(argv, capture_output=True, text=True, timeout=1500, cwd=tmp_path, env=env)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])

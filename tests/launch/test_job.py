@@ -23,28 +23,35 @@ from dagent.launch.job import PINNED
 ROOT = Path(__file__).resolve().parents[2]
 
 
-HEAD = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() \
+HEAD = (
+    subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     or "0" * 40
+)
 
 
 def readme_job_lines() -> list[list[str]]:
     """Every `hf jobs uv run` line of the README and the docs pages."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     text = "\n".join(p.read_text() for p in pages).replace("\\\n", " ").replace("$(git rev-parse HEAD)", HEAD)
-    return [shlex.split(line.strip().split("  #")[0]) for line in text.splitlines()
-            if line.strip().startswith("hf jobs uv run")]
+    return [
+        shlex.split(line.strip().split("  #")[0])
+        for line in text.splitlines()
+        if line.strip().startswith("hf jobs uv run")
+    ]
 
 
 def split_line(argv: list[str]) -> tuple[list[str], Path, list[str]]:
     i = next(i for i, a in enumerate(argv) if a.endswith(".py"))
     assert argv[i - 1] == "--", "the script must follow `--`, or hf takes same-named job arguments as its own"
-    return argv[4:i - 1], ROOT / argv[i], argv[i + 1:]
+    return argv[4 : i - 1], ROOT / argv[i], argv[i + 1 :]
 
 
 def pep723(script: Path) -> dict:
     block = re.search(r"^# /// script\n((?:#.*\n)+?)# ///$", script.read_text(), re.M)
     assert block, f"{script} has no PEP 723 block"
-    return tomllib.loads("".join(line[2:] if line.startswith("# ") else line[1:] for line in block.group(1).splitlines(True)))
+    return tomllib.loads(
+        "".join(line[2:] if line.startswith("# ") else line[1:] for line in block.group(1).splitlines(True))
+    )
 
 
 def test_readme_has_the_eval_and_training_job_lines():
@@ -64,10 +71,19 @@ def test_each_job_line_resolves_and_parses(argv):
         from dagent.train.grpo import WhiteboxArgs
 
         recipe = parse(WhiteboxArgs, args).recipe()  # the published recipe, field by field
-        assert (recipe.split, recipe.num_generations, recipe.beta, recipe.learning_rate, recipe.warmup_steps,
-                recipe.per_device_train_batch_size, recipe.gradient_accumulation_steps, recipe.max_completion_length,
-                recipe.output_chars, recipe.use_vllm, recipe.vllm_gpu_memory_utilization) == (
-                    "train:easy", 8, 0.04, 1e-6, 10, 2, 4, 3072, 1200, True, 0.3)
+        assert (
+            recipe.split,
+            recipe.num_generations,
+            recipe.beta,
+            recipe.learning_rate,
+            recipe.warmup_steps,
+            recipe.per_device_train_batch_size,
+            recipe.gradient_accumulation_steps,
+            recipe.max_completion_length,
+            recipe.output_chars,
+            recipe.use_vllm,
+            recipe.vllm_gpu_memory_utilization,
+        ) == ("train:easy", 8, 0.04, 1e-6, 10, 2, 4, 3072, 1200, True, 0.3)
     elif script.name == "train_blackbox.py":
         from dagent.jobargs import parse
         from dagent.train.blackbox_args import BlackboxArgs
@@ -75,8 +91,14 @@ def test_each_job_line_resolves_and_parses(argv):
         parsed = parse(BlackboxArgs, args)
         recipe = parsed.recipe()  # the reference run's recipe (the config itself: tests/train/test_blackbox_async.py)
         assert parsed.mode == "async" and set(parsed.harnesses()) <= {"opencode", "pi"}
-        assert (recipe.split, recipe.num_generations, recipe.learning_rate, recipe.agent_steps, recipe.env_max_steps,
-                recipe.max_output_tokens) == ("train:easy", 8, 1e-6, 17, 30, 8192)  # the reference run's hard cap
+        assert (
+            recipe.split,
+            recipe.num_generations,
+            recipe.learning_rate,
+            recipe.agent_steps,
+            recipe.env_max_steps,
+            recipe.max_output_tokens,
+        ) == ("train:easy", 8, 1e-6, 17, 30, 8192)  # the reference run's hard cap
     elif script.name == "eval.py":
         import typer
 
@@ -85,8 +107,12 @@ def test_each_job_line_resolves_and_parses(argv):
         ctx = typer.main.get_command(app).commands["eval"].make_context("eval", list(args))
         assert ctx.params["agent"] in ("oracle", "tools", "opencode") and ctx.params["engine"] == "vllm"
     hf = Path(sys.executable).parent / "hf"
-    out = subprocess.run([str(hf), "jobs", "uv", "run", "--dry-run", *options, "--", str(script), *args],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [str(hf), "jobs", "uv", "run", "--dry-run", *options, "--", str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and "(dry run) Job not submitted." in out.stdout, out.stderr[-500:]
 
 
@@ -96,7 +122,11 @@ def test_the_gpu_recipe_samples_like_the_evaluation():
     from dagent.train.grpo import grpo_config
 
     config = grpo_config(WhiteboxRecipe.gpu(use_vllm=False, bf16=False, use_cpu=True), "/tmp/x")
-    assert (config.temperature, config.top_p, config.top_k) == (0.8, 1.0, 0) == tuple(RECIPE_SAMPLING.as_request().values())
+    assert (
+        (config.temperature, config.top_p, config.top_k)
+        == (0.8, 1.0, 0)
+        == tuple(RECIPE_SAMPLING.as_request().values())
+    )
     assert config.save_only_model is False and config.max_completion_length == 3072
 
 
@@ -109,8 +139,9 @@ def test_no_job_script_names_a_bare_dagent(script):
 def _hf_dry_run(argv: list[str]) -> dict[str, str]:
     """huggingface_hub's own `hf jobs uv run --dry-run`, read back into {field: value}."""
     hf = Path(sys.executable).parent / "hf"
-    out = subprocess.run([str(hf), *argv[1:4], "--dry-run", *argv[4:]], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [str(hf), *argv[1:4], "--dry-run", *argv[4:]], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert out.returncode == 0 and "(dry run) Job not submitted." in out.stdout, out.stderr[-500:]
     fields, key = {}, None
     for line in out.stdout.splitlines()[1:]:
@@ -129,15 +160,45 @@ def test_the_dry_run_line_is_the_job_spec_hf_itself_reads(monkeypatch):
     from dagent.launch.job import job_spec
 
     sha = "0123456789abcdef0123456789abcdef01234567"
-    r = CliRunner().invoke(app, ["jobs", "run", "--flavor", "l4x1", "--job-timeout", "2h", "--secret", "HF_TOKEN",
-                                 "--env", "DAGENT_LOG=1", "--project-url", "https://github.com/o/dagent",
-                                 "--revision", sha, "--dry-run", "eval", "--agent", "oracle", "--split", "test",
-                                 "--timeout", "60"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "jobs",
+            "run",
+            "--flavor",
+            "l4x1",
+            "--job-timeout",
+            "2h",
+            "--secret",
+            "HF_TOKEN",
+            "--env",
+            "DAGENT_LOG=1",
+            "--project-url",
+            "https://github.com/o/dagent",
+            "--revision",
+            sha,
+            "--dry-run",
+            "eval",
+            "--agent",
+            "oracle",
+            "--split",
+            "test",
+            "--timeout",
+            "60",
+        ],
+    )
     assert r.exit_code == 0, r.output
     line = r.output.strip()
-    spec = job_spec("eval", ["--agent", "oracle", "--split", "test", "--timeout", "60"], flavor="l4x1", timeout="2h",
-                    env={"DAGENT_LOG": "1"}, secrets=["HF_TOKEN"], project_url="https://github.com/o/dagent",
-                    revision=sha)
+    spec = job_spec(
+        "eval",
+        ["--agent", "oracle", "--split", "test", "--timeout", "60"],
+        flavor="l4x1",
+        timeout="2h",
+        env={"DAGENT_LOG": "1"},
+        secrets=["HF_TOKEN"],
+        project_url="https://github.com/o/dagent",
+        revision=sha,
+    )
     assert shlex.split(line) == spec.hf_command()  # the job's own --timeout stays the job's
     seen = _hf_dry_run(shlex.split(line))
     assert seen["script"] == "jobs/eval.py" and seen["args"] == "--agent oracle --split test --timeout 60"
@@ -185,13 +246,20 @@ def test_submit_and_logs_call_huggingface_hub_with_secrets_by_name():
             calls.append(((), kw))
             return iter(["line 1", "line 2"])
 
-    spec = job_spec("train-whitebox", ["--preset", "gpu"], flavor="a100-large", secrets=["HF_TOKEN"],
-                    requirement="dagent[all] @ git+https://github.com/o/dagent@" + "b" * 40)
+    spec = job_spec(
+        "train-whitebox",
+        ["--preset", "gpu"],
+        flavor="a100-large",
+        secrets=["HF_TOKEN"],
+        requirement="dagent[all] @ git+https://github.com/o/dagent@" + "b" * 40,
+    )
     with pytest.raises(ConfigError, match="HF_TOKEN not set"):
         submit(spec, api=Api(), environ={})
     info = submit(spec, api=Api(), environ={"HF_TOKEN": "hf_secret"})
     (script,), kw = calls[0]  # the pinned commit's own script, fetched by uv: no local copy uploaded
-    assert info.id == "job-1" and script == f"https://raw.githubusercontent.com/o/dagent/{'b' * 40}/jobs/train_whitebox.py"
+    assert (
+        info.id == "job-1" and script == f"https://raw.githubusercontent.com/o/dagent/{'b' * 40}/jobs/train_whitebox.py"
+    )
     assert kw["dependencies"] == [spec.requirement] and kw["secrets"] == {"HF_TOKEN": "hf_secret"}
     assert kw["script_args"] == ["--preset", "gpu"] and kw["flavor"] == "a100-large" and kw["python"] == spec.python
     assert "hf_secret" not in spec.hf_line()  # names only, anywhere a line is printed
@@ -222,7 +290,11 @@ def test_the_to_the_hub_commands_run_offline_as_written():
         assert r.exit_code == 0, (line, r.output, r.exception)
         out = r.stdout  # what the command prints; progress (a first suite build) goes to stderr
         if argv[:2] == ["jobs", "run"]:
-            assert out.startswith("hf jobs uv run ") and " -- jobs/" in out and "git+https://github.com/OWNER/dagent@" in out
+            assert (
+                out.startswith("hf jobs uv run ")
+                and " -- jobs/" in out
+                and "git+https://github.com/OWNER/dagent@" in out
+            )
         elif argv[:2] == ["jobs", "slurm"] and "train-blackbox" in argv:  # the job starts its own engine
             assert out.startswith("#!/bin/bash") and "train blackbox --mode async" in out and "SLURM_JOB_ID" in out
         elif argv[:2] == ["jobs", "slurm"]:
@@ -249,17 +321,35 @@ def test_a_job_is_submitted_inspected_and_its_logs_read_against_a_local_endpoint
     from dagent.launch.job import job_spec, logs, submit
     from tests.fake_hub import FakeHub
 
-    spec = job_spec("eval", ["--agent", "tools", "--timeout", "60"], flavor="l4x1", secrets=["HF_TOKEN"],
-                    requirement="dagent[all] @ git+https://github.com/o/dagent@" + "c" * 40)
+    spec = job_spec(
+        "eval",
+        ["--agent", "tools", "--timeout", "60"],
+        flavor="l4x1",
+        secrets=["HF_TOKEN"],
+        requirement="dagent[all] @ git+https://github.com/o/dagent@" + "c" * 40,
+    )
     with FakeHub() as hub:
         api = HfApi(endpoint=hub.url, token=hub.token)
         info = submit(spec, api=api, environ={"HF_TOKEN": "hf_value"})
         (job,) = hub.jobs.values()
         sent = job["spec"]
-        assert sent["command"] == ["uv", "run", "--with", spec.requirement, "--python", spec.python,
-                                   f"https://raw.githubusercontent.com/o/dagent/{'c' * 40}/jobs/eval.py",
-                                   "--agent", "tools", "--timeout", "60"]
-        assert sent["flavor"] == "l4x1" and {"app": "dagent", "job": "eval", "revision": "c" * 12}.items() <= sent["labels"].items()
+        assert sent["command"] == [
+            "uv",
+            "run",
+            "--with",
+            spec.requirement,
+            "--python",
+            spec.python,
+            f"https://raw.githubusercontent.com/o/dagent/{'c' * 40}/jobs/eval.py",
+            "--agent",
+            "tools",
+            "--timeout",
+            "60",
+        ]
+        assert (
+            sent["flavor"] == "l4x1"
+            and {"app": "dagent", "job": "eval", "revision": "c" * 12}.items() <= sent["labels"].items()
+        )
         assert sent["secrets"] == {"HF_TOKEN": "hf_value"} and "hf_value" not in str(sent["command"])
         assert info.id == job["id"] and info.secrets == ["HF_TOKEN"]  # names come back, never values
         assert api.inspect_job(job_id=info.id).status.stage == "COMPLETED"
@@ -284,8 +374,9 @@ def test_bucket_listing_goes_through_the_endpoint_and_staging_refuses_an_empty_p
                 for f, dest in files:
                     open(dest, "wb").write(hub.buckets[bucket_id][f.path])
 
-        got = fetch_bucket("hf://buckets/fake-user/tables/suite/demo/t.csv", tmp_path,
-                           api=Download(endpoint=hub.url, token=hub.token))
+        got = fetch_bucket(
+            "hf://buckets/fake-user/tables/suite/demo/t.csv", tmp_path, api=Download(endpoint=hub.url, token=hub.token)
+        )
         assert got["t.csv"].read_bytes() == b"a,b\n1,2\n"
         with pytest.raises(StagingError, match="nothing at prefix"):
             fetch_bucket("hf://buckets/fake-user/tables/nowhere/", tmp_path, api=api)
@@ -301,8 +392,9 @@ def test_a_job_a_remote_server_calls_back_exposes_its_engine_on_a_pinned_port():
     from tests.fake_hub import FakeHub
 
     req = "dagent[gpu] @ git+https://github.com/o/dagent@" + "c" * 40
-    spec = job_spec("train-blackbox", ["--mode", "async", "--env-url", "https://me-bb.hf.space"], flavor="h200x2",
-                    requirement=req)
+    spec = job_spec(
+        "train-blackbox", ["--mode", "async", "--env-url", "https://me-bb.hf.space"], flavor="h200x2", requirement=req
+    )
     assert spec.expose == (8000,) and ("DAGENT_ENGINE_PORT", "8000") in spec.env
     argv = spec.hf_command()
     assert argv[argv.index("--expose") + 1] == "8000" and argv.index("--expose") < argv.index("--")

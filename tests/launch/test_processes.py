@@ -44,17 +44,28 @@ def test_trl_configs_by_name_and_a_users_file(tmp_path):
 
 
 def test_the_command_a_job_relaunches_itself_as():
-    command = accelerate_command(4, "zero2", ["jobs/train_whitebox.py", "--preset", "gpu"], mixed_precision="bf16",
-                                 port=29555)
+    command = accelerate_command(
+        4, "zero2", ["jobs/train_whitebox.py", "--preset", "gpu"], mixed_precision="bf16", port=29555
+    )
     assert command[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     flags = dict(zip(command[3:15:2], command[4:15:2], strict=True))
-    assert flags == {"--config_file": str(config_file("zero2")), "--num_processes": "4", "--num_machines": "1",
-                     "--machine_rank": "0", "--mixed_precision": "bf16", "--main_process_port": "29555"}
+    assert flags == {
+        "--config_file": str(config_file("zero2")),
+        "--num_processes": "4",
+        "--num_machines": "1",
+        "--machine_rank": "0",
+        "--mixed_precision": "bf16",
+        "--main_process_port": "29555",
+    }
     assert command[15:] == ["jobs/train_whitebox.py", "--preset", "gpu"]
     # what was started: a job script as itself, the module and the entry point as the module
     assert this_command(["jobs/train_whitebox.py", "--x"]) == ["jobs/train_whitebox.py", "--x"]
-    assert this_command([str(ROOT / "dagent/cli/app.py"), "train", "whitebox"]) == \
-        ["-m", "dagent.cli.app", "train", "whitebox"]
+    assert this_command([str(ROOT / "dagent/cli/app.py"), "train", "whitebox"]) == [
+        "-m",
+        "dagent.cli.app",
+        "train",
+        "whitebox",
+    ]
     assert this_command(["/venv/bin/dagent", "train", "whitebox"]) == ["-m", "dagent.cli.app", "train", "whitebox"]
 
 

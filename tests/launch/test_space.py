@@ -25,8 +25,12 @@ def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_heal
     try:
         with FakeHub() as hub:
             api = HfApi(endpoint=hub.url, token=hub.token)
-            p = plan("whitebox", "fake-user/data-agent", secrets=["E2B_API_KEY"], variables={"DAGENT_SANDBOX": "e2b",
-                                                                                        "DAGENT_SUITE": "fake-user/suite"})
+            p = plan(
+                "whitebox",
+                "fake-user/data-agent",
+                secrets=["E2B_API_KEY"],
+                variables={"DAGENT_SANDBOX": "e2b", "DAGENT_SUITE": "fake-user/suite"},
+            )
             health = deploy(p, api=api, health_url=f"{server.url}/health", timeout_s=60, echo=lines.append)
             files = hub.files("fake-user/data-agent", "space")
             settings = hub.settings("fake-user/data-agent", "space")
@@ -36,8 +40,14 @@ def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_heal
     assert settings["sdk"] == "docker" and settings["secrets"] == {"E2B_API_KEY": "e2b_secret_value"}
     assert settings["variables"] == {"DAGENT_SANDBOX": "e2b", "DAGENT_SUITE": "fake-user/suite"}
     assert settings["restarts"] == 1
-    assert {"Dockerfile", "README.md", "pyproject.toml", "dagent/envs/whitebox_server.py", "datasets_build/__main__.py",
-            "spaces/data-agent/server/app.py"} <= set(files)
+    assert {
+        "Dockerfile",
+        "README.md",
+        "pyproject.toml",
+        "dagent/envs/whitebox_server.py",
+        "datasets_build/__main__.py",
+        "spaces/data-agent/server/app.py",
+    } <= set(files)
     assert b"COPY --chown=user spaces/data-agent/ /app/" in files["Dockerfile"] and b"sdk: docker" in files["README.md"]
     assert not any(b"e2b_secret_value" in data for data in files.values())  # the value only as a secret (F22)
     assert not any("e2b_secret_value" in line for line in lines) and "E2B_API_KEY" in " ".join(lines)
@@ -53,8 +63,11 @@ def test_a_missing_secret_is_refused_before_anything_is_created(monkeypatch):
     with FakeHub() as hub:
         api = HfApi(endpoint=hub.url, token=hub.token)
         with pytest.raises(ConfigError, match="E2B_API_KEY is not set"):
-            deploy(plan("blackbox", "fake-user/bb", secrets=["E2B_API_KEY"], variables={"DAGENT_SUITE": "u/s"}), api=api,
-                   timeout_s=1)
+            deploy(
+                plan("blackbox", "fake-user/bb", secrets=["E2B_API_KEY"], variables={"DAGENT_SUITE": "u/s"}),
+                api=api,
+                timeout_s=1,
+            )
         assert ("space", "fake-user/bb") not in hub.repos
 
 
@@ -63,10 +76,17 @@ def test_duplicate_copies_the_space_and_sends_the_copys_secrets(monkeypatch):
     with FakeHub() as hub:
         api = HfApi(endpoint=hub.url, token=hub.token)
         api.create_repo("fake-user/bb", repo_type="space", space_sdk="docker")
-        api.upload_file(path_or_fileobj=b"FROM python", path_in_repo="Dockerfile", repo_id="fake-user/bb",
-                        repo_type="space")
-        url = duplicate("fake-user/bb", "fake-user/bb-copy", secrets=["HF_TOKEN"],
-                        variables={"DAGENT_ENGINE_URL": "https://e/v1"}, api=api, echo=lambda _l: None)
+        api.upload_file(
+            path_or_fileobj=b"FROM python", path_in_repo="Dockerfile", repo_id="fake-user/bb", repo_type="space"
+        )
+        url = duplicate(
+            "fake-user/bb",
+            "fake-user/bb-copy",
+            secrets=["HF_TOKEN"],
+            variables={"DAGENT_ENGINE_URL": "https://e/v1"},
+            api=api,
+            echo=lambda _l: None,
+        )
         copy = hub.settings("fake-user/bb-copy", "space")
         assert url.endswith("spaces/fake-user/bb-copy") and hub.files("fake-user/bb-copy", "space")["Dockerfile"]
         assert copy["duplicated_from"] == "fake-user/bb" and copy["secrets"] == {"HF_TOKEN": "hf_value"}
@@ -76,13 +96,23 @@ def test_duplicate_copies_the_space_and_sends_the_copys_secrets(monkeypatch):
 def test_a_space_that_never_answers_is_reported_with_its_stage():
     now = [0.0]
     with pytest.raises(SpaceNotHealthy, match="did not answer within 10 s"):
-        wait_healthy("http://127.0.0.1:9/health", timeout_s=10, clock=lambda: now[0],
-                     sleep=lambda s: now.__setitem__(0, now[0] + s))
+        wait_healthy(
+            "http://127.0.0.1:9/health",
+            timeout_s=10,
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+        )
 
     class Broken:
         def get_space_runtime(self, repo_id):
             return type("R", (), {"stage": "BUILD_ERROR"})()
 
     with pytest.raises(SpaceNotHealthy, match="BUILD_ERROR"):
-        wait_healthy("http://127.0.0.1:9/health", timeout_s=10, api=Broken(), repo_id="o/n", clock=lambda: 0.0,
-                     sleep=lambda s: None)
+        wait_healthy(
+            "http://127.0.0.1:9/health",
+            timeout_s=10,
+            api=Broken(),
+            repo_id="o/n",
+            clock=lambda: 0.0,
+            sleep=lambda s: None,
+        )

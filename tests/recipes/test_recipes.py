@@ -77,8 +77,26 @@ def test_dagent_eval_resolves_its_preset_once(tmp_path, monkeypatch, suite_dir):
         return real(cls, preset)
 
     monkeypatch.setattr(args_module.Recipes, "of", classmethod(counted))
-    r = CliRunner().invoke(app, ["eval", "--agent", "oracle", "--split", "train", "--limit", "1", "--workers", "1",
-                                 "--preset", "cpu", "--suite", str(suite_dir), "--out", str(tmp_path / "out")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--agent",
+            "oracle",
+            "--split",
+            "train",
+            "--limit",
+            "1",
+            "--workers",
+            "1",
+            "--preset",
+            "cpu",
+            "--suite",
+            str(suite_dir),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert r.exit_code in (0, 2), (r.output, r.exception)  # 2: the oracle missed a task (this fixture plants one)
     assert (tmp_path / "out" / "oracle" / "records.jsonl").is_file()
     assert calls == ["cpu"]

@@ -20,8 +20,9 @@ def solvable(tmp_path_factory):
     return str(write_solvable_suite(tmp_path_factory.mktemp("solvable")))
 
 
-def test_a_failed_stage_stops_the_run_with_its_cause_and_the_command_that_reruns_from_it(tmp_path, solvable,
-                                                                                         monkeypatch):
+def test_a_failed_stage_stops_the_run_with_its_cause_and_the_command_that_reruns_from_it(
+    tmp_path, solvable, monkeypatch
+):
     lines: list[str] = []
     run = Reproduction(tmp_path, Profile.named("cpu", "tiny-qwen3"), suite=solvable, echo=lines.append)
 
@@ -76,9 +77,18 @@ def train_tiny(out, steps: int, lr: float):
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen3()), dtype=torch.float32)
     rows = [{"input_ids": list(range(10 + i, 26 + i)), "labels": list(range(10 + i, 26 + i))} for i in range(8)]
-    args = TrainingArguments(output_dir=str(out), max_steps=steps, per_device_train_batch_size=2, learning_rate=lr,
-                             save_strategy="steps", save_steps=steps, use_cpu=True, report_to="none",
-                             logging_steps=1, weight_decay=0.01)
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=steps,
+        per_device_train_batch_size=2,
+        learning_rate=lr,
+        save_strategy="steps",
+        save_steps=steps,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=1,
+        weight_decay=0.01,
+    )
     Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows)).train()
     return tiny_qwen3()
 
@@ -96,7 +106,11 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
     shutil.copytree(tmp_path / "moved" / "checkpoint-2", stale)
     (stale / "optimizer.pt").unlink()
     receipt = checkpoint_receipt(tmp_path / "moved", start, 2)
-    assert receipt["checkpoint"].endswith("checkpoint-2") and receipt["state_present"] == {"optimizer.pt": True, "scheduler.pt": True, "trainer_state.json": True}
+    assert receipt["checkpoint"].endswith("checkpoint-2") and receipt["state_present"] == {
+        "optimizer.pt": True,
+        "scheduler.pt": True,
+        "trainer_state.json": True,
+    }
     assert receipt["tensors_changed"] > 0 and receipt["tensors"] > 0
     assert receipt["restore"]["identical"] and receipt["restore"]["optimizer_tensors"] > 0
     assert receipt["restore"]["param_groups"] == 2  # the Trainer's decay / no-decay groups, rebuilt
@@ -123,7 +137,9 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
     # planted: a run that never moved, and a checkpoint without its optimizer state
     frozen = checkpoint_receipt(tmp_path / "frozen", train_tiny(tmp_path / "frozen", 1, 0.0), 1)
     assert frozen["tensors_changed"] == 0
-    assert [ok for check, ok in checks_for("train-whitebox", frozen, "ok") if check.startswith("weights changed")] == [False]
+    assert [ok for check, ok in checks_for("train-whitebox", frozen, "ok") if check.startswith("weights changed")] == [
+        False
+    ]
     with pytest.raises(StageError, match=r"no checkpoint-3 .*checkpoint-12.*checkpoint-2"):
         checkpoint_receipt(tmp_path / "moved", start, 3)  # a run that stopped short
     (tmp_path / "moved" / "checkpoint-2" / "optimizer.pt").unlink()
@@ -134,10 +150,17 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
 def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):
     from dagent.reproduce.pipeline import Stage
 
-    stages = {"smoke-blackbox": Stage("smoke-blackbox", "ok", 12.0, "POST ...", {
-                  "outcome": "wrong", "cause": None, "exact_token_audit": "trained token 3 differs", "trained_tokens": 9}),
-              "smoke-harbor": Stage("smoke-harbor", "skipped", 0.1, "", {"skipped": "Harbor is not installed here"}),
-              "sft": Stage("sft", "failed", 3.0, "python jobs/sft_warmstart.py", {}, cause="OOM")}
+    stages = {
+        "smoke-blackbox": Stage(
+            "smoke-blackbox",
+            "ok",
+            12.0,
+            "POST ...",
+            {"outcome": "wrong", "cause": None, "exact_token_audit": "trained token 3 differs", "trained_tokens": 9},
+        ),
+        "smoke-harbor": Stage("smoke-harbor", "skipped", 0.1, "", {"skipped": "Harbor is not installed here"}),
+        "sft": Stage("sft", "failed", 3.0, "python jobs/sft_warmstart.py", {}, cause="OOM"),
+    }
     text = validation_markdown(Profile.named("cpu"), stages)
     assert "- FAIL: every trained token id is the engine's (exact-token audit: trained token 3 differs" in text
     assert "- SKIPPED: Harbor is not installed here" in text
@@ -155,6 +178,7 @@ def test_the_command_exits_non_zero_when_any_receipt_fails(monkeypatch, tmp_path
             report = Stage("report")
             report.receipt = {"pass": 19, "fail": fail, "skipped": 0}
             return {"report": report}
+
         return fake
 
     monkeypatch.setattr(cli, "reproduce", ran(1))

@@ -67,7 +67,7 @@ class FakeE2B:
         if kw.get("background"):
             return type("Handle", (), {"pid": 321})()
         if cmd.startswith("cd /workdir/input && find"):
-            names = [p[len("/workdir/input/"):] for p in self.store if p.startswith("/workdir/input/")]
+            names = [p[len("/workdir/input/") :] for p in self.store if p.startswith("/workdir/input/")]
             return outcome(kw, stdout="".join(f"./{n}\n" for n in names))
         return (self.setup if kw.get("user") == "root" else self.script)(cmd, kw)
 
@@ -256,6 +256,9 @@ def test_home_differs_by_backend_and_is_known_in_one_place():
     with pytest.raises(ConfigError, match="unknown sandbox backend"):
         sandbox_home("docker")
     package = Path(__file__).resolve().parents[2] / "dagent"
-    literal = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
-               if '"/home/user"' in p.read_text() or "'/home/user'" in p.read_text()]
+    literal = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if '"/home/user"' in p.read_text() or "'/home/user'" in p.read_text()
+    ]
     assert literal == ["sandbox/e2b.py"], f"E2B's home written outside its backend: {literal}"

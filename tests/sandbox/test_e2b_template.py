@@ -41,8 +41,12 @@ def test_the_rendered_template_holds_every_requirement(tmp_path):
     text = render_template(spec)
     assert f"FROM python:{python_version()}\n" in text  # the interpreter the golds were measured with
     pip = re.search(r"^RUN pip install (.+)$", text, re.M).group(1).split()
-    assert pip == [f"pandas=={version('pandas')}", f"numpy=={version('numpy')}", f"pyarrow=={version('pyarrow')}",
-                   f"huggingface_hub=={version('huggingface_hub')}"]
+    assert pip == [
+        f"pandas=={version('pandas')}",
+        f"numpy=={version('numpy')}",
+        f"pyarrow=={version('pyarrow')}",
+        f"huggingface_hub=={version('huggingface_hub')}",
+    ]
     assert "apt-get install -y --no-install-recommends curl nodejs npm" in text
     assert f"RUN npm install -g opencode-ai@{OPENCODE_VERSION}\n" in text
     assert "RUN mkdir -p /workdir/input\n" in text and "RUN chown -R user:user /workdir\n" in text
@@ -75,8 +79,9 @@ def test_every_module_the_reference_programs_import_is_in_the_template(built):
 
 def test_cli_dry_run_prints_the_template_offline(suite_dir, monkeypatch):
     monkeypatch.delenv("E2B_API_KEY", raising=False)
-    r = CliRunner().invoke(app, ["sandbox", "template", "e2b", "--alias", "my-tpl", "--dry-run",
-                                 "--suite", str(suite_dir)])
+    r = CliRunner().invoke(
+        app, ["sandbox", "template", "e2b", "--alias", "my-tpl", "--dry-run", "--suite", str(suite_dir)]
+    )
     assert r.exit_code == 0, r.output
     assert "E2B template 'my-tpl': 2 cpu / 2048 MB" in r.output and "FROM python:" in r.output
 
@@ -84,8 +89,11 @@ def test_cli_dry_run_prints_the_template_offline(suite_dir, monkeypatch):
 def test_build_calls_the_sdk_with_alias_size_and_key(monkeypatch, tmp_path):
     calls = []
     signature = inspect.signature(e2b.Template.build)
-    monkeypatch.setattr(e2b.Template, "build", staticmethod(
-        lambda *a, **kw: (signature.bind(*a, **kw), calls.append(kw), "tpl-123")[-1]))
+    monkeypatch.setattr(
+        e2b.Template,
+        "build",
+        staticmethod(lambda *a, **kw: (signature.bind(*a, **kw), calls.append(kw), "tpl-123")[-1]),
+    )
     spec = template_spec(sized_suite(tmp_path, (2, 4096)), alias="dagent-x")
     monkeypatch.delenv("E2B_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="E2B_API_KEY"):
@@ -119,7 +127,9 @@ def test_the_black_box_environment_lets_e2b_sandboxes_reach_only_its_capture_url
     from dagent.capture.reach import allow_egress
     from dagent.runtime.blackbox import BlackBoxRuntime
 
-    runtime = BlackBoxRuntime(suite, "http://127.0.0.1:1", backend="e2b", public_url="https://capture.example.org:8443/v1")
+    runtime = BlackBoxRuntime(
+        suite, "http://127.0.0.1:1", backend="e2b", public_url="https://capture.example.org:8443/v1"
+    )
     backend = runtime._make_backend("/unused")
     assert backend.template == DEFAULT_TEMPLATE and backend.allow_out == ()  # decided once the URL is resolved (F45)
     allow_egress(backend, "https://capture.example.org:8443/v1")  # what start() does after publishing

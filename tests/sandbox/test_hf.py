@@ -67,17 +67,24 @@ class JobServer:
         if path == "/files/stat":
             if q["path"] not in self.files:
                 return httpx2.Response(404, json={"error": "no such file"})
-            return httpx2.Response(200, json={"name": q["path"].rsplit("/", 1)[-1], "path": q["path"],
-                                              "type": "file", "size": len(self.files[q["path"]])})
+            return httpx2.Response(
+                200,
+                json={
+                    "name": q["path"].rsplit("/", 1)[-1],
+                    "path": q["path"],
+                    "type": "file",
+                    "size": len(self.files[q["path"]]),
+                },
+            )
         if path == "/files/read":
             data, off = self.files[q["path"]], int(q.get("offset", 0))
-            return httpx2.Response(200, content=data[off:off + int(q.get("length", len(data)))])
+            return httpx2.Response(200, content=data[off : off + int(q.get("length", len(data)))])
         return httpx2.Response(404, json={"error": f"unexpected {request.method} {path}"})
 
     def respond(self, payload: dict) -> list[dict]:
         cmd = payload["cmd"]
         if cmd[-1].startswith("cd /workdir/input && find"):
-            names = [p[len("/workdir/input/"):] for p in self.files if p.startswith("/workdir/input/")]
+            names = [p[len("/workdir/input/") :] for p in self.files if p.startswith("/workdir/input/")]
             return [{"event": "stdout", "data": "".join(f"./{n}\n" for n in names)}, exit_event(0)]
         if cmd[-1].startswith("mkdir -p /workdir/input"):
             return [exit_event(0)]
@@ -93,14 +100,19 @@ def hub(monkeypatch):
     def create(*args, **kw):
         CREATE_SIG.bind(*args, **kw)
         creates.append(kw)
-        transport = _SandboxServer(job_id="job-1", owner="me", image=kw["image"], nonce="n",
-                                   base_url="https://job-1--49983.hf.space", sandbox_token="sbx-token",
-                                   api=HfApi(token="hf_unused"))
+        transport = _SandboxServer(
+            job_id="job-1",
+            owner="me",
+            image=kw["image"],
+            nonce="n",
+            base_url="https://job-1--49983.hf.space",
+            sandbox_token="sbx-token",
+            api=HfApi(token="hf_unused"),
+        )
         transport._client.close()
         transport._client = httpx2.Client(transport=httpx2.MockTransport(server))
         transport.cancel_job = lambda: setattr(server, "cancelled", server.cancelled + 1)
-        return huggingface_hub.Sandbox(id="job-1", server=transport, local_id=None,
-                                       owns_sandbox=True, owns_server=True)
+        return huggingface_hub.Sandbox(id="job-1", server=transport, local_id=None, owns_sandbox=True, owns_server=True)
 
     monkeypatch.setattr(huggingface_hub.Sandbox, "create", staticmethod(create))
     return server, creates
@@ -124,8 +136,13 @@ def test_exec_sends_command_timeout_cwd_and_env(hub):
     sb.exec("echo hi", timeout_s=45, env={"A": "1"})
     sb.exec("echo default")
     first, second = server.execs[1:]
-    assert first == {"cmd": ["bash", "-c", "echo hi"], "shell": False, "env": {"A": "1"},
-                     "cwd": "/workdir", "timeout": 45}
+    assert first == {
+        "cmd": ["bash", "-c", "echo hi"],
+        "shell": False,
+        "env": {"A": "1"},
+        "cwd": "/workdir",
+        "timeout": 45,
+    }
     assert second["timeout"] == 30
     assert sb.exec_background("serve") == 4242
     assert server.background == [{"cmd": ["bash", "-c", "serve"], "shell": False, "cwd": "/workdir"}]

@@ -41,7 +41,8 @@ def test_the_shipped_dockerfile_is_the_recipe_run_as_root():
     shipped = (ROOT / SHIPPED).read_text()
     assert shipped == sandbox_dockerfile(template_spec()), (
         f"{SHIPPED} is not the recipe any more: regenerate it with "
-        f"`dagent sandbox image hf OWNER/NAME --dry-run > {SHIPPED}`")
+        f"`dagent sandbox image hf OWNER/NAME --dry-run > {SHIPPED}`"
+    )
     spec = template_spec()
     assert f"FROM python:{spec.python}\n" in shipped and "USER root\n" in shipped  # HF sandboxes run as root (F20)
     assert f"RUN pip install {' '.join(spec.packages)}\n" in shipped and "curl" in shipped
@@ -74,8 +75,9 @@ class DockerJobServer:
 
     def __init__(self, image: str) -> None:
         self.image, self.name = image, f"dagent-sbx-{uuid.uuid4().hex[:8]}"
-        r = docker("run", "-d", "--rm", "--name", self.name, "--network", "none", "--entrypoint", "sleep", image,
-                   "infinity")
+        r = docker(
+            "run", "-d", "--rm", "--name", self.name, "--network", "none", "--entrypoint", "sleep", image, "infinity"
+        )
         assert r.returncode == 0, r.stderr.decode()[-500:]
         self.users: list[str] = []
 
@@ -89,31 +91,43 @@ class DockerJobServer:
             payload = json.loads(body)
             flags = [a for k, v in (payload.get("env") or {}).items() for a in ("-e", f"{k}={v}")]
             try:
-                r = docker("exec", "-w", payload.get("cwd") or "/", *flags, self.name, *payload["cmd"],
-                           timeout=payload.get("timeout"))
-                events = [{"event": "stdout", "data": r.stdout.decode(errors="replace")},
-                          {"event": "stderr", "data": r.stderr.decode(errors="replace")},
-                          {"event": "exit", "exit_code": r.returncode, "duration_ms": 1}]
+                r = docker(
+                    "exec",
+                    "-w",
+                    payload.get("cwd") or "/",
+                    *flags,
+                    self.name,
+                    *payload["cmd"],
+                    timeout=payload.get("timeout"),
+                )
+                events = [
+                    {"event": "stdout", "data": r.stdout.decode(errors="replace")},
+                    {"event": "stderr", "data": r.stderr.decode(errors="replace")},
+                    {"event": "exit", "exit_code": r.returncode, "duration_ms": 1},
+                ]
             except subprocess.TimeoutExpired:
                 events = [{"event": "exit", "exit_code": None, "timed_out": True, "duration_ms": 1}]
             return httpx2.Response(200, content="".join(json.dumps(e) + "\n" for e in events).encode())
         if path == "/files/write":
             target = q["path"]
-            r = docker("exec", "-i", self.name, "sh", "-c", f'mkdir -p "$(dirname "{target}")" && cat > "{target}"',
-                       input=body)
+            r = docker(
+                "exec", "-i", self.name, "sh", "-c", f'mkdir -p "$(dirname "{target}")" && cat > "{target}"', input=body
+            )
             return httpx2.Response(200 if r.returncode == 0 else 500, json={})
         if path == "/files/stat":
             r = docker("exec", self.name, "stat", "-c", "%s", q["path"])
             if r.returncode:
                 return httpx2.Response(404, json={"error": "no such file"})
-            return httpx2.Response(200, json={"name": q["path"].rsplit("/", 1)[-1], "path": q["path"], "type": "file",
-                                              "size": int(r.stdout)})
+            return httpx2.Response(
+                200,
+                json={"name": q["path"].rsplit("/", 1)[-1], "path": q["path"], "type": "file", "size": int(r.stdout)},
+            )
         if path == "/files/read":
             r = docker("exec", self.name, "cat", q["path"])
             if r.returncode:
                 return httpx2.Response(404, json={"error": "no such file"})
             off = int(q.get("offset", 0))
-            return httpx2.Response(200, content=r.stdout[off:off + int(q.get("length", len(r.stdout)))])
+            return httpx2.Response(200, content=r.stdout[off : off + int(q.get("length", len(r.stdout)))])
         return httpx2.Response(404, json={"error": f"unexpected {request.method} {path}"})
 
 
@@ -122,12 +136,20 @@ def sandbox_image():
     need_docker()
     if docker("image", "inspect", TAG).returncode:
         base = (ROOT / SHIPPED).read_text().split("FROM ", 1)[1].split()[0]
-        r = subprocess.run(["flock", LOCK, "bash", str(ROOT / "scripts" / "docker_base.sh")], capture_output=True,
-                           text=True, env={**os.environ, "DAGENT_BASE_IMAGE": base})
+        r = subprocess.run(
+            ["flock", LOCK, "bash", str(ROOT / "scripts" / "docker_base.sh")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "DAGENT_BASE_IMAGE": base},
+        )
         assert r.returncode == 0, r.stderr[-2000:]
     # under the lock: scripts/docker_images.sh may be building it right now (then this is a cache hit)
-    r = subprocess.run(["flock", LOCK, "docker", "build", "-q", "--network", "host", "-t", TAG,
-                        str(ROOT / "spaces" / "sandbox")], capture_output=True, text=True, timeout=1500)
+    r = subprocess.run(
+        ["flock", LOCK, "docker", "build", "-q", "--network", "host", "-t", TAG, str(ROOT / "spaces" / "sandbox")],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     return TAG
 
@@ -142,14 +164,21 @@ def hf_sandboxes(monkeypatch):
         CREATE_SIG.bind(*args, **kw)
         server = DockerJobServer(kw["image"])
         servers.append(server)
-        transport = _SandboxServer(job_id=server.name, owner="me", image=kw["image"], nonce="n",
-                                   base_url=f"https://{server.name}--49983.hf.space", sandbox_token="sbx-token",
-                                   api=HfApi(token="hf_unused"))
+        transport = _SandboxServer(
+            job_id=server.name,
+            owner="me",
+            image=kw["image"],
+            nonce="n",
+            base_url=f"https://{server.name}--49983.hf.space",
+            sandbox_token="sbx-token",
+            api=HfApi(token="hf_unused"),
+        )
         transport._client.close()
         transport._client = httpx2.Client(transport=httpx2.MockTransport(server))
         transport.cancel_job = server.stop
-        return huggingface_hub.Sandbox(id=server.name, server=transport, local_id=None, owns_sandbox=True,
-                                       owns_server=True)
+        return huggingface_hub.Sandbox(
+            id=server.name, server=transport, local_id=None, owns_sandbox=True, owns_server=True
+        )
 
     monkeypatch.setattr(huggingface_hub.Sandbox, "create", staticmethod(create))
     yield servers
@@ -166,8 +195,13 @@ def test_hf_sandboxes_from_the_published_image_pass_the_oracle_check(sandbox_ima
     assert record.outcome == "correct" and hf_sandboxes[0].image == sandbox_image
     # the planted image: the same one without pandas, as huggingface_hub's default python:3.12 is
     bare = f"{sandbox_image}-no-pandas"
-    r = subprocess.run(["docker", "build", "-q", "-t", bare, "-"], input=f"FROM {sandbox_image}\nRUN pip uninstall -y -q pandas\n",
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["docker", "build", "-q", "-t", bare, "-"],
+        input=f"FROM {sandbox_image}\nRUN pip uninstall -y -q pandas\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-1000:]
     try:
         with pytest.raises(SandboxImageError, match="DAGENT_SANDBOX_IMAGE=hf.co/spaces/OWNER/NAME"):

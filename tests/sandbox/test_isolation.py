@@ -84,7 +84,11 @@ def test_the_check_catches_each_planted_escape(tmp_path, open_suite, outside, mo
     absent = {"outside"} if not outside else set()
     if not [n for _, n in socket.if_nameindex() if n != "lo"]:
         absent.add("netlink")
-    if Path("/proc/sys/net/mptcp/enabled").read_text().strip() != "1" if Path("/proc/sys/net/mptcp/enabled").exists() else True:
+    if (
+        Path("/proc/sys/net/mptcp/enabled").read_text().strip() != "1"
+        if Path("/proc/sys/net/mptcp/enabled").exists()
+        else True
+    ):
         absent.add("mptcp")
     assert _escaped(report) == set(_ran(report)) - absent
     with pytest.raises(IsolationError) as e:
@@ -123,21 +127,33 @@ def test_the_unprivileged_uid_reads_nothing_the_server_owns_and_still_solves(tmp
         assert a.uid != b.uid and a.uid >= 200_000
         assert a.exec("id -u").stdout.strip() == str(a.uid)
         a.exec("echo mine > notes.txt")
-        for probe in (f"cat {secret}/gold.txt", f"ls {a.host_workdir}", f"cat {a.host_workdir}/notes.txt",
-                      f"cat /proc/{os.getpid()}/environ", "ls /proc | grep -c '^[0-9]'"):
+        for probe in (
+            f"cat {secret}/gold.txt",
+            f"ls {a.host_workdir}",
+            f"cat {a.host_workdir}/notes.txt",
+            f"cat /proc/{os.getpid()}/environ",
+            "ls /proc | grep -c '^[0-9]'",
+        ):
             r = b.exec(probe)
             assert probe.startswith("ls /proc") or r.exit_code != 0, (probe, r.stdout)
         assert int(b.exec("ls /proc | grep -c '^[0-9]'").stdout) < 10  # its own pid namespace
         # no route out (a UDP connect is a routing decision: nothing is sent, isolated or not)
-        assert b.exec("python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
-                      ".connect((\"1.1.1.1\", 443))'").exit_code != 0
+        assert (
+            b.exec(
+                "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+                '.connect(("1.1.1.1", 443))\''
+            ).exit_code
+            != 0
+        )
         # a file the server writes for the agent is the agent's own (it may edit it)
         b.write_file("sub/dir/given.py", "print(1)\n")
         assert b.exec("echo more >> sub/dir/given.py && touch sub/dir/new").exit_code == 0
         # and the task still solves, as that uid, on a read-only staged input
         b.stage({"t.csv": table})
-        r = b.exec("python3 -c \"import pandas as pd; print(pd.read_csv('input/t.csv').y.sum())\" > answer.txt"
-                   " && cat answer.txt && ! touch input/x")
+        r = b.exec(
+            "python3 -c \"import pandas as pd; print(pd.read_csv('input/t.csv').y.sum())\" > answer.txt"
+            " && cat answer.txt && ! touch input/x"
+        )
         assert r.exit_code == 0 and r.stdout.strip() == "6", r.stderr
         assert b.read_file("answer.txt") == b"6\n"
 
@@ -220,8 +236,10 @@ def test_the_probe_table_in_docs_is_what_each_tier_does(tmp_path, open_suite, ou
     monkeypatch.setattr(MountnsTier, "probe", classmethod(lambda cls, backend: "forced off by the test"))
     tiers["rlimits"] = LocalBackend(base_dir=tmp_path / "bare", isolation="rlimits")
     kw = {"outside": outside} if outside else {}
-    seen = {tier: {p.name: p.escaped for p in check_isolation(b, suite_dir=open_suite, **kw).probes}
-            for tier, b in tiers.items()}
+    seen = {
+        tier: {p.name: p.escaped for p in check_isolation(b, suite_dir=open_suite, **kw).probes}
+        for tier, b in tiers.items()
+    }
     doc = (Path(__file__).parents[2] / "docs" / "sandboxes.md").read_text()
     block = re.search(r"<!-- probe-table -->\n(.*?)\n<!-- /probe-table -->", doc, re.S)
     assert block, "docs/sandboxes.md has no probe table between <!-- probe-table --> markers"

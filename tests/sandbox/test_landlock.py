@@ -42,15 +42,18 @@ def test_every_probe_is_refused_and_a_task_still_solves(tmp_path, open_suite):
     backend = _landlock(tmp_path)
     assert backend.tier == "landlock" and not backend.loopback_only and "Landlock" in backend.describe()
     report = check_isolation(backend, suite_dir=open_suite)
-    assert [p.name for p in report.probes] == [p for p in PROBES if p != "server_port6" or
-                                               "server_port6" in {q.name for q in report.probes}]
+    assert [p.name for p in report.probes] == [
+        p for p in PROBES if p != "server_port6" or "server_port6" in {q.name for q in report.probes}
+    ]
     assert report.ok, report.summary()
     table = tmp_path / "t.csv"
     table.write_text("x,y\n1,2\n3,4\n")
     with backend.create(Resources(timeout_s=60)) as sb:
         sb.stage({"t.csv": table})
-        r = sb.exec("python3 -c \"import pandas as pd; print(pd.read_csv('input/t.csv').y.sum())\" > answer.txt"
-                    " && cat answer.txt && touch made && echo $TMPDIR && ! echo x >> input/t.csv")
+        r = sb.exec(
+            "python3 -c \"import pandas as pd; print(pd.read_csv('input/t.csv').y.sum())\" > answer.txt"
+            " && cat answer.txt && touch made && echo $TMPDIR && ! echo x >> input/t.csv"
+        )
         assert r.exit_code == 0 and r.stdout.splitlines() == ["6", str(sb.host_tmp)], r.stderr
         assert sb.read_file("answer.txt") == b"6\n"
         assert table.read_text() == "x,y\n1,2\n3,4\n"  # the staged input stayed read-only
@@ -83,11 +86,12 @@ def test_more_processes_than_the_budget_are_killed_and_others_survive(tmp_path):
     backend = _landlock(tmp_path)
     with backend.create(Resources(timeout_s=60, max_processes=48)) as a, backend.create(Resources(timeout_s=60)) as b:
         spawn = "import subprocess, time; [subprocess.Popen(['sleep', '30']) for _ in range(400)]; time.sleep(30)"
-        r = a.exec(f"python3 -c \"{spawn}\"", timeout_s=40)
+        r = a.exec(f'python3 -c "{spawn}"', timeout_s=40)
         # RLIMIT_NPROC refuses the fork (EAGAIN), or the watchdog kills the sandbox first: never 400
         assert not r.timed_out and r.exit_code != 0, (r.exit_code, r.stderr[-300:])
-        assert ("Resource temporarily unavailable" in r.stderr
-                or (r.exit_code == 137 and "processes went past its limit" in r.stderr)), r.stderr[-300:]
+        assert "Resource temporarily unavailable" in r.stderr or (
+            r.exit_code == 137 and "processes went past its limit" in r.stderr
+        ), r.stderr[-300:]
         assert b.exec("echo alive").stdout == "alive\n"
     assert not _sleepers_left()
 
@@ -139,9 +143,15 @@ def test_without_the_metadata_rule_or_signal_scoping_the_server_is_reachable(tmp
     assert "signal" in escaped and "ptrace" not in escaped  # Landlock always bounds ptrace; seccomp too
 
 
-@pytest.mark.parametrize(("answer", "cause"), [
-    (errno.ENOSYS, "built without Landlock"), (errno.EOPNOTSUPP, "disabled at boot"),
-    (errno.EPERM, "seccomp profile older than Landlock"), (5, "ABI 5 is below 6")])
+@pytest.mark.parametrize(
+    ("answer", "cause"),
+    [
+        (errno.ENOSYS, "built without Landlock"),
+        (errno.EOPNOTSUPP, "disabled at boot"),
+        (errno.EPERM, "seccomp profile older than Landlock"),
+        (5, "ABI 5 is below 6"),
+    ],
+)
 def test_a_kernel_without_landlock_or_below_abi_6_is_refused_with_its_cause(tmp_path, monkeypatch, answer, cause):
     real = confine._syscall
 
@@ -200,8 +210,10 @@ def test_the_allowed_port_is_the_only_one_and_the_known_gap_is_any_address(tmp_p
         listeners.append(s)
     allowed, other = (s.getsockname()[1] for s in listeners)
     backend.allow_tcp(allowed)
-    probe = ("python3 -c \"import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 2); "
-             "print('connected')\" {} {}")
+    probe = (
+        'python3 -c "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 2); '
+        "print('connected')\" {} {}"
+    )
     try:
         with backend.create(Resources(timeout_s=30)) as sb:
             assert sb.exec(probe.format("127.0.0.1", allowed)).stdout.strip() == "connected"

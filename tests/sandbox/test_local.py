@@ -86,10 +86,13 @@ def test_timeout_kills_the_whole_tree(sb) -> None:
 
 
 @pytest.mark.failure_mode("F18")
-@pytest.mark.parametrize("hog", [
-    "python -c 'x = bytearray(3 * 1024**3)'",
-    "head -c 3G /dev/zero | tail -c 3G > /dev/null",  # no Python: coreutils buffering 3 GB
-])
+@pytest.mark.parametrize(
+    "hog",
+    [
+        "python -c 'x = bytearray(3 * 1024**3)'",
+        "head -c 3G /dev/zero | tail -c 3G > /dev/null",  # no Python: coreutils buffering 3 GB
+    ],
+)
 def test_memory_hog_is_oom_killed(sb, hog: str) -> None:
     r = sb.exec(hog)
     assert r.oom_killed and not r.ok and not r.timed_out
@@ -97,11 +100,14 @@ def test_memory_hog_is_oom_killed(sb, hog: str) -> None:
 
 
 @pytest.mark.failure_mode("F18")
-@pytest.mark.parametrize("hog", [
-    "python -c 'x = bytearray(3 * 1024**3)'",
-    "python -c 'import numpy; numpy.zeros(10**9)'",
-    "head -c 3G /dev/zero | tail -c 3G > /dev/null",
-])
+@pytest.mark.parametrize(
+    "hog",
+    [
+        "python -c 'x = bytearray(3 * 1024**3)'",
+        "python -c 'import numpy; numpy.zeros(10**9)'",
+        "head -c 3G /dev/zero | tail -c 3G > /dev/null",
+    ],
+)
 def test_memory_hog_without_cgroup_is_caught_by_rlimit_as(tmp_path, monkeypatch, hog: str) -> None:
     monkeypatch.setattr(local, "_cgroup_parents", lambda: {})
     with LocalBackend(base_dir=tmp_path).create(SMALL) as s:
@@ -121,8 +127,10 @@ def test_an_agents_runtime_gets_address_space_only_where_rlimit_as_bounds_memory
         limit = s.exec("ulimit -v").stdout.strip()
         assert limit == "unlimited" if s.backend.cgroups else int(limit) == (SMALL.memory_mb + 4096) * 1024
     monkeypatch.setattr(local, "_cgroup_parents", lambda: {})
-    with LocalBackend(base_dir=tmp_path / "as").create(agent) as s, \
-            LocalBackend(base_dir=tmp_path / "plain").create(SMALL) as plain:
+    with (
+        LocalBackend(base_dir=tmp_path / "as").create(agent) as s,
+        LocalBackend(base_dir=tmp_path / "plain").create(SMALL) as plain,
+    ):
         assert int(s.exec("ulimit -v").stdout) == (SMALL.memory_mb + 4096) * 1024
         assert int(plain.exec("ulimit -v").stdout) == SMALL.memory_mb * 1024
         # 3 GB on a loaded 2-core CI machine once outran the default 20 s (a fresh-clone CI run, 2026-12-04;
@@ -404,8 +412,9 @@ def test_mountns_sandboxes_see_tools_bound_from_roots_home_and_from_closed_direc
             (tool / "agent").write_text(f"#!/bin/sh\necho {name}\n")
             (tool / "agent").chmod(0o755)
             tools[name] = tool
-        backend = LocalBackend(base_dir=tmp_path / "sb", isolation="rlimits",
-                               ro_binds=[(str(t), str(t)) for t in tools.values()])
+        backend = LocalBackend(
+            base_dir=tmp_path / "sb", isolation="rlimits", ro_binds=[(str(t), str(t)) for t in tools.values()]
+        )
         with backend.create(SMALL) as s:
             for name, tool in tools.items():
                 r = s.exec(f"{tool}/agent")

@@ -27,8 +27,7 @@ def daemon_missing() -> str | None:
     """Why Docker cannot be used here, or None."""
     if shutil.which("docker") is None:
         return "no docker client (scripts/setup.sh --tests installs Docker where it runs as root)"
-    r = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30)
     if r.returncode != 0 or not r.stdout.strip():
         return f"no Docker daemon answers ({(r.stderr or r.stdout).strip()[-200:]})"
     return None
@@ -49,13 +48,31 @@ def clean_checkout(dest: Path) -> Path:
 
 def build(checkout: Path, dockerfile: str, tag: str, *build_args: str) -> float:
     """`docker build -f DOCKERFILE -t TAG .` from `checkout`; seconds taken. Fails with the log's tail."""
-    base = subprocess.run(["flock", LOCK, "bash", str(checkout / "scripts" / "docker_base.sh")], capture_output=True,
-                          text=True)
+    base = subprocess.run(
+        ["flock", LOCK, "bash", str(checkout / "scripts" / "docker_base.sh")], capture_output=True, text=True
+    )
     assert base.returncode == 0, base.stderr[-2000:]
     started = time.monotonic()  # the lock: scripts/docker_images.sh may be building these images right now
-    r = subprocess.run(["flock", LOCK, "docker", "build", "--network", "host", "-f", dockerfile, "-t", tag,
-                        *(a for arg in build_args for a in ("--build-arg", arg)), "."],
-                       cwd=checkout, capture_output=True, text=True, timeout=1500)
+    r = subprocess.run(
+        [
+            "flock",
+            LOCK,
+            "docker",
+            "build",
+            "--network",
+            "host",
+            "-f",
+            dockerfile,
+            "-t",
+            tag,
+            *(a for arg in build_args for a in ("--build-arg", arg)),
+            ".",
+        ],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     return time.monotonic() - started
 
@@ -69,14 +86,17 @@ class Container:
         return r.stdout + r.stderr
 
     def status(self) -> tuple[str, int]:
-        r = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", self.name],
-                           capture_output=True, text=True, check=True)
+        r = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", self.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         state, code = r.stdout.split()
         return state, int(code)
 
     def exec(self, *cmd: str) -> str:
-        return subprocess.run(["docker", "exec", self.name, *cmd], capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(["docker", "exec", self.name, *cmd], capture_output=True, text=True, check=True).stdout
 
     def wait_exit(self, timeout_s: float = 120) -> int:
         r = subprocess.run(["docker", "wait", self.name], capture_output=True, text=True, timeout=timeout_s)
@@ -98,8 +118,14 @@ class Container:
         subprocess.run(["docker", "rm", "-f", self.name], capture_output=True)
 
 
-def run(tag: str, name: str, *, env: dict[str, str] | None = None, volumes: dict[Path, str] | None = None,
-        options: tuple[str, ...] = ()) -> Container:
+def run(
+    tag: str,
+    name: str,
+    *,
+    env: dict[str, str] | None = None,
+    volumes: dict[Path, str] | None = None,
+    options: tuple[str, ...] = (),
+) -> Container:
     """`docker run -d` of `tag` as its image's user, on the host's network (loopback only)."""
     subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     args = ["docker", "run", "-d", "--name", name, "--network", "host", *options]

@@ -46,12 +46,14 @@ def test_the_healthcheck_probes_the_port_the_server_listens_on(dockerfile):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     cmd = probe(dockerfile).replace("localhost", "127.0.0.1")
     try:
-        served = subprocess.run(["/bin/sh", "-c", cmd], env={**os.environ, "PORT": str(port)}, capture_output=True,
-                                timeout=30)
+        served = subprocess.run(
+            ["/bin/sh", "-c", cmd], env={**os.environ, "PORT": str(port)}, capture_output=True, timeout=30
+        )
         assert served.returncode == 0, served.stderr
     finally:
         server.shutdown()
         server.server_close()
-    empty = subprocess.run(["/bin/sh", "-c", cmd], env={**os.environ, "PORT": str(free_port())}, capture_output=True,
-                           timeout=30)
+    empty = subprocess.run(
+        ["/bin/sh", "-c", cmd], env={**os.environ, "PORT": str(free_port())}, capture_output=True, timeout=30
+    )
     assert empty.returncode != 0  # nobody serves that port: unhealthy

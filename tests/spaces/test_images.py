@@ -31,9 +31,11 @@ from tests.spaces.docker import NAMESPACES, ROOT, build, clean_checkout, need_do
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-IMAGES = {"whitebox": ("spaces/data-agent/Dockerfile", "dagent-test-whitebox"),
-          "blackbox": ("spaces/data-agent-blackbox/Dockerfile", "dagent-test-blackbox"),
-          "demo": ("spaces/demo/Dockerfile", "dagent-test-demo")}
+IMAGES = {
+    "whitebox": ("spaces/data-agent/Dockerfile", "dagent-test-whitebox"),
+    "blackbox": ("spaces/data-agent-blackbox/Dockerfile", "dagent-test-blackbox"),
+    "demo": ("spaces/demo/Dockerfile", "dagent-test-demo"),
+}
 SUITE = "/data/suite"
 
 
@@ -56,8 +58,12 @@ def image(checkout: Path, kind: str, *build_args: str) -> str:
 
 def bundled(box) -> str:
     """The digest of the suite an image serves when DAGENT_SUITE is unset (the one its build made)."""
-    return box.exec("python", "-c", "from dagent.provenance import suite_revision; from dagent.suites.sources "
-                    "import load_tasks; print(suite_revision(load_tasks(None))['digest'])").strip()
+    return box.exec(
+        "python",
+        "-c",
+        "from dagent.provenance import suite_revision; from dagent.suites.sources "
+        "import load_tasks; print(suite_revision(load_tasks(None))['digest'])",
+    ).strip()
 
 
 def host_digest(built) -> str:
@@ -70,14 +76,14 @@ def host_digest(built) -> str:
 def suite_stage(text: str) -> str:
     """A Dockerfile's `suite` stage: from `FROM ... AS suite` to the image's own stage."""
     start = text.index("FROM python:3.11-slim-trixie AS suite")
-    return text[start:text.index("\n# ---- the image", start)]
+    return text[start : text.index("\n# ---- the image", start)]
 
 
 def test_the_dockerfiles_run_as_uid_1000_under_tini_and_share_one_suite_stage():
     stages = set()
     for dockerfile, _ in IMAGES.values():
         text = (ROOT / dockerfile).read_text()
-        image = text[text.rindex("\nFROM "):]  # the image's own stage
+        image = text[text.rindex("\nFROM ") :]  # the image's own stage
         assert "FROM python:3.11-slim-trixie" in image  # Debian named: trixie's Node 20 runs pi (>= 20.6)
         assert "useradd --create-home --uid 1000 user" in image and "\nUSER user\n" in image
         assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in image and "HOME=/home/user" in image
@@ -85,11 +91,18 @@ def test_the_dockerfiles_run_as_uid_1000_under_tini_and_share_one_suite_stage():
         stage = suite_stage(text)
         assert stage.rstrip().endswith("RUN python -m datasets_build --out /home/user/.cache/dagent/suite")
         # the cache's parents made as `user` first: COPY would make them root's and HOME's cache unwritable
-        assert "USER user\n" in image[:image.index("RUN mkdir -p /home/user/.cache/dagent\nCOPY --from=suite --chown=user "
-                                                    "/home/user/.cache/dagent/suite /home/user/.cache/dagent/suite")]
+        assert (
+            "USER user\n"
+            in image[
+                : image.index(
+                    "RUN mkdir -p /home/user/.cache/dagent\nCOPY --from=suite --chown=user "
+                    "/home/user/.cache/dagent/suite /home/user/.cache/dagent/suite"
+                )
+            ]
+        )
         stages.add(stage)
         # dependencies installed before the package's code is copied: a code change rebuilds in seconds
-        assert image.index("pip install --no-cache-dir \".[") < image.index("COPY dagent ./dagent")
+        assert image.index('pip install --no-cache-dir ".[') < image.index("COPY dagent ./dagent")
     assert len(stages) == 1  # the same text in all three: Docker builds the suite once for every image
 
 
@@ -117,8 +130,11 @@ def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblew
         assert httpx.get(f"{url}/health").json()["sandbox"]["isolation"] == "landlock"
         assert bundled(box) == host_digest(built)  # built in `docker build`, byte for byte the host's build
         assert box.exec("sh", "-c", "mkdir -p ~/.cache/huggingface/hub && echo writable").strip() == "writable"
-        solution = box.exec("python", "-c", "from dagent.suites.sources import load_tasks; "
-                            "print(load_tasks(None).task_at('test', 0).solution)")
+        solution = box.exec(
+            "python",
+            "-c",
+            "from dagent.suites.sources import load_tasks; print(load_tasks(None).task_at('test', 0).solution)",
+        )
         from dagent.envs.whitebox_client import white_box_client
 
         env_ = white_box_client(url)()
@@ -140,12 +156,13 @@ def _serves_isolated_episodes(box, port: int, tier: str) -> None:
 
     env_ = white_box_client(url)()
     env_.reset(split="test", index=0)
-    probes = {"gold": f"cat {SUITE}/data/*.parquet | head -c 40 | od -c | head -2",
-              "suite": f"ls {SUITE}/data",
-              "server": f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); "
-                        "print('REACHED')\"",
-              "outside": "python -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-                         "s.connect(('1.1.1.1', 9)); print('ROUTED')\""}  # a route lookup: nothing is sent
+    probes = {
+        "gold": f"cat {SUITE}/data/*.parquet | head -c 40 | od -c | head -2",
+        "suite": f"ls {SUITE}/data",
+        "server": f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('REACHED')\"",
+        "outside": 'python -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
+        "s.connect(('1.1.1.1', 9)); print('ROUTED')\"",
+    }  # a route lookup: nothing is sent
     seen = {name: env_.bash(command=cmd) for name, cmd in probes.items()}
     assert "PAR1" not in seen["gold"] and "P   A   R   1" not in seen["gold"], seen
     assert "eval-" not in seen["suite"] and "test-" not in seen["suite"], seen
@@ -188,9 +205,19 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
     tag = image(checkout, "blackbox")
     engine = steered_engine()  # on this host's loopback, which the container shares
     port = free_port()
-    box = run(tag, f"dagent-test-bb-{harness}", volumes={mounted_suite: SUITE},  # the default runtime
-              env={"PORT": str(port), "DAGENT_SUITE": SUITE, "DAGENT_ENGINE_URL": engine.url,
-                   "DAGENT_HARNESS": harness, "DAGENT_MAX_OUTPUT_TOKENS": "256", "DAGENT_MAX_ROLLOUTS": "2"})
+    box = run(
+        tag,
+        f"dagent-test-bb-{harness}",
+        volumes={mounted_suite: SUITE},  # the default runtime
+        env={
+            "PORT": str(port),
+            "DAGENT_SUITE": SUITE,
+            "DAGENT_ENGINE_URL": engine.url,
+            "DAGENT_HARNESS": harness,
+            "DAGENT_MAX_OUTPUT_TOKENS": "256",
+            "DAGENT_MAX_ROLLOUTS": "2",
+        },
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         box.wait_serving(f"{url}/health", timeout_s=240)
@@ -200,8 +227,7 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
         assert bundled(box) == host_digest(built)  # duplicated as is, it serves the bundled suite
         health = httpx.get(f"{url}/health").json()
         assert health["status"] == "healthy" and health["sandbox"]["isolation"] == "landlock"
-        r = httpx.post(f"{url}/data_agent_blackbox/rollout", json={"split": "train", "index": 0},
-                       timeout=600).json()
+        r = httpx.post(f"{url}/data_agent_blackbox/rollout", json={"split": "train", "index": 0}, timeout=600).json()
         assert r["outcome"] == "correct" and r["reward"] > 1.0 and r["model_calls"] >= 1, (r, box.logs()[-3000:])
     finally:
         box.remove()
@@ -210,7 +236,6 @@ def test_the_black_box_image_grades_a_rollout_with_each_agent(checkout, mounted_
 
 TORCH_PAGE = re.search(r"^ARG TORCH_WHEELS=(\S+)", (ROOT / "spaces/demo/Dockerfile").read_text(), re.M).group(1)
 WHEELS_PORT = int(re.search(r"DAGENT_WHEELS_PORT:-(\d+)", (ROOT / "scripts/docker_images.sh").read_text()).group(1))
-
 
 
 def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mounted_suite, tmp_path, built):
@@ -222,23 +247,33 @@ def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mount
         if not any(Path(wheels).glob("torch-2.13.0+cpu-*.whl")):
             pytest.fail(f"DAGENT_TORCH_WHEELS={wheels} has no torch-2.13.0+cpu wheel")
         wheels_port = free_port(prefer=WHEELS_PORT)  # the background build's URL where free: its cache
-        server = subprocess.Popen(["python", "-m", "http.server", str(wheels_port), "--bind", "127.0.0.1"],
-                                  cwd=wheels, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            ["python", "-m", "http.server", str(wheels_port), "--bind", "127.0.0.1"],
+            cwd=wheels,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wheels = f"http://127.0.0.1:{wheels_port}/"
     else:
         try:
             httpx.head(wheels, timeout=15, follow_redirects=True).raise_for_status()
         except httpx.HTTPError as e:
-            pytest.skip(f"the CPU torch page {wheels} does not answer ({type(e).__name__}): set "
-                        "DAGENT_TORCH_WHEELS to a find-links page or a folder with torch 2.13.0+cpu")
+            pytest.skip(
+                f"the CPU torch page {wheels} does not answer ({type(e).__name__}): set "
+                "DAGENT_TORCH_WHEELS to a find-links page or a folder with torch 2.13.0+cpu"
+            )
     try:
         tag = image(checkout, "demo", f"TORCH_WHEELS={wheels}")
     finally:
         if server is not None:
             server.terminate()
     port = free_port()
-    box = run(tag, "dagent-test-demo", volumes={mounted_suite: SUITE},  # the default runtime: landlock
-              env={"PORT": str(port), "DAGENT_SUITE": SUITE})
+    box = run(
+        tag,
+        "dagent-test-demo",
+        volumes={mounted_suite: SUITE},  # the default runtime: landlock
+        env={"PORT": str(port), "DAGENT_SUITE": SUITE},
+    )
     try:
         box.wait_serving(f"http://127.0.0.1:{port}/", timeout_s=240)
         assert "isolation holds" in box.logs()
@@ -248,8 +283,7 @@ def test_the_demo_image_installs_the_cpu_torch_and_serves_a_task(checkout, mount
         from gradio_client import Client
 
         config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=10).json()
-        splits = next(c["props"]["choices"] for c in config["components"]
-                      if c.get("props", {}).get("label") == "split")
+        splits = next(c["props"]["choices"] for c in config["components"] if c.get("props", {}).get("label") == "split")
         assert [choice[0] for choice in splits] == ["train", "test", "eval"]  # the mounted suite
         loaded = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(SUITE, "test", "test#0", api_name="/load")
         shown = "\n".join(str(x) for x in loaded)
@@ -273,23 +307,75 @@ def test_a_black_box_job_runs_in_the_black_box_image_as_hf_jobs_starts_it(checko
     source = readable_clone(ROOT, tmp_path / "src")  # this commit, readable by the job's uid 1000
     engine = steered_engine()
     try:
-        job = ["--agent", "opencode", "--engine-url", engine.url, "--model", "tiny-qwen3-steered", "--preset", "cpu",
-               "--suite", SUITE, "--split", "train", "--limit", "1", "--workers", "1", "--out", "/tmp/out"]
-        spec = job_spec("eval", job, flavor="cpu-upgrade", project_url="file:///src", revision=sha,
-                        extras="server,report", image=tag)
+        job = [
+            "--agent",
+            "opencode",
+            "--engine-url",
+            engine.url,
+            "--model",
+            "tiny-qwen3-steered",
+            "--preset",
+            "cpu",
+            "--suite",
+            SUITE,
+            "--split",
+            "train",
+            "--limit",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+            "/tmp/out",
+        ]
+        spec = job_spec(
+            "eval",
+            job,
+            flavor="cpu-upgrade",
+            project_url="file:///src",
+            revision=sha,
+            extras="server,report",
+            image=tag,
+        )
         line = spec.hf_command()
         assert line[line.index("--image") + 1] == tag
-        uv_run = ["uv", "run", "--no-project", "--python", spec.python, "--with", spec.requirement, "--",
-                  f"/src/{spec.script}", *spec.args]
+        uv_run = [
+            "uv",
+            "run",
+            "--no-project",
+            "--python",
+            spec.python,
+            "--with",
+            spec.requirement,
+            "--",
+            f"/src/{spec.script}",
+            *spec.args,
+        ]
         # the mounted checkout is root's, the job runs as uid 1000: git must be told it may read it
         # (a real job clones from https and needs nothing of the kind)
         trust = "git config --global --add safe.directory '*' && "
-        r = subprocess.run(["docker", "run", "--rm", "--network", "host", *NAMESPACES,
-                            "-v", f"{source}:/src:ro", "-v", f"{mounted_suite}:{SUITE}:ro", tag, "sh", "-c",
-                            trust + " ".join(shlex.quote(a) for a in uv_run) + " && cat /tmp/out/*/summary.json"],
-                           capture_output=True, text=True, timeout=1200)
+        r = subprocess.run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "--network",
+                "host",
+                *NAMESPACES,
+                "-v",
+                f"{source}:/src:ro",
+                "-v",
+                f"{mounted_suite}:{SUITE}:ro",
+                tag,
+                "sh",
+                "-c",
+                trust + " ".join(shlex.quote(a) for a in uv_run) + " && cat /tmp/out/*/summary.json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
-        summary = json.loads(r.stdout[r.stdout.index("{"):])
+        summary = json.loads(r.stdout[r.stdout.index("{") :])
         assert summary["tasks"] == 1 and summary["provenance"]["project"]["revision"] == sha
         assert summary["correct"] == 1, (summary["ungraded_causes"], r.stderr[-3000:])
     finally:

@@ -26,12 +26,39 @@ from tests.fake_hub import FakeHub
 # Inspect AI's HFTask (inspect_ai/_eval/task/hf.py), the schema `inspect eval hf/OWNER/NAME` and the
 # Hub validate each task of an eval.yaml against: these keys and no others
 TASK_KEYS = {"id", "config", "split", "field_spec", "shuffle_choices", "epochs", "epoch_reducer", "solvers", "scorers"}
-SOLVERS = {"prompt_template", "system_message", "user_message", "chain_of_thought", "use_tools", "generate",
-           "self_critique", "multiple_choice"}
-SCORERS = {"includes", "match", "pattern", "answer", "exact", "f1", "model_graded_qa", "model_graded_fact", "choice",
-           "math"}
-RECORD = EvalRecord(task_id="demo.t100", split="test", index=0, difficulty_tier="easy", agent="tools",
-                    outcome="correct", reward=1.0, correct=True, method="exact")
+SOLVERS = {
+    "prompt_template",
+    "system_message",
+    "user_message",
+    "chain_of_thought",
+    "use_tools",
+    "generate",
+    "self_critique",
+    "multiple_choice",
+}
+SCORERS = {
+    "includes",
+    "match",
+    "pattern",
+    "answer",
+    "exact",
+    "f1",
+    "model_graded_qa",
+    "model_graded_fact",
+    "choice",
+    "math",
+}
+RECORD = EvalRecord(
+    task_id="demo.t100",
+    split="test",
+    index=0,
+    difficulty_tier="easy",
+    agent="tools",
+    outcome="correct",
+    reward=1.0,
+    correct=True,
+    method="exact",
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +97,14 @@ def test_results_link_to_a_declared_task_of_the_benchmark_at_its_revision(pushed
     suite = load_tasks("fake-user/bench", api=api)
     assert hub_reference(suite) == ("fake-user/bench", result["commit"])
     lines: list[str] = []
-    run_experiment(suite, [Arm("oracle", agent="oracle")], tmp_path / "run",
-                   EvalArgs(split="test:easy", push_to="fake-user/model"), api=api, echo=lines.append)
+    run_experiment(
+        suite,
+        [Arm("oracle", agent="oracle")],
+        tmp_path / "run",
+        EvalArgs(split="test:easy", push_to="fake-user/model"),
+        api=api,
+        echo=lines.append,
+    )
     files = hub.files("fake-user/model")
     declared = declared_task_ids(hub.files("fake-user/bench", "dataset")[BENCHMARK_FILE].decode())
     yamls = [p for p in files if p.startswith(".eval_results/")]
@@ -98,7 +131,9 @@ def test_a_wrong_task_or_a_dataset_that_is_no_repo_is_refused_before_any_push(pu
 
 def test_a_local_suite_says_its_results_cannot_link(suite, tmp_path):
     lines: list[str] = []
-    assert benchmark_entries(suite, "test", {"a": task_scores([RECORD], (1,), arm="a")}, [Arm("a")],
-                             echo=lines.append) == {}
+    assert (
+        benchmark_entries(suite, "test", {"a": task_scores([RECORD], (1,), arm="a")}, [Arm("a")], echo=lines.append)
+        == {}
+    )
     assert "cannot be linked" in lines[0] and "dagent suite push" in lines[0]
     assert task_ids(suite)[0] == "test"

@@ -12,10 +12,13 @@ from tests.factories import TABLE, make_task
 
 
 def row(i, split_offset=0, **kw):
-    fields = dict(instruction=f"Q{split_offset + i}: how many rows does /workdir/input/t.csv have? "
-                              "Write only the value to /workdir/answer.txt.",
-                  gold="3", solution="import pandas as pd\nprint(len(pd.read_csv('/workdir/input/t.csv')))\n",
-                  template_id=f"tpl{split_offset + i}")
+    fields = dict(
+        instruction=f"Q{split_offset + i}: how many rows does /workdir/input/t.csv have? "
+        "Write only the value to /workdir/answer.txt.",
+        gold="3",
+        solution="import pandas as pd\nprint(len(pd.read_csv('/workdir/input/t.csv')))\n",
+        template_id=f"tpl{split_offset + i}",
+    )
     fields.update(kw)
     return make_task(split_offset + i, **fields).to_row()
 
@@ -49,23 +52,50 @@ def test_a_clean_suite_has_no_problems_and_its_oracle_passes(tmp_path, backend):
     assert report.oracle_run == 4 and report.lines()[-1] == "no problems"
 
 
-@pytest.mark.parametrize("plant,check,words", [
-    (lambda s: s["test"].append({**row(5), "instruction": s["train"][0]["instruction"], "gold": "4"}),
-     "conflict", "golds ['3', '4'] (F11)"),
-    (lambda s: s["eval"].append({**row(7), "instruction": s["train"][1]["instruction"], "gold": "3",
-                                 "template_id": "other"}), "duplicate", "one instruction 2 times"),
-    (lambda s: s["test"].append({**row(8), "template_id": s["train"][0]["template_id"]}), "disjoint",
-     "in test, train"),
-    (lambda s: s["train"].append(row(9, data_files=["demo/missing.csv"])), "file", "tables/demo/missing.csv: missing"),
-    (lambda s: s["train"].append(row(11, gold="three")), "gold", "does not grade correct against itself"),
-    (lambda s: s["train"].append(row(12, instruction="Mean of a? Round to two decimal places. Write only the "
-                                 "value to /workdir/answer.txt.", gold="3.00", atol=0.0)),
-     "tolerance", "atol 0 does not fit the rounding asked for (between 0.005 and 0.01)"),
-    (lambda s: s["train"].append({**row(13), "answer_type": "table"}), "schema", "answer_type"),
-    (lambda s: s["train"].append(row(15, data_files=["../t.csv"])), "file", "path must stay under tables/"),
-    (lambda s: s["test"].append({**row(16), "task_id": "demo.t0"}), "duplicate", "task_id used 2 times"),
-    (lambda s: s["train"].append({k: v for k, v in row(14).items() if k != "gold"}), "schema", "gold"),
-])
+@pytest.mark.parametrize(
+    "plant,check,words",
+    [
+        (
+            lambda s: s["test"].append({**row(5), "instruction": s["train"][0]["instruction"], "gold": "4"}),
+            "conflict",
+            "golds ['3', '4'] (F11)",
+        ),
+        (
+            lambda s: s["eval"].append(
+                {**row(7), "instruction": s["train"][1]["instruction"], "gold": "3", "template_id": "other"}
+            ),
+            "duplicate",
+            "one instruction 2 times",
+        ),
+        (
+            lambda s: s["test"].append({**row(8), "template_id": s["train"][0]["template_id"]}),
+            "disjoint",
+            "in test, train",
+        ),
+        (
+            lambda s: s["train"].append(row(9, data_files=["demo/missing.csv"])),
+            "file",
+            "tables/demo/missing.csv: missing",
+        ),
+        (lambda s: s["train"].append(row(11, gold="three")), "gold", "does not grade correct against itself"),
+        (
+            lambda s: s["train"].append(
+                row(
+                    12,
+                    instruction="Mean of a? Round to two decimal places. Write only the value to /workdir/answer.txt.",
+                    gold="3.00",
+                    atol=0.0,
+                )
+            ),
+            "tolerance",
+            "atol 0 does not fit the rounding asked for (between 0.005 and 0.01)",
+        ),
+        (lambda s: s["train"].append({**row(13), "answer_type": "table"}), "schema", "answer_type"),
+        (lambda s: s["train"].append(row(15, data_files=["../t.csv"])), "file", "path must stay under tables/"),
+        (lambda s: s["test"].append({**row(16), "task_id": "demo.t0"}), "duplicate", "task_id used 2 times"),
+        (lambda s: s["train"].append({k: v for k, v in row(14).items() if k != "gold"}), "schema", "gold"),
+    ],
+)
 def test_each_planted_problem_is_caught_by_its_check(tmp_path, plant, check, words):
     splits = clean()
     plant(splits)
@@ -96,10 +126,15 @@ def test_the_oracle_check_reports_wrong_programs_and_skips_missing_ones(tmp_path
     assert "1 tasks without a program skipped (not checked)" in "\n".join(report.lines())
 
 
-@pytest.mark.parametrize("text,span", [
-    ("Round to two decimal places.", (0.005, 0.01)), ("rounded to 3 decimal places", (0.0005, 0.001)),
-    ("Give the nearest whole number.", (0.0, 1.0 - 1e-9)), ("How many?", None),
-])
+@pytest.mark.parametrize(
+    "text,span",
+    [
+        ("Round to two decimal places.", (0.005, 0.01)),
+        ("rounded to 3 decimal places", (0.0005, 0.001)),
+        ("Give the nearest whole number.", (0.0, 1.0 - 1e-9)),
+        ("How many?", None),
+    ],
+)
 def test_the_rounding_asked_for_sets_the_atol_span(text, span):
     assert expected_atol(text) == (pytest.approx(span) if span else None)
 

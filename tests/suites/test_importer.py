@@ -33,22 +33,42 @@ def questions(tables: Path) -> list[dict]:
     gentoo = df[df.species == "Gentoo"]
     read = "import pandas as pd\ndf = pd.read_csv('/workdir/input/penguins.csv')\n"
     return [
-        {"question": "How many penguins of the species Adelie are in the table?", "files": ["penguins.csv"],
-         "gold": int((df.species == "Adelie").sum()), "id": "p.adelie_count",
-         "solution": read + "print(int((df.species == 'Adelie').sum()))\n"},
-        {"question": "What is the mean body mass in grams (column `body_mass_g`) of the Gentoo penguins? "
-                     "Round to one decimal place.", "files": ["penguins.csv"],
-         "gold": round(float(gentoo.body_mass_g.mean()), 1), "id": "p.gentoo_mass",
-         "solution": read + "print(round(float(df[df.species == 'Gentoo'].body_mass_g.mean()), 1))\n"},
-        {"question": "For the Gentoo penguins, give their count and their median flipper length in mm.",
-         "files": ["penguins.csv"], "id": "p.gentoo_record",
-         "gold": {"count": int(len(gentoo)), "median_flipper_mm": float(gentoo.flipper_length_mm.median())}},
-        {"question": "Is any penguin in the table from the island Torgersen heavier than 4500 g?",
-         "files": ["penguins.csv"], "id": "p.torgersen_heavy", "answer_type": "bool",
-         "gold": bool((df[df.island == "Torgersen"].body_mass_g > 4500).any())},
-        {"question": "How many rows does the raw penguin data have?", "files": ["penguins-raw.csv"],
-         "gold": int(len(raw)), "id": "raw.rows", "tier": "easy",
-         "solution": "import pandas as pd\nprint(len(pd.read_csv('/workdir/input/penguins-raw.csv')))\n"},
+        {
+            "question": "How many penguins of the species Adelie are in the table?",
+            "files": ["penguins.csv"],
+            "gold": int((df.species == "Adelie").sum()),
+            "id": "p.adelie_count",
+            "solution": read + "print(int((df.species == 'Adelie').sum()))\n",
+        },
+        {
+            "question": "What is the mean body mass in grams (column `body_mass_g`) of the Gentoo penguins? "
+            "Round to one decimal place.",
+            "files": ["penguins.csv"],
+            "gold": round(float(gentoo.body_mass_g.mean()), 1),
+            "id": "p.gentoo_mass",
+            "solution": read + "print(round(float(df[df.species == 'Gentoo'].body_mass_g.mean()), 1))\n",
+        },
+        {
+            "question": "For the Gentoo penguins, give their count and their median flipper length in mm.",
+            "files": ["penguins.csv"],
+            "id": "p.gentoo_record",
+            "gold": {"count": int(len(gentoo)), "median_flipper_mm": float(gentoo.flipper_length_mm.median())},
+        },
+        {
+            "question": "Is any penguin in the table from the island Torgersen heavier than 4500 g?",
+            "files": ["penguins.csv"],
+            "id": "p.torgersen_heavy",
+            "answer_type": "bool",
+            "gold": bool((df[df.island == "Torgersen"].body_mass_g > 4500).any()),
+        },
+        {
+            "question": "How many rows does the raw penguin data have?",
+            "files": ["penguins-raw.csv"],
+            "gold": int(len(raw)),
+            "id": "raw.rows",
+            "tier": "easy",
+            "solution": "import pandas as pd\nprint(len(pd.read_csv('/workdir/input/penguins-raw.csv')))\n",
+        },
     ]
 
 
@@ -61,8 +81,9 @@ def write_jsonl(path: Path, rows: list) -> Path:
 def imported(tables, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("imp")
     out = root / "suite"
-    result = import_suite(write_jsonl(root / "q.jsonl", questions(tables)), tables, out,
-                          test_fraction=0.2, eval_fraction=0.0)
+    result = import_suite(
+        write_jsonl(root / "q.jsonl", questions(tables)), tables, out, test_fraction=0.2, eval_fraction=0.0
+    )
     assert result.without_solution == 2
     return out
 
@@ -88,7 +109,9 @@ def test_it_loads_with_types_tiers_tolerances_and_disjoint_splits(imported):
     assert (mass.answer_type, mass.atol, mass.difficulty_tier) == ("number", 0.1, "easy")
     assert (record.answer_type, record.difficulty_tier) == ("record", "hard")
     assert "`count`, `median_flipper_mm`" in record.instruction and record.instruction.endswith("/workdir/answer.txt.")
-    assert heavy.gold in ("yes", "no") and heavy.instruction.startswith("The directory /workdir/input/ holds penguins.csv.")
+    assert heavy.gold in ("yes", "no") and heavy.instruction.startswith(
+        "The directory /workdir/input/ holds penguins.csv."
+    )
     assert all(t.memory_mb >= 1024 and t.sources[0].package == "user" for _, t in by_id.values())
 
 
@@ -99,8 +122,9 @@ def test_it_serves_through_the_white_box_server_and_grades_both_ways(imported, b
     from tests.factories import LiveServer
 
     suite = load_tasks(str(imported))
-    split, index, task = next((s, i, t) for s in suite.bases for i, t in enumerate(suite.tasks(s))
-                              if t.task_id == "p.gentoo_record")
+    split, index, task = next(
+        (s, i, t) for s in suite.bases for i, t in enumerate(suite.tasks(s)) if t.task_id == "p.gentoo_record"
+    )
     gold = json.loads(task.gold)
     live = LiveServer(create_app(suite, backend=backend))
     try:
@@ -119,21 +143,40 @@ def test_it_serves_through_the_white_box_server_and_grades_both_ways(imported, b
 
 def test_bad_input_is_listed_by_line_and_nothing_is_written(tables, tmp_path):
     good = questions(tables)[0]
-    rows = [good, "{not json", {"question": "q"}, {**good, "id": "x", "files": ["nope.csv"]},
-            {**good, "id": "y", "tier": "extreme"}, {**good, "color": "red"},
-            {**good, "id": "z", "answer_type": "table"}, {**good, "gold": 999, "id": "w"},
-            {**good, "id": "v", "level": "hard"}, {**good, "id": "u", "answer_type": "record"},
-            {**good, "id": "t", "files": ["../penguins.csv"]}, {**good, "id": "s", "files": ["/etc/passwd"]}]
+    rows = [
+        good,
+        "{not json",
+        {"question": "q"},
+        {**good, "id": "x", "files": ["nope.csv"]},
+        {**good, "id": "y", "tier": "extreme"},
+        {**good, "color": "red"},
+        {**good, "id": "z", "answer_type": "table"},
+        {**good, "gold": 999, "id": "w"},
+        {**good, "id": "v", "level": "hard"},
+        {**good, "id": "u", "answer_type": "record"},
+        {**good, "id": "t", "files": ["../penguins.csv"]},
+        {**good, "id": "s", "files": ["/etc/passwd"]},
+    ]
     path = write_jsonl(tmp_path / "q.jsonl", rows)
     with path.open("ab") as fh:
         fh.write(b'{"question": "\xff"}\n')
     with pytest.raises(SuiteImportError) as e:
         import_suite(path, tables, tmp_path / "out")
     text = str(e.value)
-    for words in ("line 2: not JSON", "line 3: missing files, gold", "line 4: file nope.csv not found",
-                  "line 5: tier 'extreme'", "line 6: unknown fields ['color']", "line 7: answer_type",
-                  "line 13: not UTF-8", "(F11)", "line 9: invalid literal", "line 10: a record's gold",
-                  "line 11: '../penguins.csv' must be a relative path", "line 12: '/etc/passwd' must be"):
+    for words in (
+        "line 2: not JSON",
+        "line 3: missing files, gold",
+        "line 4: file nope.csv not found",
+        "line 5: tier 'extreme'",
+        "line 6: unknown fields ['color']",
+        "line 7: answer_type",
+        "line 13: not UTF-8",
+        "(F11)",
+        "line 9: invalid literal",
+        "line 10: a record's gold",
+        "line 11: '../penguins.csv' must be a relative path",
+        "line 12: '/etc/passwd' must be",
+    ):
         assert words in text, (words, text)
     assert not (tmp_path / "out").exists()
 
@@ -141,8 +184,10 @@ def test_bad_input_is_listed_by_line_and_nothing_is_written(tables, tmp_path):
 def test_groups_sharing_a_file_stay_in_one_split():
     from tests.factories import make_task
 
-    tasks = [make_task(i, data_files=(f"t{i % 5}.csv",) + ((f"t{(i + 1) % 5}.csv",) if i == 0 else ()),
-                       instruction=f"q{i}") for i in range(20)]
+    tasks = [
+        make_task(i, data_files=(f"t{i % 5}.csv",) + ((f"t{(i + 1) % 5}.csv",) if i == 0 else ()), instruction=f"q{i}")
+        for i in range(20)
+    ]
     splits = assign_splits(tasks, test_fraction=0.2, eval_fraction=0.2)
     where = {f: s for s, items in splits.items() for t in items for f in t.data_files}
     for s, items in splits.items():

@@ -37,7 +37,9 @@ class BucketApi:
             self.buckets[bucket_id][dest] = open(src, "rb").read()
 
     def list_bucket_tree(self, bucket_id, prefix=None, recursive=None, token=None):
-        return [SimpleNamespace(type="file", path=p) for p in sorted(self.buckets[bucket_id]) if p.startswith(prefix or "")]
+        return [
+            SimpleNamespace(type="file", path=p) for p in sorted(self.buckets[bucket_id]) if p.startswith(prefix or "")
+        ]
 
     def download_bucket_files(self, bucket_id, files, raise_on_missing_files=True, token=None):
         for f, dest in files:
@@ -66,8 +68,9 @@ def test_a_pushed_suite_reads_back_task_for_task_and_file_for_file(tmp_path, mon
     for base in local.bases:
         assert [t.model_dump() for t in back.tasks(base)] == [t.model_dump() for t in local.tasks(base)]
     assert back.source == "hf://datasets/fake-user/suite"
-    assert all(paths["t.csv"].read_bytes() == (root / "tables" / "demo" / "t.csv").read_bytes()
-               for paths in staged.values())
+    assert all(
+        paths["t.csv"].read_bytes() == (root / "tables" / "demo" / "t.csv").read_bytes() for paths in staged.values()
+    )
 
 
 def test_with_a_bucket_the_rows_name_their_tables_there_and_staging_fetches_them(tmp_path, monkeypatch):
@@ -75,7 +78,8 @@ def test_with_a_bucket_the_rows_name_their_tables_there_and_staging_fetches_them
     root, pushed, files, back, staged, api = round_trip(tmp_path, "fake-user/tables")
     assert pushed["bucket"] == "hf://buckets/fake-user/tables/suite"
     assert ("batch_bucket_files", "fake-user/tables", 1) in api.calls and api.buckets["fake-user/tables"] == {
-        "suite/demo/t.csv": (root / "tables" / "demo" / "t.csv").read_bytes()}
+        "suite/demo/t.csv": (root / "tables" / "demo" / "t.csv").read_bytes()
+    }
     assert not any(p.startswith("tables/") for p in files)  # the tables are in the bucket only
     task = back.tasks("train")[0]
     assert task.data_files == ("hf://buckets/fake-user/tables/suite/demo/t.csv",)

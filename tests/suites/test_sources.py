@@ -15,8 +15,10 @@ from tests.factories import make_task
 def write_suite(root: Path, n_per_split: int = 3) -> None:
     import datasets
 
-    rows = {split: [make_task(i + 10 * k, level=1 + i % 3).to_row() for i in range(n_per_split)]
-            for k, split in enumerate(BASE_SPLITS)}
+    rows = {
+        split: [make_task(i + 10 * k, level=1 + i % 3).to_row() for i in range(n_per_split)]
+        for k, split in enumerate(BASE_SPLITS)
+    }
     (root / "data").mkdir(parents=True)
     for split, r in rows.items():
         datasets.Dataset.from_list(r).to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
@@ -37,12 +39,15 @@ def test_missing_local_build_names_the_build_command(tmp_path, monkeypatch):
         hub.load_tasks(None)
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("hf://datasets/HuggingEnvs/data-agent", ("hub", "HuggingEnvs/data-agent", None, None)),
-    ("hf://datasets/HuggingEnvs/data-agent@v1", ("hub", "HuggingEnvs/data-agent", "v1", None)),
-    ("hf://datasets/org/name@main/suite", ("hub", "org/name", "main", "suite")),
-    ("org/name", ("hub", "org/name", None, None)),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("hf://datasets/HuggingEnvs/data-agent", ("hub", "HuggingEnvs/data-agent", None, None)),
+        ("hf://datasets/HuggingEnvs/data-agent@v1", ("hub", "HuggingEnvs/data-agent", "v1", None)),
+        ("hf://datasets/org/name@main/suite", ("hub", "org/name", "main", "suite")),
+        ("org/name", ("hub", "org/name", None, None)),
+    ],
+)
 def test_hub_sources_parse(source, expected):
     assert hub.parse_source(source) == expected
 
@@ -65,8 +70,14 @@ def test_hub_repo_goes_through_snapshot_download(tmp_path, monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     suite = hub.load_tasks("hf://datasets/org/name@rev1")
-    assert calls == [{"repo_id": "org/name", "repo_type": "dataset", "revision": "rev1",
-                      "allow_patterns": ["data/*", "tables/**", "README.md"]}]
+    assert calls == [
+        {
+            "repo_id": "org/name",
+            "repo_type": "dataset",
+            "revision": "rev1",
+            "allow_patterns": ["data/*", "tables/**", "README.md"],
+        }
+    ]
     assert suite.source == "hf://datasets/org/name"
 
 

@@ -24,14 +24,25 @@ def small_budget(suite, backend, steps=2):
 
 
 @pytest.mark.failure_mode("F28")
-@pytest.mark.parametrize("before,after", [
-    ("Q? Write only the value to /workdir/answer.txt.", f"Q? {SUBMIT_SENTENCE}"),
-    (f"How many? Data is in /workdir/input. {SHELL_EXAMPLE}", f"How many? Data is in /workdir/input. {SUBMIT_SENTENCE}"),
-    ("Mean, e.g. 2.5 here.\nPut the result in `/workdir/answer.txt`.\nThanks.",
-     f"Mean, e.g. 2.5 here.\n{SUBMIT_SENTENCE}\nThanks."),
-    ("Round to 2 dp. Save it to /workdir/answer.txt, e.g. `printf 3.14 > /workdir/answer.txt`. "
-     "Nothing else goes in answer.txt.", f"Round to 2 dp. {SUBMIT_SENTENCE}"),
-])
+@pytest.mark.parametrize(
+    "before,after",
+    [
+        ("Q? Write only the value to /workdir/answer.txt.", f"Q? {SUBMIT_SENTENCE}"),
+        (
+            f"How many? Data is in /workdir/input. {SHELL_EXAMPLE}",
+            f"How many? Data is in /workdir/input. {SUBMIT_SENTENCE}",
+        ),
+        (
+            "Mean, e.g. 2.5 here.\nPut the result in `/workdir/answer.txt`.\nThanks.",
+            f"Mean, e.g. 2.5 here.\n{SUBMIT_SENTENCE}\nThanks.",
+        ),
+        (
+            "Round to 2 dp. Save it to /workdir/answer.txt, e.g. `printf 3.14 > /workdir/answer.txt`. "
+            "Nothing else goes in answer.txt.",
+            f"Round to 2 dp. {SUBMIT_SENTENCE}",
+        ),
+    ],
+)
 def test_the_submission_sentence_is_reworded(before, after):
     assert reword_submission(before) == after
 

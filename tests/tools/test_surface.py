@@ -104,10 +104,16 @@ def test_grep_glob_ls(sandbox):
 
 
 def test_file_tools_are_confined_to_workdir(sandbox):
-    for name, args in [("read", {"path": "/etc/passwd"}), ("read", {"path": "../../etc/passwd"}),
-                       ("write", {"path": "/tmp/x", "content": "x"}), ("ls", {"path": "/"}),
-                       ("grep", {"pattern": "root", "path": "/etc"}), ("glob", {"pattern": "/etc/*"}),
-                       ("glob", {"pattern": "../../*"}), ("edit", {"path": "/etc/hosts", "old": "a", "new": "b"})]:
+    for name, args in [
+        ("read", {"path": "/etc/passwd"}),
+        ("read", {"path": "../../etc/passwd"}),
+        ("write", {"path": "/tmp/x", "content": "x"}),
+        ("ls", {"path": "/"}),
+        ("grep", {"pattern": "root", "path": "/etc"}),
+        ("glob", {"pattern": "/etc/*"}),
+        ("glob", {"pattern": "../../*"}),
+        ("edit", {"path": "/etc/hosts", "old": "a", "new": "b"}),
+    ]:
         r = run(sandbox, name, **args)
         assert not r.ok and ("outside /workdir" in r.output or "climbs out" in r.output), (name, r)
         assert "root:" not in r.output

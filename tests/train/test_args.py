@@ -18,8 +18,12 @@ def test_a_trackio_space_reaches_the_trainers_config(tmp_path):
     config = grpo_config(args.recipe(), tmp_path, report_to="trackio", use_cpu=True, bf16=False, **args.trackio())
     assert config.trackio_space_id == "me/curves"
     offline = parse(WhiteboxArgs, [])
-    assert grpo_config(offline.recipe(), tmp_path, report_to="trackio", use_cpu=True, bf16=False,
-                       **offline.trackio()).trackio_space_id is None  # the offline store unless a Space is named
+    assert (
+        grpo_config(
+            offline.recipe(), tmp_path, report_to="trackio", use_cpu=True, bf16=False, **offline.trackio()
+        ).trackio_space_id
+        is None
+    )  # the offline store unless a Space is named
     assert parse(BlackboxArgs, ["--trackio-space", "me/c", "--report-to", "none"]).trackio() == {}
 
 

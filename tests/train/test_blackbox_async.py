@@ -38,26 +38,51 @@ def test_the_async_config_is_the_reference_runs_field_by_field():
 
     kwargs = config_kwargs(RECIPE, "/tmp/out", engine_url="http://127.0.0.1:20420", run_name="bb")
     config = AsyncGRPOConfig(**kwargs, use_cpu=True)  # use_cpu only so that it builds on this machine
-    expected = dict(token_budget=40_960, heartbeat_stale_after_s=900.0, max_completion_length=16_384,
-                    max_inflight_tasks=32, dtype="bfloat16", num_generations=8, learning_rate=1e-6,
-                    temperature=0.8, top_p=1.0, top_k=0, max_steps=400, save_steps=20, save_total_limit=3,
-                    per_device_train_batch_size=4, gradient_accumulation_steps=4, max_tool_calling_iterations=17,
-                    fork_threshold_tokens=0, vllm_server_base_url="http://127.0.0.1:20420", run_name="bb",
-                    output_dir="/tmp/out", logging_steps=1)
+    expected = dict(
+        token_budget=40_960,
+        heartbeat_stale_after_s=900.0,
+        max_completion_length=16_384,
+        max_inflight_tasks=32,
+        dtype="bfloat16",
+        num_generations=8,
+        learning_rate=1e-6,
+        temperature=0.8,
+        top_p=1.0,
+        top_k=0,
+        max_steps=400,
+        save_steps=20,
+        save_total_limit=3,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=4,
+        max_tool_calling_iterations=17,
+        fork_threshold_tokens=0,
+        vllm_server_base_url="http://127.0.0.1:20420",
+        run_name="bb",
+        output_dir="/tmp/out",
+        logging_steps=1,
+    )
     assert {k: getattr(config, k) for k in expected} == expected
     assert str(config.save_strategy) in ("steps", "SaveStrategy.STEPS")
     assert [c.name for c in check_config(kwargs, **GOOD, engine_dtype="bfloat16")] == [
-        "token_budget", "heartbeat", "completion", "inflight", "dtype"]
+        "token_budget",
+        "heartbeat",
+        "completion",
+        "inflight",
+        "dtype",
+    ]
 
 
 @pytest.mark.failure_mode("F38")
-@pytest.mark.parametrize("knob, value, code", [
-    ("token_budget", None, "token_budget_at_max_model_len"),
-    ("token_budget", 131_072, "token_budget_at_max_model_len"),
-    ("heartbeat_stale_after_s", 300.0, "heartbeat_below_agent_timeout"),
-    ("max_completion_length", 2048, "completion_below_clamp"),
-    ("max_inflight_tasks", 64, "inflight_by_clients"),
-])
+@pytest.mark.parametrize(
+    "knob, value, code",
+    [
+        ("token_budget", None, "token_budget_at_max_model_len"),
+        ("token_budget", 131_072, "token_budget_at_max_model_len"),
+        ("heartbeat_stale_after_s", 300.0, "heartbeat_below_agent_timeout"),
+        ("max_completion_length", 2048, "completion_below_clamp"),
+        ("max_inflight_tasks", 64, "inflight_by_clients"),
+    ],
+)
 def test_a_default_that_does_not_fit_agent_rollouts_is_refused_with_its_reason(knob, value, code):
     kwargs = {**config_kwargs(RECIPE, "/tmp/out", engine_url="http://e"), knob: value}
     turns = 16.0 if knob == "max_inflight_tasks" else GOOD["turns_per_rollout"]
@@ -71,12 +96,14 @@ def test_a_trainer_dtype_other_than_the_engines_is_refused():
     with pytest.raises(PreflightError, match="dtype_mismatch.*F06"):
         check_dtype("float32", "bfloat16")
     with pytest.raises(PreflightError, match="dtype_mismatch"):
-        check_config(config_kwargs(RECIPE, "/tmp/o", engine_url="http://e", dtype="float32"), **GOOD,
-                     engine_dtype="bfloat16")
+        check_config(
+            config_kwargs(RECIPE, "/tmp/o", engine_url="http://e", dtype="float32"), **GOOD, engine_dtype="bfloat16"
+        )
 
 
-def engine_app(*, dev_mode=True, transfer=True, logprobs="processed_logprobs", served=("OWNER/SFT",),
-               dtype="torch.bfloat16"):
+def engine_app(
+    *, dev_mode=True, transfer=True, logprobs="processed_logprobs", served=("OWNER/SFT",), dtype="torch.bfloat16"
+):
     """A planted engine: vLLM's /server_info (behind dev mode) and /v1/models, configurable."""
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
@@ -87,8 +114,12 @@ def engine_app(*, dev_mode=True, transfer=True, logprobs="processed_logprobs", s
     def server_info():
         if not dev_mode:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
-        return {"vllm_config": {"weight_transfer_config": {"backend": "nccl"} if transfer else None,
-                                "model_config": {"logprobs_mode": logprobs, "dtype": dtype}}}
+        return {
+            "vllm_config": {
+                "weight_transfer_config": {"backend": "nccl"} if transfer else None,
+                "model_config": {"logprobs_mode": logprobs, "dtype": dtype},
+            }
+        }
 
     @app.get("/v1/models")
     def models():
@@ -100,13 +131,16 @@ def engine_app(*, dev_mode=True, transfer=True, logprobs="processed_logprobs", s
 @pytest.mark.failure_mode("F37")
 @pytest.mark.failure_mode("F36")
 @pytest.mark.failure_mode("F06")
-@pytest.mark.parametrize("planted, code", [
-    ({"dev_mode": False}, "dev_mode_off"),
-    ({"transfer": False}, "no_weight_transfer"),
-    ({"logprobs": "raw_logprobs"}, "raw_logprobs"),
-    ({"served": ("OTHER-JOB/MODEL",)}, "wrong_engine"),
-    ({"dtype": "torch.float32"}, "dtype_mismatch"),
-])
+@pytest.mark.parametrize(
+    "planted, code",
+    [
+        ({"dev_mode": False}, "dev_mode_off"),
+        ({"transfer": False}, "no_weight_transfer"),
+        ({"logprobs": "raw_logprobs"}, "raw_logprobs"),
+        ({"served": ("OTHER-JOB/MODEL",)}, "wrong_engine"),
+        ({"dtype": "torch.float32"}, "dtype_mismatch"),
+    ],
+)
 def test_the_engine_preflight_names_what_is_wrong_with_the_engine_on_this_jobs_port(planted, code):
     server = LiveServer(engine_app(**planted))
     try:
@@ -117,7 +151,12 @@ def test_the_engine_preflight_names_what_is_wrong_with_the_engine_on_this_jobs_p
     server = LiveServer(engine_app())
     try:
         assert [c.name for c in preflight_engine(server.url, "OWNER/SFT", "bfloat16")] == [
-            "dev_mode", "weight_transfer", "logprobs_mode", "identity", "dtype"]
+            "dev_mode",
+            "weight_transfer",
+            "logprobs_mode",
+            "identity",
+            "dtype",
+        ]
     finally:
         server.stop()
 
@@ -154,8 +193,15 @@ def test_the_server_probes_its_engine_from_its_own_host(suite):
 
 def _child(blob: bytes, out) -> None:
     factory, reward = pickle.loads(blob)
-    out.put((factory.func.__module__, factory.func.__qualname__, reward.__module__, reward.__qualname__,
-             reward([], [], env_reward=[None, 1.0])))
+    out.put(
+        (
+            factory.func.__module__,
+            factory.func.__qualname__,
+            reward.__module__,
+            reward.__qualname__,
+            reward([], [], env_reward=[None, 1.0]),
+        )
+    )
 
 
 def test_what_trl_pickles_into_its_spawned_child_imports_there_by_name():
@@ -165,16 +211,22 @@ def test_what_trl_pickles_into_its_spawned_child_imports_there_by_name():
     from dagent.train.blackbox_async import RoutedSessions
     from dagent.train.rollouts import env_reward
 
-    blob = pickle.dumps((functools.partial(RoutedSessions, {"opencode": "http://127.0.0.1:1"}, split="train"),
-                         env_reward))
+    blob = pickle.dumps(
+        (functools.partial(RoutedSessions, {"opencode": "http://127.0.0.1:1"}, split="train"), env_reward)
+    )
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     child = ctx.Process(target=_child, args=(blob, out))
     child.start()
     child.join(120)
     assert child.exitcode == 0
-    assert out.get(timeout=5) == ("dagent.train.blackbox_async", "RoutedSessions", "dagent.train.rollouts",
-                                  "env_reward", [None, 1.0])
+    assert out.get(timeout=5) == (
+        "dagent.train.blackbox_async",
+        "RoutedSessions",
+        "dagent.train.rollouts",
+        "env_reward",
+        [None, 1.0],
+    )
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(lambda prompts, completions, **kw: [0.0])
 
@@ -199,13 +251,24 @@ def harness_loop(recipe: BlackboxRecipe, *, lossless_capture: bool, factory=None
             self.sampling = sampling
 
     config = AsyncGRPOConfig(**config_kwargs(recipe, "/tmp/out", engine_url="http://127.0.0.1:1"), use_cpu=True)
-    kwargs = worker_kwargs(config, "m", Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}]}]),
-                           AutoTokenizer.from_pretrained(str(tiny_qwen3())), factory or Sessions,
-                           lossless_capture=lossless_capture)
+    kwargs = worker_kwargs(
+        config,
+        "m",
+        Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}]}]),
+        AutoTokenizer.from_pretrained(str(tiny_qwen3())),
+        factory or Sessions,
+        lossless_capture=lossless_capture,
+    )
     ctx = mp.get_context("spawn")
-    kwargs.update(dataset_start_index=0, rollout_buffer=ctx.Queue(), model_version_value=ctx.Value("i", 0),
-                  heartbeat_value=ctx.Value("d", 0.0), failed_event=ctx.Event(), exception_info_queue=ctx.Queue(),
-                  metrics_queue=ctx.Queue())
+    kwargs.update(
+        dataset_start_index=0,
+        rollout_buffer=ctx.Queue(),
+        model_version_value=ctx.Value("i", 0),
+        heartbeat_value=ctx.Value("d", 0.0),
+        failed_event=ctx.Event(),
+        exception_info_queue=ctx.Queue(),
+        metrics_queue=ctx.Queue(),
+    )
     return _HarnessRolloutLoop(**kwargs)
 
 
@@ -261,8 +324,23 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
     monkeypatch.setenv("DAGENT_JOB_ID", "4242")
 
     def args(*more: str) -> BlackboxArgs:
-        return parse(BlackboxArgs, ["--mode", "async", "--preset", "gpu", "--suite", str(suite_dir), "--split", "train",
-                                    "--out", str(tmp_path), "--dry-run", *more])
+        return parse(
+            BlackboxArgs,
+            [
+                "--mode",
+                "async",
+                "--preset",
+                "gpu",
+                "--suite",
+                str(suite_dir),
+                "--split",
+                "train",
+                "--out",
+                str(tmp_path),
+                "--dry-run",
+                *more,
+            ],
+        )
 
     lines: list[str] = []
     kwargs = train_async(a := args("--harness", "opencode,pi"), a.recipe(), echo=lines.append)
@@ -292,7 +370,12 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
 
     calls = async_callbacks(a, a.recipe(), load_tasks(str(suite_dir)), str(tiny_qwen3()))
     # every path's callbacks (dagent.train.assembly): the optimizer-state retention the async path once lacked
-    assert [type(c) for c in calls.listed()] == [HealthWatch, ProvenanceStamp, CheckpointPusher, TimeBudget,
-                                                 LatestOptimizerOnly]
+    assert [type(c) for c in calls.listed()] == [
+        HealthWatch,
+        ProvenanceStamp,
+        CheckpointPusher,
+        TimeBudget,
+        LatestOptimizerOnly,
+    ]
     assert calls.stamp.record["recipe"]["mode"] == "black-box async" and calls.pusher.repo_id == "me/run"
     assert calls.budget.minutes == 30

@@ -18,8 +18,10 @@ import pytest
 
 from dagent.harness.opencode import OpencodeConfig  # noqa: F401  (import check of the harness module)
 
-WRONG = {"command": "wc -l < /workdir/input/t.csv > /workdir/answer.txt",
-         "description": "Count the lines into the answer file"}
+WRONG = {
+    "command": "wc -l < /workdir/input/t.csv > /workdir/answer.txt",
+    "description": "Count the lines into the answer file",
+}
 
 
 def alternating(model, tokenizer):
@@ -49,11 +51,28 @@ def test_a_sync_step_trains_on_the_engines_own_tokens(rowcount_suite, tmp_path):
     from dagent.recipes import BlackboxRecipe
     from dagent.train.blackbox import build_sync_trainer
 
-    recipe = BlackboxRecipe.cpu(split="train", max_steps=1, save_steps=1, num_generations=2, groups_per_step=1,
-                                learning_rate=1e-3, warmup_steps=0, agent_steps=6, max_output_tokens=256, beta=0.0,
-                                bf16=False)
-    run = build_sync_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, policy=alternating,
-                             served_name="tiny-qwen3-steered", sandbox_dir=tmp_path / "sandboxes")
+    recipe = BlackboxRecipe.cpu(
+        split="train",
+        max_steps=1,
+        save_steps=1,
+        num_generations=2,
+        groups_per_step=1,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        agent_steps=6,
+        max_output_tokens=256,
+        beta=0.0,
+        bf16=False,
+    )
+    run = build_sync_trainer(
+        tiny_qwen3(),
+        rowcount_suite,
+        recipe,
+        tmp_path,
+        policy=alternating,
+        served_name="tiny-qwen3-steered",
+        sandbox_dir=tmp_path / "sandboxes",
+    )
     assert [c.name for c in run.checks] == ["split", "step_cap", "group_size"]
     assert run.engine.dtype == next(run.trainer.model.parameters()).dtype  # the engine IS the trainer's module (F06)
     before = {k: v.detach().clone() for k, v in run.trainer.model.named_parameters()}

@@ -78,11 +78,27 @@ def test_a_two_step_permuted_control_trains_through_the_same_path(suite, backend
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
-    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
-                        max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
-                        learning_rate=1e-3, warmup_steps=0)
-    run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend, control="permuted",
-                        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))})
+    recipe = WhiteboxRecipe.cpu(
+        split="train",
+        max_steps=2,
+        save_steps=2,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=192,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-3,
+        warmup_steps=0,
+    )
+    run = build_trainer(
+        model_dir,
+        suite,
+        recipe,
+        tmp_path,
+        backend=backend,
+        control="permuted",
+        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))},
+    )
     before = {k: v.detach().clone() for k, v in run.trainer.model.named_parameters()}
     try:
         run.trainer.train()
@@ -110,11 +126,27 @@ def test_a_control_whose_weights_never_move_is_refused_naming_f52(suite, backend
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
-    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4, per_device_train_batch_size=4,
-                        max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
-                        learning_rate=0.0, warmup_steps=0)
-    run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend, control="permuted",
-                        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))})
+    recipe = WhiteboxRecipe.cpu(
+        split="train",
+        max_steps=2,
+        save_steps=2,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=192,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=0.0,
+        warmup_steps=0,
+    )
+    run = build_trainer(
+        model_dir,
+        suite,
+        recipe,
+        tmp_path,
+        backend=backend,
+        control="permuted",
+        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))},
+    )
     try:
         with pytest.raises(ControlError, match=r"F52: the control's weights are bit-identical after steps 1\.\.2"):
             run.trainer.train()

@@ -50,9 +50,11 @@ def test_generation_in_bfloat16_follows_the_recipe(monkeypatch, rowcount_suite, 
 
     wrapped = {}
     for dtype in ("auto", "float32"):
-        recipe = WhiteboxRecipe.cpu(split="train", max_steps=1, bf16=True, generation_dtype=dtype,
-                                    generator="transformers")
+        recipe = WhiteboxRecipe.cpu(
+            split="train", max_steps=1, bf16=True, generation_dtype=dtype, generator="transformers"
+        )
         run = build_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path / dtype, force=True)
-        wrapped[dtype] = getattr(run.trainer._generate_single_turn, "__wrapped__", None) is not None and \
-            getattr(run.trainer._generate_single_turn.__wrapped__, "_dagent_bf16", False)
+        wrapped[dtype] = getattr(run.trainer._generate_single_turn, "__wrapped__", None) is not None and getattr(
+            run.trainer._generate_single_turn.__wrapped__, "_dagent_bf16", False
+        )
     assert wrapped == {"auto": True, "float32": False}

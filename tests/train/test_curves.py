@@ -11,9 +11,20 @@ pytest.importorskip("matplotlib")
 
 
 def state(tmp_path, steps=6):
-    log = [{"step": i, "loss": 0.1, "rewards/Env/mean": i / 10, "reward_std": 0.2, "frac_reward_zero_std": 0.5,
-            "tools/call_frequency": 2.0, "completions/mean_length": 130, "entropy": 0.1,
-            **{f"time/{p}": 1.0 + i for p in PHASES}} for i in range(1, steps + 1)]
+    log = [
+        {
+            "step": i,
+            "loss": 0.1,
+            "rewards/Env/mean": i / 10,
+            "reward_std": 0.2,
+            "frac_reward_zero_std": 0.5,
+            "tools/call_frequency": 2.0,
+            "completions/mean_length": 130,
+            "entropy": 0.1,
+            **{f"time/{p}": 1.0 + i for p in PHASES},
+        }
+        for i in range(1, steps + 1)
+    ]
     ckpt = tmp_path / "checkpoint-6"
     ckpt.mkdir()
     (ckpt / "trainer_state.json").write_text(json.dumps({"log_history": log + [{"train_runtime": 9.0}]}))
@@ -35,8 +46,10 @@ def test_a_directory_without_a_trainer_state_is_named(tmp_path):
 def test_a_black_box_run_fills_the_tool_call_line_and_the_phase_panel():
     # what the black-box trainer logs: its harnesses' tool calls and its rollouts' seconds inside
     # TRL's step_time (no white-box phase split, no tools/call_frequency)
-    steps = [{"step": i, "loss": 0.0, "blackbox/tool_calls": 3.0 + i, "time/rollouts_s": 50.0 + i,
-              "step_time": 80.0 + 2 * i} for i in (1, 2)]
+    steps = [
+        {"step": i, "loss": 0.0, "blackbox/tool_calls": 3.0 + i, "time/rollouts_s": 50.0 + i, "step_time": 80.0 + 2 * i}
+        for i in (1, 2)
+    ]
     assert tool_calls(steps) == [4.0, 5.0]
     assert phases(steps) == {"rollouts": [51.0, 52.0], "scoring + optimizer": [31.0, 32.0]}
     assert tuple(phases(steps)) == BLACKBOX_PHASES

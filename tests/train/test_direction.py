@@ -89,8 +89,9 @@ class Fixed:
             order = permutation(len(self.rewards), seed, step)
             moved = group_advantages([self.rewards[i] for i in order], self.group)
             groups = range(0, len(moved), self.group)
-            if moved != expected and sum(any(moved[g:g + self.group]) for g in groups) >= sum(
-                    any(expected[g:g + self.group]) for g in groups):
+            if moved != expected and sum(any(moved[g : g + self.group]) for g in groups) >= sum(
+                any(expected[g : g + self.group]) for g in groups
+            ):
                 return seed
         raise AssertionError(f"no permutation of {self.rewards} keeps a group mixed")
 
@@ -142,7 +143,7 @@ def half_masked(batch: dict) -> dict:
     out = dict(batch)
     mask = batch["tool_mask"].clone()
     for i, n in enumerate(batch["completion_mask"].sum(1).tolist()):
-        mask[i, int(n) // 2:] = 0
+        mask[i, int(n) // 2 :] = 0
     out["tool_mask"] = mask
     return out
 
@@ -161,10 +162,16 @@ class Whitebox:
         return verdicts(self.suite, self.task_ids, sampled_texts(batch, log, self.fixed.trainer.processing_class))
 
     def judge(self, batch, truth=None, log=None, **kw):
-        return verify_signal(self.fixed.trainer, batch, self.fixed.record, self.truth if truth is None else truth,
-                             self.fixed.group, audit=sampler_audit(batch, log or self.log,
-                                                                   max_completion_length=self.limit),
-                             snapshot=self.fixed.snapshot, **kw)
+        return verify_signal(
+            self.fixed.trainer,
+            batch,
+            self.fixed.record,
+            self.truth if truth is None else truth,
+            self.fixed.group,
+            audit=sampler_audit(batch, log or self.log, max_completion_length=self.limit),
+            snapshot=self.fixed.snapshot,
+            **kw,
+        )
 
     def fresh(self, monkeypatch, target: str, planted) -> tuple[dict, list, SamplerLog]:
         """A NEW batch through the trainer's code (not replayed) with `target` replaced by `planted`
@@ -190,11 +197,28 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
-    recipe = WhiteboxRecipe.cpu(split="train", max_steps=1, num_generations=4, per_device_train_batch_size=8,
-                                max_completion_length=192, output_chars=100, max_tool_calling_iterations=2,
-                                learning_rate=LR, warmup_steps=0, bf16=False, seed=3, generator="engine")
-    run = build_trainer(model_dir, rowcount_suite, recipe, tmp_path, backend=backend,
-                        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))})
+    recipe = WhiteboxRecipe.cpu(
+        split="train",
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=192,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=LR,
+        warmup_steps=0,
+        bf16=False,
+        seed=3,
+        generator="engine",
+    )
+    run = build_trainer(
+        model_dir,
+        rowcount_suite,
+        recipe,
+        tmp_path,
+        backend=backend,
+        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))},
+    )
     assert through_engine(run.trainer), "the preset's generator is dagent's engine"
     try:
         with SamplerLog() as log:
@@ -219,18 +243,27 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
         # 1-4, 8: faults in the batch the loss reads, and the arm's wiring
         permuted_batch, permuted = plant_shared_faults(fixed, fails, monkeypatch)
         # 5-7: faults where the batch is built: each a new batch through the trainer's code
-        batch, truth, plog = wb.fresh(monkeypatch, "dagent.tools.episode.reward",
-                                      lambda correct, tool_calls, config=None: None if correct is None
-                                      else 1.3 * (1 - float(correct)))
+        batch, truth, plog = wb.fresh(
+            monkeypatch,
+            "dagent.tools.episode.reward",
+            lambda correct, tool_calls, config=None: None if correct is None else 1.3 * (1 - float(correct)),
+        )
         fails("reward inverted where it is computed", batch, truth, plog, match="grader's verdicts")
         first_eos = engine_generation._through_first_eos
-        batch, truth, plog = wb.fresh(monkeypatch, "dagent.train.engine_generation._through_first_eos",
-                                      lambda ids, eos, limit: first_eos(ids, eos, limit)[1:])
+        batch, truth, plog = wb.fresh(
+            monkeypatch,
+            "dagent.train.engine_generation._through_first_eos",
+            lambda ids, eos, limit: first_eos(ids, eos, limit)[1:],
+        )
         fails("generator drops the first sampled token", batch, truth, plog, match="sampler did not produce")
         generate = engine_generation._Engine.generate
-        batch, truth, plog = wb.fresh(monkeypatch, "dagent.train.engine_generation._Engine.generate",
-                                      lambda self, prompts, *a, **k: [[p[-1], *ids[:-1]] for p, ids in
-                                                                      zip(prompts, generate(self, prompts, *a, **k))])
+        batch, truth, plog = wb.fresh(
+            monkeypatch,
+            "dagent.train.engine_generation._Engine.generate",
+            lambda self, prompts, *a, **k: [
+                [p[-1], *ids[:-1]] for p, ids in zip(prompts, generate(self, prompts, *a, **k))
+            ],
+        )
         fails("completion ids shifted by one in the generator", batch, truth, plog, match="sampler did not produce")
         assert len(caught) == 8, sorted(caught)
     finally:
@@ -240,10 +273,12 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
     moved = verify(fixed.trainer, permuted_batch, fixed.record, permuted, fixed.group, snapshot=fixed.snapshot)
     assert moved.agree == len(moved.signed), moved.summary()
     with pytest.raises(DirectionError, match="advantages' way"):
-        verify(fixed.trainer, permuted_batch, fixed.record, wb.truth, fixed.group, snapshot=fixed.snapshot,
-               measured=moved)
-    leak, _ = untrained_gradient(fixed.trainer, mask_over_tools(fixed.batch), fixed.record,
-                                 group_advantages(wb.truth, fixed.group))
+        verify(
+            fixed.trainer, permuted_batch, fixed.record, wb.truth, fixed.group, snapshot=fixed.snapshot, measured=moved
+        )
+    leak, _ = untrained_gradient(
+        fixed.trainer, mask_over_tools(fixed.batch), fixed.record, group_advantages(wb.truth, fixed.group)
+    )
     assert leak > 0 and real.leak == 0.0 and real.starved == 0
     print({"real": real.summary(), **caught})
 
@@ -299,8 +334,12 @@ class Captured:
                 rollout = captured.cache[(index, harness)].pop(0)
                 captured.cache[(index, harness)].append(rollout)
                 if captured.planted_reward is not None:
-                    rollout = dataclasses.replace(rollout, record=rollout.record.model_copy(
-                        update={"reward": captured.planted_reward(rollout.record.reward)}))
+                    rollout = dataclasses.replace(
+                        rollout,
+                        record=rollout.record.model_copy(
+                            update={"reward": captured.planted_reward(rollout.record.reward)}
+                        ),
+                    )
             else:
                 rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s)
                 captured.cache.setdefault((index, harness), []).append(rollout)
@@ -339,24 +378,51 @@ def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_pat
     need_opencode()
     need_pi()
     captured = Captured(monkeypatch)
-    recipe = BlackboxRecipe.cpu(split="train", max_steps=1, num_generations=2, groups_per_step=2, learning_rate=LR,
-                                warmup_steps=0, agent_steps=6, max_output_tokens=256, bf16=False)
-    run = build_sync_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, harnesses=("pi", "opencode"),
-                             policy=by_harness, served_name="tiny-qwen3-steered", sandbox_dir=tmp_path / "sandboxes")
+    recipe = BlackboxRecipe.cpu(
+        split="train",
+        max_steps=1,
+        num_generations=2,
+        groups_per_step=2,
+        learning_rate=LR,
+        warmup_steps=0,
+        agent_steps=6,
+        max_output_tokens=256,
+        bf16=False,
+    )
+    run = build_sync_trainer(
+        tiny_qwen3(),
+        rowcount_suite,
+        recipe,
+        tmp_path,
+        harnesses=("pi", "opencode"),
+        policy=by_harness,
+        served_name="tiny-qwen3-steered",
+        sandbox_dir=tmp_path / "sandboxes",
+    )
     try:
         fixed = Fixed(run.trainer, recipe.num_generations)
         rows = list(run.rollouts.rows)
         assert sorted(r.harness for r in rows) == ["opencode", "opencode", "pi", "pi"]
         assert all(r.audit == "exact" for r in rows), [r.receipt() for r in rows]  # rows vs the engine's tokens
         for harness in ("pi", "opencode"):  # each harness's group holds a right and a wrong rollout
-            assert sorted(r.outcome for r in rows if r.harness == harness) == ["correct", "wrong"], [r.receipt() for r in rows]
+            assert sorted(r.outcome for r in rows if r.harness == harness) == ["correct", "wrong"], [
+                r.receipt() for r in rows
+            ]
         truth, calls = captured.truth(rows, rowcount_suite)
         assert sorted(truth) == [0.0, 0.0, 1.0, 1.0], truth
         assert fixed.record.untrained_tokens() > 0, "no tool output in the completions: the mask check would be empty"
 
         def judge(batch, truth_=truth, calls_=calls, **kw):
-            return verify_signal(fixed.trainer, batch, fixed.record, truth_, fixed.group,
-                                 audit=capture_audit(batch, calls_), snapshot=fixed.snapshot, **kw)
+            return verify_signal(
+                fixed.trainer,
+                batch,
+                fixed.record,
+                truth_,
+                fixed.group,
+                audit=capture_audit(batch, calls_),
+                snapshot=fixed.snapshot,
+                **kw,
+            )
 
         real = judge(fixed.batch)
         assert real.agree == len(real.signed) >= 2 and real.tokens_with > 2 * real.tokens_against, real.summary()
@@ -375,17 +441,24 @@ def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_pat
                 batch = fixed.rebuilt()
             finally:
                 captured.replay, captured.planted_reward = False, None
-            return batch, *captured.truth(run.rollouts.rows[-len(rows):], rowcount_suite)
+            return batch, *captured.truth(run.rollouts.rows[-len(rows) :], rowcount_suite)
 
         captured.planted_reward = lambda r: None if r is None else 1.3 - r
         batch, t, c = rebuilt()
         fails("reward inverted where the runtime computed it", batch, "grader's verdicts", truth_=t, calls_=c)
         row_of = rollouts.row_of
         with monkeypatch.context() as m:
-            m.setattr(rollouts, "row_of", lambda *a: dataclasses.replace(
-                r := row_of(*a), completion_ids=(r.prompt_ids[-1], *r.completion_ids[:-1])))
+            m.setattr(
+                rollouts,
+                "row_of",
+                lambda *a: dataclasses.replace(
+                    r := row_of(*a), completion_ids=(r.prompt_ids[-1], *r.completion_ids[:-1])
+                ),
+            )
             batch, t, c = rebuilt()
-        fails("completion ids shifted by one in the row conversion", batch, "sampler did not produce", truth_=t, calls_=c)
+        fails(
+            "completion ids shifted by one in the row conversion", batch, "sampler did not produce", truth_=t, calls_=c
+        )
         assert len(caught) == 7, sorted(caught)
     finally:
         run.stop()

@@ -21,12 +21,41 @@ import pytest
 @pytest.mark.slow
 def test_two_processes_over_gloo_train_one_grpo_step(suite_dir, tmp_path):
     pytest.importorskip("torch")
-    argv = [sys.executable, "-m", "dagent.cli.app", "train", "whitebox", "--processes", "2",
-            "--preset", "cpu", "--model", "tiny-qwen3", "--suite", str(suite_dir), "--split", "train",
-            "--max-steps", "1", "--num-generations", "2", "--save-steps", "1", "--warmup-steps", "0",
-            "--max-completion-length", "336", "--report-to", "none", "--force", "--out", str(tmp_path / "out")]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=tmp_path,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "dagent.cli.app",
+        "train",
+        "whitebox",
+        "--processes",
+        "2",
+        "--preset",
+        "cpu",
+        "--model",
+        "tiny-qwen3",
+        "--suite",
+        str(suite_dir),
+        "--split",
+        "train",
+        "--max-steps",
+        "1",
+        "--num-generations",
+        "2",
+        "--save-steps",
+        "1",
+        "--warmup-steps",
+        "0",
+        "--max-completion-length",
+        "336",
+        "--report-to",
+        "none",
+        "--force",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    r = subprocess.run(
+        argv, capture_output=True, text=True, timeout=1200, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     said = " ".join((r.stdout + r.stderr).split())  # the console wraps long lines
     assert "2 trainer processes (multi_gpu): -m accelerate.commands.launch" in said  # the job relaunched itself

@@ -30,8 +30,9 @@ def trainers(rowcount_suite, tmp_path_factory):
     built = {}
     for generator in ("transformers", "engine"):
         recipe = WhiteboxRecipe.cpu(split="train", max_steps=1, bf16=False, generator=generator)
-        built[generator] = build_trainer(tiny_qwen3(), rowcount_suite, recipe,
-                                         tmp_path_factory.mktemp(generator), force=True).trainer
+        built[generator] = build_trainer(
+            tiny_qwen3(), rowcount_suite, recipe, tmp_path_factory.mktemp(generator), force=True
+        ).trainer
         built[generator].generation_config.max_new_tokens = 24  # a turn's budget, short for the test
     return built
 
@@ -39,8 +40,12 @@ def trainers(rowcount_suite, tmp_path_factory):
 def prompts(trainer) -> list[list[int]]:
     tok = trainer.processing_class
     texts = ["How many rows does t.csv have?", "What is the mean of column a?", "Count the rows."]
-    return [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=True,
-                                    return_dict=False) for t in texts]
+    return [
+        tok.apply_chat_template(
+            [{"role": "user", "content": t}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        for t in texts
+    ]
 
 
 def through_engine(trainer) -> bool:
@@ -95,7 +100,10 @@ def test_a_sequence_bias_steers_the_engine_as_it_steers_trls_generation(trainers
         got, _ = ours._generate_single_turn(batch, None, {}, 1)
     assert got == expected
     script = trl.processing_class(CALL.format(3), add_special_tokens=False)["input_ids"]
-    assert got[0][:len(script)] in (script, trl.processing_class(CALL.format(4), add_special_tokens=False)["input_ids"])
+    assert got[0][: len(script)] in (
+        script,
+        trl.processing_class(CALL.format(4), add_special_tokens=False)["input_ids"],
+    )
 
 
 def test_turns_read_the_live_weights_after_an_optimizer_step(trainers, monkeypatch):
@@ -136,8 +144,16 @@ def test_sampled_turns_repeat_under_the_trainers_seed(trainers):
 def test_what_the_engine_does_not_implement_goes_to_trls_generation():
     from transformers import GenerationConfig
 
-    config = GenerationConfig(max_new_tokens=8, do_sample=True, temperature=0.8, top_p=0.95, top_k=0,
-                              repetition_penalty=1.0, eos_token_id=[2], pad_token_id=0)
+    config = GenerationConfig(
+        max_new_tokens=8,
+        do_sample=True,
+        temperature=0.8,
+        top_p=0.95,
+        top_k=0,
+        repetition_penalty=1.0,
+        eos_token_id=[2],
+        pad_token_id=0,
+    )
 
     class Trainer:
         generation_config = config
@@ -186,9 +202,20 @@ def test_a_grpo_step_generates_every_turn_through_the_engine(rowcount_suite, bac
     from dagent.tools.episode import close_all
     from dagent.train.grpo import build_trainer
 
-    recipe = WhiteboxRecipe.cpu(split="train", max_steps=1, save_steps=10, num_generations=4, per_device_train_batch_size=4,
-                                max_completion_length=384, output_chars=100, max_tool_calling_iterations=2,
-                                learning_rate=1e-3, warmup_steps=0, bf16=False, generator="engine")
+    recipe = WhiteboxRecipe.cpu(
+        split="train",
+        max_steps=1,
+        save_steps=10,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=384,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-3,
+        warmup_steps=0,
+        bf16=False,
+        generator="engine",
+    )
     run = build_trainer(tiny_qwen3(), rowcount_suite, recipe, tmp_path, backend=backend)
     run.trainer.generation_config.max_new_tokens = 32  # a random model rambles: short turns
     method = run.trainer._generate_single_turn

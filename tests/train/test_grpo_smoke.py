@@ -28,11 +28,26 @@ def test_two_grpo_steps_checkpoint_the_optimizer_and_change_the_weights(suite, b
     from dagent.train.grpo import build_trainer
 
     model_dir = tiny_qwen3()
-    recipe = WhiteboxRecipe.cpu(split="train", max_steps=2, save_steps=2, num_generations=4,
-                        per_device_train_batch_size=4, max_completion_length=192, output_chars=100,
-                        max_tool_calling_iterations=2, learning_rate=1e-3, warmup_steps=0)
-    run = build_trainer(model_dir, suite, recipe, tmp_path, backend=backend,
-                        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))})
+    recipe = WhiteboxRecipe.cpu(
+        split="train",
+        max_steps=2,
+        save_steps=2,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=192,
+        output_chars=100,
+        max_tool_calling_iterations=2,
+        learning_rate=1e-3,
+        warmup_steps=0,
+    )
+    run = build_trainer(
+        model_dir,
+        suite,
+        recipe,
+        tmp_path,
+        backend=backend,
+        generation_kwargs={"sequence_bias": steer(AutoTokenizer.from_pretrained(model_dir))},
+    )
     assert [c.name for c in run.checks] == ["split", "step_cap", "completion_length", "group_size", "template"]
     before = {k: v.detach().clone() for k, v in run.trainer.model.named_parameters()}
     try:

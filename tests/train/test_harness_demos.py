@@ -47,8 +47,15 @@ def test_demonstrations_are_the_harness_own_format_captured_token_exact(harness,
 
         need_opencode()
     path = tiny_qwen3()
-    rows = build_harness_demonstrations(solvable_suite, "train", n=2, model_dir=path, harness=harness,
-                                        served="tiny-qwen3", sandbox_dir=tmp_path / "sandboxes")
+    rows = build_harness_demonstrations(
+        solvable_suite,
+        "train",
+        n=2,
+        model_dir=path,
+        harness=harness,
+        served="tiny-qwen3",
+        sandbox_dir=tmp_path / "sandboxes",
+    )
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     assert len(rows) == 2 and len({r["task_id"] for r in rows}) == 2
     solutions = {t.task_id: t.solution for t in solvable_suite.tasks("train")}
@@ -82,8 +89,18 @@ def test_the_sft_job_trains_on_pi_demonstrations(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "sft_warmstart", sft_warmstart)  # its dataclass looks itself up there
     spec.loader.exec_module(sft_warmstart)
 
-    args = sft_warmstart.SFTArgs(model="tiny-qwen3", suite=str(root), split="train", harness="pi", n=2, max_steps=1,
-                                 batch_size=2, save_steps=1, out=str(tmp_path / "sft"), processes=1)
+    args = sft_warmstart.SFTArgs(
+        model="tiny-qwen3",
+        suite=str(root),
+        split="train",
+        harness="pi",
+        n=2,
+        max_steps=1,
+        batch_size=2,
+        save_steps=1,
+        out=str(tmp_path / "sft"),
+        processes=1,
+    )
     assert sft_warmstart.main(args) == 0
     summary = json.loads((tmp_path / "sft" / "sft_summary.json").read_text())
     assert summary["rows"] == 2 and summary["steps"] == 1 and summary["loss_tokens"] > 0

@@ -25,11 +25,26 @@ def tiny_trainer(out, steps: int, callbacks=()):
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen3()), dtype=torch.float32)
     rows = [{"input_ids": list(range(10 + i, 26 + i)), "labels": list(range(10 + i, 26 + i))} for i in range(12)]
-    args = TrainingArguments(output_dir=str(out), max_steps=steps, per_device_train_batch_size=2, learning_rate=1e-3,
-                             save_strategy="steps", save_steps=2, use_cpu=True, report_to="none", logging_steps=1,
-                             weight_decay=0.01, seed=0)
-    return Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows), callbacks=list(callbacks),
-                   processing_class=AutoTokenizer.from_pretrained(str(tiny_qwen3())))
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=steps,
+        per_device_train_batch_size=2,
+        learning_rate=1e-3,
+        save_strategy="steps",
+        save_steps=2,
+        use_cpu=True,
+        report_to="none",
+        logging_steps=1,
+        weight_decay=0.01,
+        seed=0,
+    )
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        callbacks=list(callbacks),
+        processing_class=AutoTokenizer.from_pretrained(str(tiny_qwen3())),
+    )
 
 
 @pytest.mark.slow
@@ -39,14 +54,25 @@ def test_a_pushed_checkpoint_resumes_with_identical_weights_and_optimizer_state(
 
     with FakeHub() as hub:
         api = HfApi(endpoint=hub.url, token=hub.token)
-        pusher = CheckpointPusher("fake-user/run", "tiny-qwen3", {"split": "train:easy", "learning_rate": 1e-3},
-                                  {"suite": {"source": "bundled", "digest": "abc", "tasks": {"train": 4}}}, api=api)
+        pusher = CheckpointPusher(
+            "fake-user/run",
+            "tiny-qwen3",
+            {"split": "train:easy", "learning_rate": 1e-3},
+            {"suite": {"source": "bundled", "digest": "abc", "tasks": {"train": 4}}},
+            api=api,
+        )
         trained = tiny_trainer(tmp_path / "run", 2, [pusher])
         trained.train()
         files = hub.files("fake-user/run")
         assert pusher.pushed == ["checkpoint-2", "final"]
-        assert {"checkpoint-2/optimizer.pt", "checkpoint-2/scheduler.pt", "checkpoint-2/trainer_state.json",
-                "checkpoint-2/model.safetensors", "checkpoint-2/tokenizer.json", "README.md"} <= set(files)
+        assert {
+            "checkpoint-2/optimizer.pt",
+            "checkpoint-2/scheduler.pt",
+            "checkpoint-2/trainer_state.json",
+            "checkpoint-2/model.safetensors",
+            "checkpoint-2/tokenizer.json",
+            "README.md",
+        } <= set(files)
         card = files["README.md"].decode()
         assert "checkpoint-2" in card and "train:easy" in card and hub.token not in card
         assert not any(hub.token.encode() in data for data in files.values())  # no secret in any file (F22)
@@ -54,7 +80,9 @@ def test_a_pushed_checkpoint_resumes_with_identical_weights_and_optimizer_state(
         local = resolve_resume("fake-user/run@checkpoint-2", tmp_path / "cache", api=api)
         ckpt = tmp_path / "run" / "checkpoint-2"
         for name in ("optimizer.pt", "scheduler.pt", "model.safetensors", "trainer_state.json"):
-            assert (ckpt / name).read_bytes() == (tmp_path / "cache" / "fake-user--run" / "checkpoint-2" / name).read_bytes()
+            assert (ckpt / name).read_bytes() == (
+                tmp_path / "cache" / "fake-user--run" / "checkpoint-2" / name
+            ).read_bytes()
         # restore into a fresh trainer, as Trainer.train(resume_from_checkpoint=...) does, and compare
         fresh = tiny_trainer(tmp_path / "resumed", 3)
         fresh._load_from_checkpoint(local)
@@ -92,11 +120,19 @@ def test_a_pushed_checkpoint_resumes_with_identical_weights_and_optimizer_state(
 
 
 def test_the_card_names_recipe_data_scores_and_provenance():
-    card = model_card("me/run", base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
-                      recipe={"split": "train:easy", "num_generations": 8, "token": "never"},
-                      provenance={"project": {"revision": "abc123", "dirty": False}, "grader": "g1",
-                                  "libraries": {"trl": "1.16.0"}, "suite": {"source": "s", "digest": "d"}},
-                      step=40, scores={"base": {"pass@1": 0.25, "ci": [0.2, 0.3], "split": "test:easy", "tasks": 64}})
+    card = model_card(
+        "me/run",
+        base_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+        recipe={"split": "train:easy", "num_generations": 8, "token": "never"},
+        provenance={
+            "project": {"revision": "abc123", "dirty": False},
+            "grader": "g1",
+            "libraries": {"trl": "1.16.0"},
+            "suite": {"source": "s", "digest": "d"},
+        },
+        step=40,
+        scores={"base": {"pass@1": 0.25, "ci": [0.2, 0.3], "split": "test:easy", "tasks": 64}},
+    )
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "checkpoint-40" in card
     assert "| base | test:easy | 25.0% | [20.0%, 30.0%] | 64 |" in card and "`abc123`" in card and "trl 1.16.0" in card
     assert "never" not in card  # only the recipe's allow-listed fields reach a card (F22)

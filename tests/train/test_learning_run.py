@@ -23,9 +23,14 @@ def checkpoint(arm: Path, step: int) -> None:
 
 
 def learning_run(out: Path, stages: str, **env: str) -> list[str]:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "OUT": str(out), "DRY_RUN": "1", "STAGES": stages, "SEEDS": "0 1",
-                               "GRPO_STEPS": "8", **env}, timeout=120)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "learning_run.sh")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OUT": str(out), "DRY_RUN": "1", "STAGES": stages, "SEEDS": "0 1", "GRPO_STEPS": "8", **env},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -92,15 +97,22 @@ def test_a_second_sitting_skips_what_finished_and_resumes_what_stopped(tmp_path)
 def test_eval_stays_closed_until_every_arm_reached_its_steps(tmp_path):
     out = tmp_path / "lr"
     checkpoint(out / "grpo-0", 4)
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "OUT": str(out), "DRY_RUN": "1", "STAGES": "eval", "SEEDS": "0",
-                               "GRPO_STEPS": "8"}, timeout=120)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "learning_run.sh")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OUT": str(out), "DRY_RUN": "1", "STAGES": "eval", "SEEDS": "0", "GRPO_STEPS": "8"},
+        timeout=120,
+    )
     assert done.returncode == 3 and "grpo-0 has not reached step 8" in done.stderr and "+ " not in done.stdout
     for piece in ("grpo-0", "control-0"):
         (out / ".done" / piece).touch()
     lines = learning_run(out, "eval", SEEDS="0")
     evals = [line for line in lines if line.startswith("+ ") and " eval " in line]
-    assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-{n}" for n in ("warm", "grpo-0", "control-0")]
+    assert [e.split("--out ")[1].split()[0] for e in evals] == [
+        f"{out}/eval-{n}" for n in ("warm", "grpo-0", "control-0")
+    ]
 
 
 def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
@@ -125,15 +137,33 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
         (arm / "records.jsonl").write_text(f'{{"from": "{name}"}}\n')
         (arm / "transcripts.jsonl.gz").write_bytes(name.encode())  # every episode's transcript, compressed
         made_at = hashlib.sha1(name.encode()).hexdigest()  # each evaluation's own commit, not the publishing one's
-        (arm / "summary.json").write_text(json.dumps({"provenance": {"project": {"revision": made_at, "dirty": False}},
-                                                      "conditions": {"loop": "white-box", "from": name}}))
+        (arm / "summary.json").write_text(
+            json.dumps(
+                {
+                    "provenance": {"project": {"revision": made_at, "dirty": False}},
+                    "conditions": {"loop": "white-box", "from": name},
+                }
+            )
+        )
         (out / name / "trackio").mkdir()  # not an arm
     (out / "base-train" / "scores.json").write_text(json.dumps({"tools": {"pass_at": {"1": 0.375}}}))
 
     def run():
-        return subprocess.run(["bash", str(ROOT / "scripts" / "learning_run.sh")], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "OUT": str(out), "STAGES": "publish",
-                                                           "SEEDS": "0", "GRPO_STEPS": "8", "PUBLISH": str(dest)})
+        return subprocess.run(
+            ["bash", str(ROOT / "scripts" / "learning_run.sh")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={
+                **os.environ,
+                "OUT": str(out),
+                "STAGES": "publish",
+                "SEEDS": "0",
+                "GRPO_STEPS": "8",
+                "PUBLISH": str(dest),
+            },
+        )
 
     for piece in ("base-train", "eval-warm", "eval-grpo-0"):
         (out / ".done" / piece).touch()
@@ -144,19 +174,30 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     done = run()
     assert done.returncode == 0, done.stderr
     published = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
-    assert published == {f"{n}.{ext}" for n in ("base-train", "warm", "seed-0/grpo", "seed-0/control")
-                         for ext in ("jsonl", "json", "transcripts.jsonl.gz")} | {
-        "seed-0/grpo.trainer_state.json", "seed-0/control.trainer_state.json"}
+    assert published == {
+        f"{n}.{ext}"
+        for n in ("base-train", "warm", "seed-0/grpo", "seed-0/control")
+        for ext in ("jsonl", "json", "transcripts.jsonl.gz")
+    } | {"seed-0/grpo.trainer_state.json", "seed-0/control.trainer_state.json"}
     assert (dest / "seed-0" / "grpo.transcripts.jsonl.gz").read_bytes() == b"eval-grpo-0"
     # each arm's own weights digest beside the warm start's
-    assert json.loads((dest / "seed-0" / "grpo.json").read_text())["weights_sha256"] == hashlib.sha256(b"grpo-0").hexdigest()
-    assert json.loads((dest / "seed-0" / "control.json").read_text())["weights_sha256"] == hashlib.sha256(
-        b"control-0").hexdigest()
+    assert (
+        json.loads((dest / "seed-0" / "grpo.json").read_text())["weights_sha256"]
+        == hashlib.sha256(b"grpo-0").hexdigest()
+    )
+    assert (
+        json.loads((dest / "seed-0" / "control.json").read_text())["weights_sha256"]
+        == hashlib.sha256(b"control-0").hexdigest()
+    )
     assert json.loads((dest / "warm.json").read_text())["weights_sha256"] == hashlib.sha256(b"weights").hexdigest()
     # the arms' logged steps (their training curves' data), from their last checkpoints
     assert json.loads((dest / "seed-0" / "grpo.trainer_state.json").read_text()) == {"global_step": 8}
-    for file, name in (("base-train", "base-train"), ("warm", "eval-warm"), ("seed-0/grpo", "eval-grpo-0"),
-                       ("seed-0/control", "eval-control-0")):
+    for file, name in (
+        ("base-train", "base-train"),
+        ("warm", "eval-warm"),
+        ("seed-0/grpo", "eval-grpo-0"),
+        ("seed-0/control", "eval-control-0"),
+    ):
         assert (dest / f"{file}.jsonl").read_text() == f'{{"from": "{name}"}}\n'
         made = json.loads((dest / f"{file}.json").read_text())
         assert made["warm_start_sha256"] == hashlib.sha256(b"weights").hexdigest()
@@ -176,7 +217,8 @@ def test_publish_copies_each_evaluation_with_what_made_it(tmp_path):
     (out / ".done" / "watch-0").touch()
     assert run().returncode == 0
     assert {p.name: p.read_text() for p in (dest / "seed-0" / "watch").iterdir()} == {
-        f"{p}.jsonl": f'{{"point": "{p}"}}\n' for p in ("baseline", "checkpoint-8")}
+        f"{p}.jsonl": f'{{"point": "{p}"}}\n' for p in ("baseline", "checkpoint-8")
+    }
 
 
 def test_the_report_reads_the_published_records_and_draws_each_published_arms_curves(tmp_path):
@@ -203,9 +245,22 @@ def test_a_sitting_of_one_arm_takes_the_published_base_and_opens_only_its_own_ev
     (out / ".done").mkdir(parents=True)
     (out / ".done" / "sft").touch()
     base = tmp_path / "base-train.jsonl"
-    base.write_text(json.dumps({"task_id": "t1", "split": "train:easy", "index": 0, "difficulty_tier": "easy",
-                                "agent": "tools", "outcome": "correct", "reward": 1.0, "correct": True,
-                                "method": "exact"}) + "\n")
+    base.write_text(
+        json.dumps(
+            {
+                "task_id": "t1",
+                "split": "train:easy",
+                "index": 0,
+                "difficulty_tier": "easy",
+                "agent": "tools",
+                "outcome": "correct",
+                "reward": 1.0,
+                "correct": True,
+                "method": "exact",
+            }
+        )
+        + "\n"
+    )
     lines = learning_run(out, "sft base control", SEEDS="1", BASE_EVAL=str(base))
     text = "\n".join(lines)
     assert "base: taken from the published evaluation" in text and "--split train:easy --limit" not in text
@@ -213,7 +268,11 @@ def test_a_sitting_of_one_arm_takes_the_published_base_and_opens_only_its_own_ev
     assert len(trains) == 1 and "--run-name control-1" in trains[0] and f"--base-eval {base}" in trains[0]
     assert "--base-pass1 1.0" in trains[0]  # the published records' own rate
     (out / ".done" / "control-1").touch()  # (a dry run marks nothing)
-    evals = [line for line in learning_run(out, "eval", SEEDS="1", EVAL_ARMS="control") if line.startswith("+ ") and " eval " in line]
+    evals = [
+        line
+        for line in learning_run(out, "eval", SEEDS="1", EVAL_ARMS="control")
+        if line.startswith("+ ") and " eval " in line
+    ]
     assert [e.split("--out ")[1].split()[0] for e in evals] == [f"{out}/eval-control-1"]  # no warm start, no GRPO
 
 
@@ -222,8 +281,13 @@ def test_the_published_records_are_not_ignored_by_git():
     (`runs/` ignores the training runs' output folders everywhere else)."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    paths = [f"docs/runs/lr-{loop}/{name}" for loop in ("whitebox", "blackbox")
-             for name in ("base-train.jsonl", "warm.json", "seed-0/grpo.jsonl", "seed-0/control.json")]
+    paths = [
+        f"docs/runs/lr-{loop}/{name}"
+        for loop in ("whitebox", "blackbox")
+        for name in ("base-train.jsonl", "warm.json", "seed-0/grpo.jsonl", "seed-0/control.json")
+    ]
     r = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", *paths], capture_output=True, text=True)
     assert r.returncode == 1 and r.stdout == "", f"ignored by git: {r.stdout}"
-    assert subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", "runs/x/y.jsonl"]).returncode == 0
+    assert (
+        subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", "runs/x/y.jsonl"]).returncode == 0
+    )

@@ -21,11 +21,22 @@ from dagent.train.options import OptionRefused, Refusal, refuse, unread
 
 PATHS = {
     "white-box": ([grpo.train_whitebox, assembly.run_dir], WhiteboxArgs, ()),
-    "black-box sync": ([blackbox.train_blackbox, blackbox.train_sync, assembly.run_dir], BlackboxArgs,
-                       blackbox.SYNC_REFUSED),
-    "black-box async": ([blackbox.train_blackbox, blackbox_async.train_async, blackbox_async._launch,
-                         blackbox_async.async_callbacks, assembly.run_dir], BlackboxArgs,
-                        blackbox_async.ASYNC_REFUSED),
+    "black-box sync": (
+        [blackbox.train_blackbox, blackbox.train_sync, assembly.run_dir],
+        BlackboxArgs,
+        blackbox.SYNC_REFUSED,
+    ),
+    "black-box async": (
+        [
+            blackbox.train_blackbox,
+            blackbox_async.train_async,
+            blackbox_async._launch,
+            blackbox_async.async_callbacks,
+            assembly.run_dir,
+        ],
+        BlackboxArgs,
+        blackbox_async.ASYNC_REFUSED,
+    ),
 }
 
 
@@ -42,17 +53,23 @@ def test_the_detector_finds_the_async_control_the_launcher_once_dropped():
     functions, args_cls, refused = PATHS["black-box async"]
     without = tuple(r for r in refused if r.name != "control")
     assert unread(functions, args_cls, without) == ["control"]
+
     # and an option read nowhere at all is named on every path
     @dataclasses.dataclass
     class Extra(BlackboxArgs):
         new_knob: int = 0
+
     assert unread(functions, Extra, refused) == ["new_knob"]
 
 
 @pytest.mark.failure_mode("F59")
-@pytest.mark.parametrize("option, value, refused", [
-    ("control", "permuted", r"F59: --control 'permuted' .* black-box async .*--mode sync"),
-    ("generation_dtype", "float32", r"F59: --generation-dtype 'float32' .* vLLM")])
+@pytest.mark.parametrize(
+    "option, value, refused",
+    [
+        ("control", "permuted", r"F59: --control 'permuted' .* black-box async .*--mode sync"),
+        ("generation_dtype", "float32", r"F59: --generation-dtype 'float32' .* vLLM"),
+    ],
+)
 def test_async_refuses_what_it_cannot_honour_before_anything_starts(option, value, refused, monkeypatch):
     args = BlackboxArgs(mode="async", dry_run=True, harness="pi", **{option: value})
     monkeypatch.setattr(blackbox_async, "job_ports", lambda: pytest.fail("the launcher started before refusing"))
@@ -61,9 +78,16 @@ def test_async_refuses_what_it_cannot_honour_before_anything_starts(option, valu
 
 
 @pytest.mark.failure_mode("F59")
-@pytest.mark.parametrize("option, value", [("dry_run", True), ("env_url", "http://127.0.0.1:1"),
-                                           ("engine_url", "http://127.0.0.1:2"), ("engine_devices", "1"),
-                                           ("accelerate_config", "zero2")])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("dry_run", True),
+        ("env_url", "http://127.0.0.1:1"),
+        ("engine_url", "http://127.0.0.1:2"),
+        ("engine_devices", "1"),
+        ("accelerate_config", "zero2"),
+    ],
+)
 def test_sync_refuses_the_async_only_options(option, value, monkeypatch):
     args = dataclasses.replace(BlackboxArgs(mode="sync", harness="pi"), **{option: value})
     monkeypatch.setattr(blackbox, "load_tasks", lambda *_: pytest.fail("the sync run started before refusing"))
@@ -81,15 +105,17 @@ def test_refuse_lets_defaults_through():
 # TrainArgs.overrides() turns options into recipe fields; each path's config builder must carry every
 # one of them into TRL's config (the async builder once left out warmup_steps: an async run trained
 # with no warm-up whatever the recipe said). The truth is the options given, not the builders.
-GIVEN = TrainArgs(split="train:medium", max_steps=37, num_generations=2, learning_rate=3.3e-6, warmup_steps=7,
-                  save_steps=11, seed=5)
+GIVEN = TrainArgs(
+    split="train:medium", max_steps=37, num_generations=2, learning_rate=3.3e-6, warmup_steps=7, save_steps=11, seed=5
+)
 
 
 def _async_config(recipe: Any) -> Any:
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    return AsyncGRPOConfig(**blackbox_async.config_kwargs(recipe, "/tmp/out", engine_url="http://127.0.0.1:1"),
-                           use_cpu=True)  # use_cpu only so that it builds on this machine
+    return AsyncGRPOConfig(
+        **blackbox_async.config_kwargs(recipe, "/tmp/out", engine_url="http://127.0.0.1:1"), use_cpu=True
+    )  # use_cpu only so that it builds on this machine
 
 
 BUILDERS = {
@@ -101,7 +127,9 @@ BUILDERS = {
 
 def dropped(config: Any, given: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The given recipe fields (other than the split, which picks rows) the config does not carry."""
-    return {k: (v, getattr(config, k, None)) for k, v in given.items() if k != "split" and getattr(config, k, None) != v}
+    return {
+        k: (v, getattr(config, k, None)) for k, v in given.items() if k != "split" and getattr(config, k, None) != v
+    }
 
 
 @pytest.mark.failure_mode("F59")

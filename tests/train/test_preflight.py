@@ -55,7 +55,7 @@ def test_a_completion_budget_that_cannot_hold_one_round_trip_is_refused():
 @pytest.mark.failure_mode("F39")
 def test_a_group_size_where_most_groups_score_alike_is_refused_unless_forced():
     assert alike_probability(0.5, 4) == pytest.approx(0.125)
-    assert alike_probability(0.02, 8) == pytest.approx(0.98 ** 8 + 0.02 ** 8)
+    assert alike_probability(0.02, 8) == pytest.approx(0.98**8 + 0.02**8)
     assert check_group_size(8, 0.3).ok  # 0.3^8 + 0.7^8 = 0.058
     with pytest.raises(PreflightError, match=r"zero_variance_groups: G=8 at base pass@1 0\.020.*= 0\.851"):
         check_group_size(8, 0.02)
@@ -73,7 +73,8 @@ def test_the_template_must_render_tools_and_round_trip(tokenizer):
     dropping = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
     dropping.chat_template = (  # renders tools, but only the LAST message: prefixes are not prefixes
         "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>{% endif %}"
-        "{{ messages[-1].role }}: {{ messages[-1].content }}{% if add_generation_prompt %}\nassistant:{% endif %}")
+        "{{ messages[-1].role }}: {{ messages[-1].content }}{% if add_generation_prompt %}\nassistant:{% endif %}"
+    )
     with pytest.raises(PreflightError, match="template_not_prefix_preserving"):
         check_template(dropping, tools)
 
@@ -104,8 +105,9 @@ def feed(watch: HealthWatch, *logs: dict) -> TrainerControl:
 def test_the_absorbing_state_stops_the_run_with_a_named_reason():
     watch = HealthWatch(patience=3, absorbing_groups=12)
     flat = {"reward_std": 0.0, "grad_norm": 0.0, "entropy": 1.0}
-    four_groups = SimpleNamespace(num_generations=4, per_device_train_batch_size=16, gradient_accumulation_steps=1,
-                                  world_size=1)
+    four_groups = SimpleNamespace(
+        num_generations=4, per_device_train_batch_size=16, gradient_accumulation_steps=1, world_size=1
+    )
     control = TrainerControl()
     for entry in (flat, {"reward_std": 0.2, "grad_norm": 0.5, "entropy": 1.0}, flat, flat):
         watch.on_log(four_groups, None, control, logs=entry)
@@ -123,8 +125,9 @@ def test_three_alike_groups_by_chance_do_not_stop_a_one_group_a_step_run_and_twe
     # 4 a step): 3 alike groups first, then moving steps; the watch at 3 steps stopped it at step 3
     flat = {"reward_std": 0.0, "grad_norm": 0.0, "entropy": 0.01}
     moving = {"reward_std": 0.64, "grad_norm": 0.8, "entropy": 0.01}
-    one_group = SimpleNamespace(num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1,
-                                world_size=1)
+    one_group = SimpleNamespace(
+        num_generations=4, per_device_train_batch_size=4, gradient_accumulation_steps=1, world_size=1
+    )
     watch, control = HealthWatch(), TrainerControl()
     for entry in (flat, flat, flat, moving, flat, flat, flat, moving):
         watch.on_log(one_group, None, control, logs=entry)
@@ -138,8 +141,14 @@ def test_three_alike_groups_by_chance_do_not_stop_a_one_group_a_step_run_and_twe
 
 def test_groups_per_step_reads_the_trainers_arguments():
     assert groups_per_step(None) == 1
-    assert groups_per_step(SimpleNamespace(num_generations=8, per_device_train_batch_size=2,
-                                           gradient_accumulation_steps=4, world_size=2)) == 2
+    assert (
+        groups_per_step(
+            SimpleNamespace(
+                num_generations=8, per_device_train_batch_size=2, gradient_accumulation_steps=4, world_size=2
+            )
+        )
+        == 2
+    )
 
 
 def entropies(values):
@@ -186,11 +195,21 @@ def _records(rates: dict[str, tuple[int, int]]) -> list:
     for task, (correct, samples) in rates.items():
         for s in range(samples + 1):
             graded = s < samples
-            out.append(EvalRecord(task_id=task, split="train:easy", index=0, difficulty_tier="easy", agent="tools",
-                                  sample=s, outcome=("correct" if s < correct else "wrong") if graded else "ungraded",
-                                  reward=(1.0 if s < correct else 0.0) if graded else None,
-                                  correct=(s < correct) if graded else None, method="exact" if graded else "ungraded",
-                                  cause=None if graded else "sandbox_error"))
+            out.append(
+                EvalRecord(
+                    task_id=task,
+                    split="train:easy",
+                    index=0,
+                    difficulty_tier="easy",
+                    agent="tools",
+                    sample=s,
+                    outcome=("correct" if s < correct else "wrong") if graded else "ungraded",
+                    reward=(1.0 if s < correct else 0.0) if graded else None,
+                    correct=(s < correct) if graded else None,
+                    method="exact" if graded else "ungraded",
+                    cause=None if graded else "sandbox_error",
+                )
+            )
     return out
 
 
@@ -203,7 +222,9 @@ def test_the_group_size_check_uses_each_tasks_rate_not_the_mean(tmp_path):
     rates = TaskRates.of(_records(spread))
     assert rates.mean == 0.5 and len(rates.counts) == 8  # the ungraded samples left out
     assert check_group_size(4, rates.mean).ok  # the mean-based check (F39) lets it through: 0.125
-    with pytest.raises(PreflightError, match=r"zero_variance_groups.*fraction of groups all alike 0\.563.*predicts 0\.125.*F55"):
+    with pytest.raises(
+        PreflightError, match=r"zero_variance_groups.*fraction of groups all alike 0\.563.*predicts 0\.125.*F55"
+    ):
         check_group_size(4, None, rates=rates)
     # a tier of tasks each solved half the time passes, and the estimate does not read 0 of 2 as "never"
     even = TaskRates.of(_records({f"t{i}": (1, 2) for i in range(8)}))
@@ -213,7 +234,8 @@ def test_the_group_size_check_uses_each_tasks_rate_not_the_mean(tmp_path):
     # the tasks kept for training: the mixed ones, read back from an evaluation directory
     (tmp_path / "final").mkdir()  # as `dagent eval --out DIR` writes it: DIR/<arm>/records.jsonl
     (tmp_path / "final" / "records.jsonl").write_text(
-        "\n".join(r.model_dump_json() for r in _records({**spread, "m": (1, 2)})))
+        "\n".join(r.model_dump_json() for r in _records({**spread, "m": (1, 2)}))
+    )
     read = TaskRates.read(tmp_path)
     assert read.mixed() == ["m"]
     rows = [{"task_id": t, "split": "train:easy", "index": i} for i, t in enumerate([*spread, "m"])]
@@ -229,8 +251,11 @@ def test_with_mixed_only_the_group_size_check_reads_the_tasks_trained_not_the_wh
     check reported that figure although --mixed-only trained only the 34 mixed tasks."""
     from dagent.train.preflight import TaskRates, mixed_rows
 
-    spread = {**{f"never{i}": (0, 4) for i in range(12)}, **{f"always{i}": (4, 4) for i in range(2)},
-              **{f"mixed{i}": (2, 4) for i in range(4)}}
+    spread = {
+        **{f"never{i}": (0, 4) for i in range(12)},
+        **{f"always{i}": (4, 4) for i in range(2)},
+        **{f"mixed{i}": (2, 4) for i in range(4)},
+    }
     rates = TaskRates.of(_records(spread))
     rows = mixed_rows([{"task_id": t} for t in spread], rates)
     trained = rates.only(r["task_id"] for r in rows)

@@ -12,16 +12,27 @@ from dagent.train.rollouts import chain_sequences, env_reward, rollout_metrics, 
 
 
 def entry(node: str, prompt: list[int], completion: list[int]) -> dict:
-    return {"request": {"messages": [{"role": "user", "content": "q"}], "tools": None},
-            "response": {"choices": [{"message": {"role": "assistant", "content": "a"}, "finish_reason": "stop"}]},
-            "prompt_token_ids": prompt, "completion_token_ids": completion,
-            "per_token_logps": [-0.5] * len(completion), "loss_mask": [0] * len(prompt) + [1] * len(completion),
-            "metadata": {"node_id": node}}
+    return {
+        "request": {"messages": [{"role": "user", "content": "q"}], "tools": None},
+        "response": {"choices": [{"message": {"role": "assistant", "content": "a"}, "finish_reason": "stop"}]},
+        "prompt_token_ids": prompt,
+        "completion_token_ids": completion,
+        "per_token_logps": [-0.5] * len(completion),
+        "loss_mask": [0] * len(prompt) + [1] * len(completion),
+        "metadata": {"node_id": node},
+    }
 
 
 def rollout(entries: list[dict], *, reward=1.2, outcome="correct", cause=None, roles=("agent",)):
-    return SimpleNamespace(trace_entries=lambda: entries, trajectory=SimpleNamespace(roles=roles), task_id="t",
-                           outcome=outcome, cause=cause, reward=reward, tool_calls=1)
+    return SimpleNamespace(
+        trace_entries=lambda: entries,
+        trajectory=SimpleNamespace(roles=roles),
+        task_id="t",
+        outcome=outcome,
+        cause=cause,
+        reward=reward,
+        tool_calls=1,
+    )
 
 
 PLACEHOLDER = lambda: ([7], [7])  # noqa: E731

@@ -38,23 +38,45 @@ TOOLS = select("bash")  # bash + submit_solution: the shortest prompt (the smoke
 def _tasks(split: str) -> list:
     k = {"train": 0, "test": 100, "eval": 200}[split]
     correct = [
-        make_task(k, gold="3", instruction=f"[{split}] How many data rows does {CSV} have? "
-                  "Write only the value to /workdir/answer.txt.", solution=ROWS + "print(len(rows))"),
-        make_task(k + 1, gold="yes", answer_type="bool", instruction=f"[{split}] Is the largest b equal to 6? "
-                  "Answer yes or no. Write only the value to /workdir/answer.txt.",
-                  solution=ROWS + "print('yes' if max(int(r[1]) for r in rows) == 6 else 'no')"),
-        make_task(k + 2, level=2, gold="12", instruction=f"[{split}] What is the sum of column b in {CSV}? "
-                  "Submit just the number.", solution=ROWS + "print(sum(int(r[1]) for r in rows))"),
+        make_task(
+            k,
+            gold="3",
+            instruction=f"[{split}] How many data rows does {CSV} have? Write only the value to /workdir/answer.txt.",
+            solution=ROWS + "print(len(rows))",
+        ),
+        make_task(
+            k + 1,
+            gold="yes",
+            answer_type="bool",
+            instruction=f"[{split}] Is the largest b equal to 6? "
+            "Answer yes or no. Write only the value to /workdir/answer.txt.",
+            solution=ROWS + "print('yes' if max(int(r[1]) for r in rows) == 6 else 'no')",
+        ),
+        make_task(
+            k + 2,
+            level=2,
+            gold="12",
+            instruction=f"[{split}] What is the sum of column b in {CSV}? Submit just the number.",
+            solution=ROWS + "print(sum(int(r[1]) for r in rows))",
+        ),
     ]
     if split != "train":
         return correct[:1]
     return correct + [
         # its program prints something else than the gold (F16): no demonstration
-        make_task(k + 3, gold="3", instruction=f"[{split}] How many columns? Write only the value to "
-                  "/workdir/answer.txt.", solution="print(42)"),
+        make_task(
+            k + 3,
+            gold="3",
+            instruction=f"[{split}] How many columns? Write only the value to /workdir/answer.txt.",
+            solution="print(42)",
+        ),
         # prints the answer and then 5,000 characters: the clipped output is not the answer
-        make_task(k + 4, gold="6", instruction=f"[{split}] The largest b? Write only the value to "
-                  "/workdir/answer.txt.", solution="print(6)\nprint('x' * 5000)"),
+        make_task(
+            k + 4,
+            gold="6",
+            instruction=f"[{split}] The largest b? Write only the value to /workdir/answer.txt.",
+            solution="print(6)\nprint('x' * 5000)",
+        ),
     ]
 
 
@@ -70,8 +92,9 @@ def tiny_suite(tmp_path_factory):
     (root / "tables" / "demo").mkdir(parents=True)
     (root / "tables" / "demo" / "t.csv").write_text(TABLE)
     for split in ("train", "test", "eval"):
-        pq.write_table(pa.Table.from_pylist([t.to_row() for t in _tasks(split)]),
-                       root / "data" / f"{split}-00000-of-00001.parquet")
+        pq.write_table(
+            pa.Table.from_pylist([t.to_row() for t in _tasks(split)]), root / "data" / f"{split}-00000-of-00001.parquet"
+        )
     return load_tasks(root)
 
 
@@ -190,21 +213,32 @@ def test_mask_covers_exactly_the_assistant_turns(tiny_suite, backend, tokenizer)
 
     # nothing of the prompt or the tool results is in the loss; all of it is in the sequence
     outside = tokenizer.decode([t for t, b in zip(ids, mask, strict=True) if not b])
-    for text in (messages[0]["content"], "<tool_response>\n3\n</tool_response>", messages[4]["content"],
-                 '"name": "bash"', "<|im_start|>assistant\n"):
+    for text in (
+        messages[0]["content"],
+        "<tool_response>\n3\n</tool_response>",
+        messages[4]["content"],
+        '"name": "bash"',
+        "<|im_start|>assistant\n",
+    ):
         assert text in outside
     inside = tokenizer.decode([t for t, b in zip(ids, mask, strict=True) if b])
     assert "tool_response" not in inside and messages[4]["content"] not in inside
 
     # the ids are the template's own rendering of the conversation (up to the last <|im_end|>),
     # and the mask is its {% generation %} mask less the newline after each <|im_end|>
-    out = tokenizer.apply_chat_template(messages, tools=_schemas(), chat_template=template, tokenize=True,
-                                        return_dict=True, return_assistant_tokens_mask=True)
+    out = tokenizer.apply_chat_template(
+        messages,
+        tools=_schemas(),
+        chat_template=template,
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
     assert out["input_ids"][: len(ids)] == ids and len(out["input_ids"]) == len(ids) + 1
     newline = tokenizer.encode("\n", add_special_tokens=False)
     generation = out["assistant_masks"]
     for k in range(1, len(ids) + 1):
-        if generation[k] and ids[k - 1] == tokenizer.eos_token_id and out["input_ids"][k:k + 1] == newline:
+        if generation[k] and ids[k - 1] == tokenizer.eos_token_id and out["input_ids"][k : k + 1] == newline:
             generation[k] = 0
     assert generation[: len(ids)] == mask and generation[len(ids)] == 0
 
@@ -221,19 +255,23 @@ def test_tool_suffix_is_the_one_grpo_trainer_appends(tokenizer):
     template = trainer_chat_template(tokenizer)
     tool_messages = [{"role": "tool", "name": "bash", "content": "3"}]
     # TRL 1.16's own method, on a stand-in holding only the attributes it reads
-    fake = SimpleNamespace(processing_class=tokenizer, _tokenizer=tokenizer, chat_template=template,
-                           chat_template_kwargs={}, _is_vlm=False)
-    assert tool_suffix_ids(tokenizer, tool_messages, chat_template=template) == \
-        GRPOTrainer._get_tool_suffix_ids(fake, tool_messages)
+    fake = SimpleNamespace(
+        processing_class=tokenizer, _tokenizer=tokenizer, chat_template=template, chat_template_kwargs={}, _is_vlm=False
+    )
+    assert tool_suffix_ids(tokenizer, tool_messages, chat_template=template) == GRPOTrainer._get_tool_suffix_ids(
+        fake, tool_messages
+    )
 
 
 def test_a_template_that_cannot_render_tools_is_refused(tokenizer):
     import copy
 
     content_only = copy.copy(tokenizer)
-    content_only.chat_template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + "
-                                  "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}"
-                                  "{{ '<|im_start|>assistant\n' }}{% endif %}")
+    content_only.chat_template = (
+        "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + "
+        "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|im_start|>assistant\n' }}{% endif %}"
+    )
     with pytest.raises(ConfigError, match="cannot render a tool-calling conversation"):
         trainer_chat_template(content_only)
 
@@ -271,8 +309,9 @@ def test_five_sft_steps_change_the_weights_and_checkpoint_the_optimizer(rows, to
     model = _model()
     weight = model.model.layers[0].self_attn.q_proj.weight
     before = weight.detach().clone()
-    trainer = sft_trainer(model, tokenizer, rows[:1], output_dir=tmp_path, max_steps=5, batch_size=1,
-                          save_steps=5, learning_rate=1e-3)
+    trainer = sft_trainer(
+        model, tokenizer, rows[:1], output_dir=tmp_path, max_steps=5, batch_size=1, save_steps=5, learning_rate=1e-3
+    )
     trainer.train()
     checkpoint = Path(tmp_path) / "checkpoint-5"
     assert (checkpoint / "optimizer.pt").is_file() and (checkpoint / "model.safetensors").is_file()

@@ -21,10 +21,18 @@ from dagent.train.shared_prefix import share_prompts  # noqa: E402
 # prompt A (7 tokens) x 3 completions and prompt B (4 tokens) x 2, sharing their first 3 tokens (B has
 # no rest of its own under them); one completion empty. ALONE: prompts sharing nothing.
 PROMPT_A, PROMPT_B, PROMPT_C = [11, 12, 13, 14, 15, 16, 17], [11, 12, 13, 24], [91, 92, 93, 94, 95]
-ROWS = [(PROMPT_A, [31, 32, 33, 34, 35]), (PROMPT_B, [41, 42, 43, 44, 45, 46]), (PROMPT_A, [51, 52, 53]),
-        (PROMPT_A, []), (PROMPT_B, [61, 62])]
+ROWS = [
+    (PROMPT_A, [31, 32, 33, 34, 35]),
+    (PROMPT_B, [41, 42, 43, 44, 45, 46]),
+    (PROMPT_A, [51, 52, 53]),
+    (PROMPT_A, []),
+    (PROMPT_B, [61, 62]),
+]
 ALONE = [(PROMPT_C, [31, 32]), (PROMPT_A, [41, 42, 43]), (PROMPT_C, [51])]
-PACKED_LEN = {"shared": 3 + 3 + (1 + 5) + (1 + 3) + (1 + 0) + (1 + 6) + (1 + 2), "alone": 4 + 6 + (1 + 2) + (1 + 3) + (1 + 1)}
+PACKED_LEN = {
+    "shared": 3 + 3 + (1 + 5) + (1 + 3) + (1 + 0) + (1 + 6) + (1 + 2),
+    "alone": 4 + 6 + (1 + 2) + (1 + 3) + (1 + 1),
+}
 
 
 def batch(rows=ROWS):
@@ -50,7 +58,9 @@ def trainer_like():
     """What TRL's method reads from its trainer: the accelerator's autocast (none on this CPU test)."""
     from trl import GRPOTrainer
 
-    fake = types.SimpleNamespace(accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True))
+    fake = types.SimpleNamespace(
+        accelerator=types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True)
+    )
     fake._get_per_token_logps_and_entropies = types.MethodType(GRPOTrainer._get_per_token_logps_and_entropies, fake)
     return fake
 
@@ -66,9 +76,12 @@ def scores_and_grads(model, trainer, ids, mask, c, valid):
 
 def agree(ref, got) -> bool:
     (lp_r, ent_r, g_r), (lp_g, ent_g, g_g) = ref, got
-    return (torch.allclose(lp_r, lp_g, atol=1e-4) and torch.allclose(ent_r, ent_g, atol=1e-4)
-            and g_r.keys() == g_g.keys()
-            and all(torch.allclose(g_r[k], g_g[k], atol=1e-5, rtol=1e-3) for k in g_r))
+    return (
+        torch.allclose(lp_r, lp_g, atol=1e-4)
+        and torch.allclose(ent_r, ent_g, atol=1e-4)
+        and g_r.keys() == g_g.keys()
+        and all(torch.allclose(g_r[k], g_g[k], atol=1e-5, rtol=1e-3) for k in g_r)
+    )
 
 
 @pytest.mark.parametrize("rows", ["shared", "alone"])
@@ -103,8 +116,9 @@ def test_a_planted_packing_fault_breaks_the_agreement(model, monkeypatch, fault)
         out = honest(rows)
         if fault == "siblings see each other":  # every span sees everything before it: one causal sequence
             spans = out["spans"].spans
-            out["spans"] = shared_prefix.Spans(tuple((a, b, tuple((pa, pb) for pa, pb, _ in spans[:i]))
-                                                     for i, (a, b, _) in enumerate(spans)))
+            out["spans"] = shared_prefix.Spans(
+                tuple((a, b, tuple((pa, pb) for pa, pb, _ in spans[:i])) for i, (a, b, _) in enumerate(spans))
+            )
         elif fault == "positions run on":  # one long sequence's positions, not each span's own
             out["position_ids"] = torch.arange(out["position_ids"].size(1))[None]
         else:
@@ -143,7 +157,8 @@ def test_span_attention_equals_dense_sdpa_under_the_mask_the_spans_stand_for():
     q, k, v = (torch.randn(1, h, n, 16, generator=g) for h in (9, 3, 3))
     module = types.SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
     got, _ = shared_prefix.tree_attention(module, q, k, v, None, dagent_spans=spans)
-    want = F.scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1),
-                                          attn_mask=spans.mask()).transpose(1, 2)
+    want = F.scaled_dot_product_attention(
+        q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1), attn_mask=spans.mask()
+    ).transpose(1, 2)
     assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
     assert spans.mask().sum() < n * (n + 1) // 2  # the tree hides siblings: fewer pairs than one causal sequence

@@ -33,11 +33,19 @@ def test_phases_accumulate_and_take_resets():
 def test_the_exclusive_split_subtracts_what_each_phase_contains():
     from dagent.train.timing import EXCLUSIVE, exclusive
 
-    raw = {"step": 10.0, "rollout": 7.0, "generation": 4.0, "env": 2.0, "sandbox_tools": 1.2,
-           "sandbox_setup": 0.5}
+    raw = {"step": 10.0, "rollout": 7.0, "generation": 4.0, "env": 2.0, "sandbox_tools": 1.2, "sandbox_setup": 0.5}
     split = exclusive(raw)
-    assert split == pytest.approx({"generation": 4.0, "sandbox_tools": 1.2, "sandbox_setup": 0.5,
-                                   "env_overhead": 0.3, "scoring": 1.0, "optimizer": 3.0, "step": 10.0})
+    assert split == pytest.approx(
+        {
+            "generation": 4.0,
+            "sandbox_tools": 1.2,
+            "sandbox_setup": 0.5,
+            "env_overhead": 0.3,
+            "scoring": 1.0,
+            "optimizer": 3.0,
+            "step": 10.0,
+        }
+    )
     assert sum(split[k] for k in EXCLUSIVE) == pytest.approx(split["step"])
 
 
@@ -59,6 +67,10 @@ def test_an_episode_reports_environment_and_sandbox_seconds(suite, backend):
 def test_the_timed_backend_is_the_wrapped_backend_to_its_callers(backend):
     timed = TimedBackend(backend, PhaseClock())
     assert (timed.name, timed.remote, timed.home, timed.describe()) == (
-        backend.name, backend.remote, backend.home, backend.describe())
+        backend.name,
+        backend.remote,
+        backend.home,
+        backend.describe(),
+    )
     with timed.create() as box:
         assert box.workdir == "/workdir" and box.exec("echo hi").stdout.strip() == "hi"

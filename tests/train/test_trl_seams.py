@@ -31,7 +31,9 @@ def test_the_guard_refuses_a_release_outside_the_range_naming_it():
     low, high = trl_seams.TRL_RANGE
     assert check_trl(low) == low
     for other in ("1.15.9", high, "2.0.0", "1.17.0.dev0"):
-        with pytest.raises(TRLVersionError, match=rf"trl {other} is installed.*>= {low}, < {high}.*_generate_single_turn"):
+        with pytest.raises(
+            TRLVersionError, match=rf"trl {other} is installed.*>= {low}, < {high}.*_generate_single_turn"
+        ):
             check_trl(other)
 
 
@@ -63,13 +65,23 @@ def private_trl_names(source: str) -> set[str]:
         if isinstance(node, ast.Attribute) and private(node.attr):
             base = node.value
             if (isinstance(base, ast.Name) and base.id in ("trainer", "utils")) or (
-                    isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"):
+                isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"
+            ):
                 found.add(node.attr)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-                "getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "delattr", "hasattr")
+            and len(node.args) >= 2
+        ):
             target, name = node.args[0], node.args[1]
-            if isinstance(target, ast.Name) and target.id == "trainer" and isinstance(name, ast.Constant) \
-                    and isinstance(name.value, str) and private(name.value):
+            if (
+                isinstance(target, ast.Name)
+                and target.id == "trainer"
+                and isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and private(name.value)
+            ):
                 found.add(name.value)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trl"):
             found |= {a.name for a in node.names if private(a.name)}
@@ -81,7 +93,7 @@ def private_trl_names(source: str) -> set[str]:
 
 
 def test_the_scanner_finds_each_kind_of_reach_it_names():
-    planted = '''
+    planted = """
 from trl.trainer.utils import _hidden_helper
 def f(trainer, utils):
     trainer._new_private()
@@ -90,9 +102,15 @@ def f(trainer, utils):
     class Sub(Base):
         def _overridden(self):
             return super()._called_up()
-'''
-    assert private_trl_names(planted) == {"_hidden_helper", "_new_private", "_by_name", "_module_level",
-                                          "_overridden", "_called_up"}
+"""
+    assert private_trl_names(planted) == {
+        "_hidden_helper",
+        "_new_private",
+        "_by_name",
+        "_module_level",
+        "_overridden",
+        "_called_up",
+    }
 
 
 def test_no_dagent_module_reaches_a_private_trl_name_the_seams_do_not_hold():

@@ -27,13 +27,19 @@ def batch(completion, mask, advantages=(1.0,)):
     """One rollout: left-padded prompt, right-padded completion, tool mask over it."""
     width = len(completion) + 2
     ids = torch.zeros(1, width, dtype=torch.long)
-    ids[0, :len(completion)] = torch.tensor(completion)
+    ids[0, : len(completion)] = torch.tensor(completion)
     cm = torch.zeros(1, width, dtype=torch.long)
-    cm[0, :len(completion)] = 1
+    cm[0, : len(completion)] = 1
     tm = torch.zeros(1, width, dtype=torch.long)
-    tm[0, :len(mask)] = torch.tensor(mask)
-    return {"prompt_ids": torch.tensor([[0, *PROMPT]]), "prompt_mask": torch.tensor([[0, 1, 1, 1]]),
-            "completion_ids": ids, "completion_mask": cm, "tool_mask": tm, "advantages": torch.tensor(advantages)}
+    tm[0, : len(mask)] = torch.tensor(mask)
+    return {
+        "prompt_ids": torch.tensor([[0, *PROMPT]]),
+        "prompt_mask": torch.tensor([[0, 1, 1, 1]]),
+        "completion_ids": ids,
+        "completion_mask": cm,
+        "tool_mask": tm,
+        "advantages": torch.tensor(advantages),
+    }
 
 
 def log_of(*generations):
@@ -47,12 +53,27 @@ GOOD = batch(TURN1 + TOOL + TURN2, [1, 1, 1, 0, 0, 1, 1])
 
 
 @pytest.mark.failure_mode("F57")
-@pytest.mark.parametrize("name, planted, says", [
-    ("tool output trained", batch(TURN1 + TOOL + TURN2, [1] * 7), "1 trained runs for 2 turns"),
-    ("half masked", batch(TURN1 + TOOL + TURN2, [1, 1, 0, 0, 0, 1, 1]), "trains 2 tokens where the engine sampled 3"),
-    ("first token dropped", batch(TURN1[1:] + TOOL + TURN2, [1, 1, 0, 0, 1, 1]), "trained runs for 1 turns|first differing"),
-    ("shifted by one", batch([3, *TURN1[:-1]] + TOOL + TURN2, [1, 1, 1, 0, 0, 1, 1]), "trained runs for 1 turns|first differing at token 0"),
-])
+@pytest.mark.parametrize(
+    "name, planted, says",
+    [
+        ("tool output trained", batch(TURN1 + TOOL + TURN2, [1] * 7), "1 trained runs for 2 turns"),
+        (
+            "half masked",
+            batch(TURN1 + TOOL + TURN2, [1, 1, 0, 0, 0, 1, 1]),
+            "trains 2 tokens where the engine sampled 3",
+        ),
+        (
+            "first token dropped",
+            batch(TURN1[1:] + TOOL + TURN2, [1, 1, 0, 0, 1, 1]),
+            "trained runs for 1 turns|first differing",
+        ),
+        (
+            "shifted by one",
+            batch([3, *TURN1[:-1]] + TOOL + TURN2, [1, 1, 1, 0, 0, 1, 1]),
+            "trained runs for 1 turns|first differing at token 0",
+        ),
+    ],
+)
 def test_the_sampler_audit_names_a_batch_that_is_not_the_engines_output(name, planted, says):
     assert sampler_audit(GOOD, LOG, max_completion_length=100) == []
     problems = sampler_audit(planted, LOG, max_completion_length=100)
@@ -67,8 +88,9 @@ def test_a_completion_cut_at_its_budget_may_end_short_and_only_there():
 
 def test_capture_audit_holds_rows_to_the_captured_completions():
     assert capture_audit(GOOD, [[TURN1, TURN2]]) == []
-    assert capture_audit(GOOD, [[TURN1, [13, 15]]]) == ["rollout 0, turn 1: the loss trains 2 tokens where the engine "
-                                                      "sampled 2, first differing at token 1"]
+    assert capture_audit(GOOD, [[TURN1, [13, 15]]]) == [
+        "rollout 0, turn 1: the loss trains 2 tokens where the engine sampled 2, first differing at token 1"
+    ]
 
 
 def test_the_submitted_answer_is_read_from_the_sampled_call():

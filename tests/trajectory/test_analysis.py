@@ -43,10 +43,14 @@ def toks(n: int) -> tuple[int, ...]:
 def turn(i, prompt, completion, *, tools=3, system=SYSTEM, hint=None, logprobs="ok", seq=None):
     lp = tuple(-0.05 - 0.01 * j for j in range(len(completion))) if logprobs == "ok" else logprobs
     return CapturedTurn(
-        turn_id=f"t{i}", session_id="s1", seq=i if seq is None else seq,
+        turn_id=f"t{i}",
+        session_id="s1",
+        seq=i if seq is None else seq,
         prompt_token_ids=None if prompt is None else tuple(prompt),
-        completion_token_ids=tuple(completion), logprobs=lp,
-        messages=(system, {"role": "user", "content": "task"}), tools_offered=tools,
+        completion_token_ids=tuple(completion),
+        logprobs=lp,
+        messages=(system, {"role": "user", "content": "task"}),
+        tools_offered=tools,
         role_hint=hint,
     )
 
@@ -90,8 +94,11 @@ def assert_invariant(trajectory):
         kept_total = 0
         for i, t in enumerate(turns):
             nxt = links.get(turns[i + 1].turn_id) if i + 1 < len(turns) else None
-            kept_total += (len(t.completion_token_ids) if nxt is None or nxt.kind == CLEAN
-                           else nxt.matched - len(t.prompt_token_ids))
+            kept_total += (
+                len(t.completion_token_ids)
+                if nxt is None or nxt.kind == CLEAN
+                else nxt.matched - len(t.prompt_token_ids)
+            )
         assert sum(seg.loss_mask) == kept_total
         assert all(lp == 0.0 for m, lp in zip(seg.loss_mask, seg.logprobs) if m == 0)
 
@@ -167,8 +174,7 @@ def test_small_drift_reaching_into_the_prompt_forks_as_in_trl():
 @pytest.mark.failure_mode("F03")
 def test_toolless_title_call_arriving_last_is_an_excluded_auxiliary_root():
     turns = appending(4)
-    title = turn(9, tuple(range(500, 560)), toks(6), tools=0,
-                 system={"role": "system", "content": "Generate a title."})
+    title = turn(9, tuple(range(500, 560)), toks(6), tools=0, system={"role": "system", "content": "Generate a title."})
     tr = analyse([*turns, title])
     assert tr.agent_chain[-1] == "t3"  # the title call is not mistaken for the final turn
     assert tr.roles[-1] == AUXILIARY and tr.stats.auxiliary_roots == 1
@@ -180,8 +186,7 @@ def test_toolless_title_call_arriving_last_is_an_excluded_auxiliary_root():
 def test_title_hint_and_summariser_extending_the_chain_are_auxiliary():
     turns = appending(3)
     last = turns[-1]
-    summary = turn(3, tuple(last.prompt_token_ids + last.completion_token_ids) + toks(9), toks(30),
-                   hint="summary")
+    summary = turn(3, tuple(last.prompt_token_ids + last.completion_token_ids) + toks(9), toks(30), hint="summary")
     tr = analyse([*turns, summary])
     assert tr.roles[-1] == AUXILIARY and tr.agent_chain == ("t0", "t1", "t2")
 
@@ -190,8 +195,10 @@ def test_title_hint_and_summariser_extending_the_chain_are_auxiliary():
 def test_subagent_with_its_own_system_prompt_is_excluded():
     agent = appending(4)
     sub_system = {"role": "system", "content": "You are a search sub-agent."}
-    sub = [turn(10 + k, tuple(range(700, 740)) + tuple(t.prompt_token_ids[40:]), t.completion_token_ids,
-                system=sub_system) for k, t in enumerate(appending(2))]
+    sub = [
+        turn(10 + k, tuple(range(700, 740)) + tuple(t.prompt_token_ids[40:]), t.completion_token_ids, system=sub_system)
+        for k, t in enumerate(appending(2))
+    ]
     tr = analyse([*agent, *sub])
     assert tr.agent_chain == ("t0", "t1", "t2", "t3")
     assert tr.stats.subagent_roots == 1 and "subagent_root" in tr.codes()
@@ -234,14 +241,18 @@ def test_long_abandoned_attempt_links_to_its_exact_parent_and_is_discarded():
 @pytest.mark.failure_mode("F01")
 def test_missing_prompt_ids_and_logprobs_are_fatal():
     turns = appending(3)
-    broken = [turns[0], turn(1, None, turns[1].completion_token_ids),
-              turn(2, turns[2].prompt_token_ids, turns[2].completion_token_ids, logprobs=None)]
+    broken = [
+        turns[0],
+        turn(1, None, turns[1].completion_token_ids),
+        turn(2, turns[2].prompt_token_ids, turns[2].completion_token_ids, logprobs=None),
+    ]
     tr = analyse(broken)
     assert {"missing_prompt_ids", "missing_logprobs"} <= {f.code for f in tr.fatal}
     bad = turn(0, turns[0].prompt_token_ids, toks(4), logprobs=(-0.1, -0.2))
     assert "logprob_length_mismatch" in {f.code for f in analyse([bad]).fatal}
-    assert "invalid_logprob" in {f.code for f in analyse(
-        [turn(0, turns[0].prompt_token_ids, toks(2), logprobs=(0.5, float("nan")))]).fatal}
+    assert "invalid_logprob" in {
+        f.code for f in analyse([turn(0, turns[0].prompt_token_ids, toks(2), logprobs=(0.5, float("nan")))]).fatal
+    }
 
 
 def test_empty_capture_is_fatal():
@@ -274,12 +285,26 @@ def test_from_openenv_graph_and_trace_entries():
     turns = appending(3)
     graph = RolloutGraph()
     for t in turns:
-        graph.add_turn(TurnNode(node_id=t.turn_id, prompt_ids=list(t.prompt_token_ids),
-                                sampled_ids=list(t.completion_token_ids),
-                                sampled_logprobs=list(t.logprobs), n_tools=2,
-                                request_messages=[SYSTEM], finish_reason="stop"))
-    graph.add_turn(TurnNode(node_id="title", prompt_ids=list(range(500, 540)), sampled_ids=[1, 2],
-                            sampled_logprobs=[-0.1, -0.2], n_tools=0))
+        graph.add_turn(
+            TurnNode(
+                node_id=t.turn_id,
+                prompt_ids=list(t.prompt_token_ids),
+                sampled_ids=list(t.completion_token_ids),
+                sampled_logprobs=list(t.logprobs),
+                n_tools=2,
+                request_messages=[SYSTEM],
+                finish_reason="stop",
+            )
+        )
+    graph.add_turn(
+        TurnNode(
+            node_id="title",
+            prompt_ids=list(range(500, 540)),
+            sampled_ids=[1, 2],
+            sampled_logprobs=[-0.1, -0.2],
+            n_tools=0,
+        )
+    )
     graph.add_turn(TurnNode(node_id="noids", prompt_ids=[], sampled_ids=[3], sampled_logprobs=None))
     captured = turns_from_openenv(graph, session_id="s1")
     assert captured[0].prompt_token_ids == turns[0].prompt_token_ids and captured[0].seq == 0
@@ -288,10 +313,15 @@ def test_from_openenv_graph_and_trace_entries():
     assert tr.agent_chain == ("t0", "t1", "t2") and len(graph.roots()) == len(tr.roots)
     assert "missing_prompt_ids" in tr.codes()
 
-    entry = {"request": {"messages": [SYSTEM], "tools": [{"type": "function"}]},
-             "response": {"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]},
-             "prompt_token_ids": [1, 2, 3], "completion_token_ids": [4, 5], "per_token_logps": [],
-             "loss_mask": [0, 0, 0, 1, 1], "metadata": {"node_id": "n7", "index": 4, "n_tools": 1}}
+    entry = {
+        "request": {"messages": [SYSTEM], "tools": [{"type": "function"}]},
+        "response": {"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]},
+        "prompt_token_ids": [1, 2, 3],
+        "completion_token_ids": [4, 5],
+        "per_token_logps": [],
+        "loss_mask": [0, 0, 0, 1, 1],
+        "metadata": {"node_id": "n7", "index": 4, "n_tools": 1},
+    }
     (t,) = turns_from_openenv({"session_id": "s9", "entries": [entry]})
     assert (t.turn_id, t.session_id, t.seq, t.tools_offered) == ("n7", "s9", 0, 1)
     assert t.logprobs is None and t.finish_reason == "length" and t.tools == ({"type": "function"},)
@@ -308,9 +338,10 @@ STEP = st.tuples(
 
 def build(steps, seed):
     rng = random.Random(seed)
+
     def ids(n):  # mostly distinct, sometimes colliding ids
-        return tuple(rng.randrange(5) if rng.random() < 0.1 else rng.randrange(1000, 1100)
-                     for _ in range(n))
+        return tuple(rng.randrange(5) if rng.random() < 0.1 else rng.randrange(1000, 1100) for _ in range(n))
+
     turns, prompt = [], SYSTEM_IDS + ids(4)
     for k, (kind, cut, comp, ctx) in enumerate(steps):
         completion = ids(comp)
@@ -337,15 +368,24 @@ def test_property_chain_reproduces_engine_ids_and_matches_trl(steps, seed, thres
     assert set(tr.roles) <= {AGENT, DISCARDED}
     for link in tr.chain_transitions:  # each class is TRL's rule applied to the engine ids
         a, b = tr.turn(link.parent_id), tr.turn(link.turn_id)
-        assert measure_drift(a.prompt_token_ids, a.completion_token_ids, b.prompt_token_ids,
-                             threshold) == (link.kind, link.drift, link.matched)
-    records = [TurnRecord(list(t.prompt_token_ids), list(t.completion_token_ids), list(t.logprobs))
-               for t in tr.chain_turns()]
+        assert measure_drift(a.prompt_token_ids, a.completion_token_ids, b.prompt_token_ids, threshold) == (
+            link.kind,
+            link.drift,
+            link.matched,
+        )
+    records = [
+        TurnRecord(list(t.prompt_token_ids), list(t.completion_token_ids), list(t.logprobs)) for t in tr.chain_turns()
+    ]
     rows, tally = _chain_to_sequences(records, "r", threshold)
     ours = [s for s in tr.sequences() if s.n_trainable]
     assert [(list(s.input_ids), list(s.loss_mask), list(s.logprobs)) for s in ours] == [
-        (r.input_ids, r.completion_mask, r.old_log_probs) for r in rows]
+        (r.input_ids, r.completion_mask, r.old_log_probs) for r in rows
+    ]
     assert (tally["clean"], tally["realign"], tally["fork"], tally["drift_max"]) == (
-        tr.stats.clean, tr.stats.realign, tr.stats.fork, tr.stats.drift_max)
+        tr.stats.clean,
+        tr.stats.realign,
+        tr.stats.fork,
+        tr.stats.drift_max,
+    )
     assert tr.stats.samples_per_rollout == len(rows)
     assert tr.stats.trainable_tokens == sum(s.n_trainable for s in ours)

@@ -19,11 +19,32 @@ from dagent.trajectory.audit import audit
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN3_ADDED = [  # ids 151643..151668, in order
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
 ]
 
 
@@ -44,8 +65,7 @@ def qwen3_tokenizer():
         backend.normalizer = normalizers.NFC()
         for token in QWEN3_ADDED:
             backend.add_tokens([AddedToken(token, special=token.startswith("<|"), normalized=False)])
-        built = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>",
-                                        pad_token="<|endoftext|>")
+        built = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>")
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=cache.parent))
         built.save_pretrained(tmp)
@@ -64,15 +84,29 @@ def template(name: str) -> str:
 
 def renderer(tokenizer, chat_template):
     def render(messages, tools):
-        return tokenizer.apply_chat_template(messages, tools=tools, chat_template=chat_template,
-                                             add_generation_prompt=True, tokenize=True,
-                                             return_dict=False)
+        return tokenizer.apply_chat_template(
+            messages,
+            tools=tools,
+            chat_template=chat_template,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+
     return render
 
 
 def turn(i, prompt, completion, messages):
-    return CapturedTurn(f"t{i}", "s1", i, tuple(prompt), tuple(completion),
-                        tuple(-0.1 for _ in completion), messages=tuple(messages), tools_offered=1)
+    return CapturedTurn(
+        f"t{i}",
+        "s1",
+        i,
+        tuple(prompt),
+        tuple(completion),
+        tuple(-0.1 for _ in completion),
+        messages=tuple(messages),
+        tools_offered=1,
+    )
 
 
 # --- fake renderers -----------------------------------------------------------------------------
@@ -106,14 +140,21 @@ def test_renderer_errors_are_findings_not_crashes():
         raise TypeError("arguments must be a mapping")
 
     report = audit([turn(0, [1], [2], MESSAGES)], render)
-    assert report.turns[0].error.startswith("TypeError") and "render_error" in {
-        f.code for f in report.findings}
+    assert report.turns[0].error.startswith("TypeError") and "render_error" in {f.code for f in report.findings}
 
 
 def test_audits_a_trajectorys_agent_chain_only():
     t0 = turn(0, list(range(100, 140)), [4, 5], MESSAGES)
-    title = CapturedTurn("title", "s1", 1, tuple(range(500, 540)), (1,), (-0.1,),
-                         messages=({"role": "user", "content": "title?"},), tools_offered=0)
+    title = CapturedTurn(
+        "title",
+        "s1",
+        1,
+        tuple(range(500, 540)),
+        (1,),
+        (-0.1,),
+        messages=({"role": "user", "content": "title?"},),
+        tools_offered=0,
+    )
     report = audit(analyse([t0, title]), lambda messages, tools: list(range(100, 140)))
     assert [a.turn_id for a in report.turns] == ["t0"] and report.clean
 
@@ -133,8 +174,7 @@ def test_qwen3_template_strips_think_and_training_template_does_not(qwen3_tokeni
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     engine = renderer(tok, template("qwen3_training.jinja"))
     stock = renderer(tok, template("qwen3.jinja"))
-    m1 = [{"role": "system", "content": "You are a data agent."},
-          {"role": "user", "content": "What is 2+2?"}]
+    m1 = [{"role": "system", "content": "You are a data agent."}, {"role": "user", "content": "What is 2+2?"}]
     reply1 = "<think>\nThe user wants a sum of two small numbers.\n</think>\n\n4"
     c1 = tok.encode(reply1) + [im_end]
     m2 = m1 + [{"role": "assistant", "content": reply1}, {"role": "user", "content": "And 3+3?"}]
@@ -151,6 +191,6 @@ def test_qwen3_template_strips_think_and_training_template_does_not(qwen3_tokeni
     assert lossy.wrongly_trained_tokens == len(c2)
     assert {f.code for f in lossy.findings} == {"render_mismatch", "render_fragments"}
     think = tok.convert_tokens_to_ids("<think>")
-    assert think in p2[len(p1):] and think not in stock(m2, None)[len(p1):]
+    assert think in p2[len(p1) :] and think not in stock(m2, None)[len(p1) :]
 
     assert audit(turns, engine).clean

@@ -22,11 +22,18 @@ def toks(n):
 
 
 def turn(i, prompt, completion, *, tools=2, system=SYSTEM):
-    return CapturedTurn(f"t{i}", "s1", i, None if prompt is None else tuple(prompt),
-                        tuple(completion), tuple(-0.1 - j / 100 for j in range(len(completion))),
-                        messages=(system, {"role": "user", "content": "task"}), tools_offered=tools,
-                        finish_reason="stop",
-                        metadata={"response_message": {"role": "assistant", "content": f"r{i}"}})
+    return CapturedTurn(
+        f"t{i}",
+        "s1",
+        i,
+        None if prompt is None else tuple(prompt),
+        tuple(completion),
+        tuple(-0.1 - j / 100 for j in range(len(completion))),
+        messages=(system, {"role": "user", "content": "task"}),
+        tools_offered=tools,
+        finish_reason="stop",
+        metadata={"response_message": {"role": "assistant", "content": f"r{i}"}},
+    )
 
 
 def chain(n, drift=0, comp=10):
@@ -39,8 +46,7 @@ def chain(n, drift=0, comp=10):
 
 
 def title_call(i):
-    return turn(i, tuple(range(600, 650)), toks(4), tools=0,
-                system={"role": "system", "content": "Write a title."})
+    return turn(i, tuple(range(600, 650)), toks(4), tools=0, system={"role": "system", "content": "Write a title."})
 
 
 def trl_sequences(trace, threshold=1024):
@@ -101,7 +107,10 @@ def test_trl_turns_a_clean_chain_into_one_sequence_with_the_right_mask(n_turns):
     assert sum(seq.completion_mask) == 10 * n_turns
     (ours,) = trajectory.sequences()
     assert (seq.input_ids, seq.completion_mask, seq.old_log_probs) == (
-        list(ours.input_ids), list(ours.loss_mask), list(ours.logprobs))
+        list(ours.input_ids),
+        list(ours.loss_mask),
+        list(ours.logprobs),
+    )
 
 
 @pytest.mark.failure_mode("F02")
@@ -142,9 +151,15 @@ def test_rollout_document_round_trips_through_openenv():
 
     graph = RolloutGraph()
     for t in trajectory.turns:
-        graph.add_turn(TurnNode(node_id=t.turn_id, prompt_ids=list(t.prompt_token_ids),
-                                sampled_ids=list(t.completion_token_ids),
-                                sampled_logprobs=list(t.logprobs), n_tools=t.tools_offered))
+        graph.add_turn(
+            TurnNode(
+                node_id=t.turn_id,
+                prompt_ids=list(t.prompt_token_ids),
+                sampled_ids=list(t.completion_token_ids),
+                sampled_logprobs=list(t.logprobs),
+                n_tools=t.tools_offered,
+            )
+        )
     entries = openenv_entries(graph, document)
     assert [e["metadata"]["node_id"] for e in entries] == ["t0", "t1", "t2"]
     ours = to_trace_entries(trajectory)

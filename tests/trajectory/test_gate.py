@@ -20,8 +20,16 @@ def toks(n):
 
 def turn(i, prompt, completion, *, tools=2, logprobs="ok", system=SYSTEM):
     lp = tuple(-0.2 for _ in completion) if logprobs == "ok" else logprobs
-    return CapturedTurn(f"t{i}", "s", i, None if prompt is None else tuple(prompt),
-                        tuple(completion), lp, messages=(system,), tools_offered=tools)
+    return CapturedTurn(
+        f"t{i}",
+        "s",
+        i,
+        None if prompt is None else tuple(prompt),
+        tuple(completion),
+        lp,
+        messages=(system,),
+        tools_offered=tools,
+    )
 
 
 def chain(n, *, drift=0, comp=12):
@@ -70,8 +78,7 @@ def test_lossless_capture_threshold_zero_forks_any_drift():
 @pytest.mark.failure_mode("F03")
 def test_title_call_last_is_excluded_and_the_agent_still_trains():
     turns = chain(3)
-    title = turn(3, tuple(range(600, 650)), toks(5), tools=0,
-                 system={"role": "system", "content": "Write a title."})
+    title = turn(3, tuple(range(600, 650)), toks(5), tools=0, system={"role": "system", "content": "Write a title."})
     verdict = gate(analyse([*turns, title]))
     assert verdict.tier == "train" and verdict.auxiliary_roots_excluded == 1
     assert verdict.agent_turns == 3 and verdict.samples_per_rollout == 1

@@ -25,8 +25,7 @@ def test_drift_inside_the_completion_realigns_below_the_threshold_and_forks_abov
 
 
 def test_link_turns_finds_each_parent_by_prefix_and_leaves_strangers_as_roots():
-    turns = [turn(0, [1, 2], [3]), turn(1, [1, 2, 3, 4], [5]), turn(2, [7, 7], [8]),
-             turn(3, [1, 2, 3, 4, 5, 6], [9])]
+    turns = [turn(0, [1, 2], [3]), turn(1, [1, 2, 3, 4], [5]), turn(2, [7, 7], [8]), turn(3, [1, 2, 3, 4, 5, 6], [9])]
     parent, links = link_turns(turns, [False] * 4, 8)
     assert parent == [-1, 0, -1, 1]
     assert [l.kind if l else None for l in links] == [None, CLEAN, None, CLEAN]

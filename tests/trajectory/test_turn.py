@@ -30,9 +30,14 @@ def test_a_turn_refuses_a_negative_tool_count():
 
 
 def test_openenv_trace_entries_round_trip_ids_and_reject_empty_logprobs():
-    entry = {"prompt_token_ids": [1, 2], "completion_token_ids": [3, 4], "per_token_logps": [],
-             "request": {"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]},
-             "response": {"choices": [{"finish_reason": "stop"}]}, "metadata": {"node_id": "n1", "index": 4}}
+    entry = {
+        "prompt_token_ids": [1, 2],
+        "completion_token_ids": [3, 4],
+        "per_token_logps": [],
+        "request": {"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]},
+        "response": {"choices": [{"finish_reason": "stop"}]},
+        "metadata": {"node_id": "n1", "index": 4},
+    }
     t = CapturedTurn.from_openenv(entry, session_id="s")
     assert (t.turn_id, t.seq, t.finish_reason, t.tools_offered) == ("n1", 4, "stop", 1)
     assert list(t.prompt_token_ids) == [1, 2] and list(t.completion_token_ids) == [3, 4]

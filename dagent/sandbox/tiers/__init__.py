@@ -43,7 +43,7 @@ def under(path: str, root: str) -> bool:
 
 def on_host(cwd: str, host_workdir: str) -> str:
     """`cwd` with /workdir replaced by the sandbox's host directory (the tiers that mount nothing)."""
-    return host_workdir + cwd[len(WORKDIR):] if under(cwd, WORKDIR) else cwd
+    return host_workdir + cwd[len(WORKDIR) :] if under(cwd, WORKDIR) else cwd
 
 
 def workdir_link() -> bool:
@@ -97,7 +97,7 @@ class Tier(ABC):
 
     @classmethod
     def probe(cls, backend: LocalBackend) -> str:
-        """"" when this tier works here end to end, else why not."""
+        """ "" when this tier works here end to end, else why not."""
         return ""
 
     def prepare(self, sandbox: LocalSandbox) -> None:
@@ -115,8 +115,9 @@ class Tier(ABC):
         return {}
 
     @abstractmethod
-    def argv(self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int,
-             uid: int | None) -> list[str]:
+    def argv(
+        self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int, uid: int | None
+    ) -> list[str]:
         """The command line that runs `run` in `sandbox`, starting in `cwd` (a path inside)."""
 
     @abstractmethod

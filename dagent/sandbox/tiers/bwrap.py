@@ -19,8 +19,17 @@ __all__ = ["BwrapTier", "base_argv"]
 
 def base_argv(backend: LocalBackend) -> list[str]:
     """Namespaces, the read-only system, private /proc, /dev and /tmp: the same every exec."""
-    a = [backend.bwrap or "bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
-         "--new-session", "--ro-bind", "/usr", "/usr"]
+    a = [
+        backend.bwrap or "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(d):
             a += ["--symlink", os.readlink(d), d]
@@ -50,8 +59,9 @@ class BwrapTier(Tier):
         r = subprocess.run(argv, capture_output=True, text=True)
         return "" if r.returncode == 0 else f"bwrap exited {r.returncode}: {r.stderr.strip()[:200]}"
 
-    def argv(self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int,
-             uid: int | None) -> list[str]:
+    def argv(
+        self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int, uid: int | None
+    ) -> list[str]:
         backend, wd = self.backend, str(sandbox.host_workdir)
         a = list(self.base)
         for dst, host in sorted(sandbox.binds.items()):  # first: what follows mounts on top of them
@@ -70,8 +80,10 @@ class BwrapTier(Tier):
         return ["/bin/sh", "-c", f'{setup}; exec "$@"', "sh", *a, *run]
 
     def describe(self, memory: str) -> str:
-        return (f"local: bubblewrap (user/pid/net/ipc/uts namespaces, read-only system, "
-                f"loopback-only network), {memory}, rlimits cpu/fsize/nofile")
+        return (
+            f"local: bubblewrap (user/pid/net/ipc/uts namespaces, read-only system, "
+            f"loopback-only network), {memory}, rlimits cpu/fsize/nofile"
+        )
 
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
         # Inside out: killing the namespace's init ends everything in it and leaves bwrap to reap

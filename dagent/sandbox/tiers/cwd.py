@@ -17,11 +17,20 @@ class CwdTier(Tier):
     home_inside = False
     copies_inputs = True  # no read-only mount protects the staging cache here
 
-    def argv(self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int,
-             uid: int | None) -> list[str]:
-        return ["/bin/sh", "-c", f'{setup}; cd "$1" && shift && exec "$@"', "sh",
-                on_host(cwd, str(sandbox.host_workdir)), *run]
+    def argv(
+        self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int, uid: int | None
+    ) -> list[str]:
+        return [
+            "/bin/sh",
+            "-c",
+            f'{setup}; cd "$1" && shift && exec "$@"',
+            "sh",
+            on_host(cwd, str(sandbox.host_workdir)),
+            *run,
+        ]
 
     def describe(self, memory: str) -> str:
-        return (f"local: rlimits only, MISSING filesystem isolation, network isolation and pid "
-                f"namespace; NO /workdir: commands run in the host directory; {memory}")
+        return (
+            f"local: rlimits only, MISSING filesystem isolation, network isolation and pid "
+            f"namespace; NO /workdir: commands run in the host directory; {memory}"
+        )

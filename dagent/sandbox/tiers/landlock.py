@@ -37,11 +37,16 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"
 
 def allowed_paths(backend: LocalBackend) -> dict[str, list[str]]:
     """What every landlock sandbox may read (and execute), and the devices it may write."""
-    system = [d for d in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys")
-              if os.path.exists(d)]
+    system = [
+        d
+        for d in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys")
+        if os.path.exists(d)
+    ]
     etc = [f"/etc/{n}" for n in ETC_ENTRIES if os.path.lexists(f"/etc/{n}")]
-    return {"read_only": [*system, *etc, *backend.prefixes, *(src for src, _ in backend.ro_binds)],
-            "devices": [d for d in _DEVICES if os.path.exists(d)]}
+    return {
+        "read_only": [*system, *etc, *backend.prefixes, *(src for src, _ in backend.ro_binds)],
+        "devices": [d for d in _DEVICES if os.path.exists(d)],
+    }
 
 
 def tasks_of_uid(uid: int | None = None) -> int:
@@ -51,8 +56,11 @@ def tasks_of_uid(uid: int | None = None) -> int:
         if not name.isdigit():
             continue
         try:
-            fields = dict(line.split(":", 1) for line in Path(f"/proc/{name}/status").read_text().splitlines()
-                          if line.startswith(("Uid:", "Threads:")))
+            fields = dict(
+                line.split(":", 1)
+                for line in Path(f"/proc/{name}/status").read_text().splitlines()
+                if line.startswith(("Uid:", "Threads:"))
+            )
             if int(fields["Uid"].split()[0]) == uid:
                 total += int(fields["Threads"])
         except (OSError, ValueError, KeyError):
@@ -69,9 +77,11 @@ class LandlockTier(Tier):
         where it can, else records in `backend.landlock_why` why absolute /workdir paths fail."""
         super().__init__(backend)
         if why:
-            raise SandboxError(f"the landlock tier is unusable here ({why}); use a kernel with Landlock "
-                               f"ABI >= {confine.MIN_ABI} (Linux 6.12) enabled, or bubblewrap where user "
-                               "namespaces are allowed")
+            raise SandboxError(
+                f"the landlock tier is unusable here ({why}); use a kernel with Landlock "
+                f"ABI >= {confine.MIN_ABI} (Linux 6.12) enabled, or bubblewrap where user "
+                "namespaces are allowed"
+            )
         self.paths = allowed_paths(backend)
         if workdir_link():
             return
@@ -81,14 +91,16 @@ class LandlockTier(Tier):
             if not os.path.lexists(WORKDIR):
                 os.symlink(confine.WORKDIR_LINK, WORKDIR)
                 return
-        backend.landlock_why = (f"{WORKDIR} is not the link to {confine.WORKDIR_LINK}: absolute {WORKDIR} paths "
-                                f"do not resolve in its sandboxes (commands still start in their own directory); "
-                                f"make it with `ln -s {confine.WORKDIR_LINK} {WORKDIR}` as root")
+        backend.landlock_why = (
+            f"{WORKDIR} is not the link to {confine.WORKDIR_LINK}: absolute {WORKDIR} paths "
+            f"do not resolve in its sandboxes (commands still start in their own directory); "
+            f"make it with `ln -s {confine.WORKDIR_LINK} {WORKDIR}` as root"
+        )
         _LOG.warning("landlock tier: %s", backend.landlock_why)
 
     @classmethod
     def probe(cls, backend: LocalBackend) -> str:
-        """"" when the tier works here end to end (a confined `true`), else why not."""
+        """ "" when the tier works here end to end (a confined `true`), else why not."""
         try:
             confine.landlock_abi()
             confine.seccomp_program()
@@ -96,8 +108,12 @@ class LandlockTier(Tier):
             return e.strerror
         with tempfile.TemporaryDirectory(dir=backend.base_dir) as d:
             spec = {**allowed_paths(backend), "read_write": [d], "workdir": d}
-            r = subprocess.run([backend.python, "-I", "-S", LAUNCHER, json.dumps(spec), "--", "true"],
-                               capture_output=True, text=True, cwd=d)
+            r = subprocess.run(
+                [backend.python, "-I", "-S", LAUNCHER, json.dumps(spec), "--", "true"],
+                capture_output=True,
+                text=True,
+                cwd=d,
+            )
         return "" if r.returncode == 0 else f"the confined probe exited {r.returncode}: {r.stderr.strip()[-300:]}"
 
     def prepare(self, sandbox: LocalSandbox) -> None:
@@ -107,27 +123,52 @@ class LandlockTier(Tier):
         (sandbox.root / "bash_env").write_text(REOPEN_WORKDIR)
 
     def env(self, sandbox: LocalSandbox) -> dict[str, str]:
-        return {"TMPDIR": str(sandbox.host_tmp), "BASH_ENV": str(sandbox.root / "bash_env"),
-                "DAGENT_WORKDIR": str(sandbox.host_workdir)}
+        return {
+            "TMPDIR": str(sandbox.host_tmp),
+            "BASH_ENV": str(sandbox.root / "bash_env"),
+            "DAGENT_WORKDIR": str(sandbox.host_workdir),
+        }
 
-    def argv(self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int,
-             uid: int | None) -> list[str]:
+    def argv(
+        self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int, uid: int | None
+    ) -> list[str]:
         wd, res = str(sandbox.host_workdir), sandbox.resources
-        spec = {**self.paths, "read_only": [*self.paths["read_only"], str(sandbox.root / "bash_env")],
-                "workdir": wd, "read_write": [wd, str(sandbox.host_home), str(sandbox.host_tmp)],
-                "tcp_connect": list(self.backend.tcp_connect), "memory_mb": res.memory_mb,
-                "disk_mb": res.max_file_mb * 4, "max_processes": res.max_processes,
-                # RLIMIT_NPROC counts every task of this uid: over what already runs (F54)
-                "nproc": tasks_of_uid() + res.max_processes, "parent": os.getpid()}
-        return ["/bin/sh", "-c", f'{setup}; cd "$1" && shift && exec "$@"', "sh", on_host(cwd, wd),
-                self.backend.python, "-I", "-S", LAUNCHER, json.dumps(spec), "--", *run]
+        spec = {
+            **self.paths,
+            "read_only": [*self.paths["read_only"], str(sandbox.root / "bash_env")],
+            "workdir": wd,
+            "read_write": [wd, str(sandbox.host_home), str(sandbox.host_tmp)],
+            "tcp_connect": list(self.backend.tcp_connect),
+            "memory_mb": res.memory_mb,
+            "disk_mb": res.max_file_mb * 4,
+            "max_processes": res.max_processes,
+            # RLIMIT_NPROC counts every task of this uid: over what already runs (F54)
+            "nproc": tasks_of_uid() + res.max_processes,
+            "parent": os.getpid(),
+        }
+        return [
+            "/bin/sh",
+            "-c",
+            f'{setup}; cd "$1" && shift && exec "$@"',
+            "sh",
+            on_host(cwd, wd),
+            self.backend.python,
+            "-I",
+            "-S",
+            LAUNCHER,
+            json.dumps(spec),
+            "--",
+            *run,
+        ]
 
     def describe(self, memory: str) -> str:
         ports = ", ".join(map(str, self.backend.tcp_connect)) or "none"
-        return (f"local: no namespaces; Landlock (read-only system and interpreter, read-write only the "
-                f"sandbox's own directories, TCP connect to port(s) {ports}, signals scoped) and seccomp "
-                f"(plain TCP only, no other sockets, io_uring, SysV IPC, ptrace or chmod), as this uid; "
-                f"RLIMIT_AS + a summed-RSS watchdog for memory, rlimits cpu/fsize/nofile/nproc")
+        return (
+            f"local: no namespaces; Landlock (read-only system and interpreter, read-write only the "
+            f"sandbox's own directories, TCP connect to port(s) {ports}, signals scoped) and seccomp "
+            f"(plain TCP only, no other sockets, io_uring, SysV IPC, ptrace or chmod), as this uid; "
+            f"RLIMIT_AS + a summed-RSS watchdog for memory, rlimits cpu/fsize/nofile/nproc"
+        )
 
     def stop(self, proc: subprocess.Popen[bytes]) -> None:
         # the launcher kills its whole domain (what was daemonised too) when told to stop

@@ -26,10 +26,12 @@ __all__ = ["MountnsTier"]
 
 # private mount, network and pid namespaces (root needs no user namespace for these)
 UNSHARE = ("unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private")
-_LOOPBACK_UP = ("import fcntl, socket, struct\n"  # SIOCGIFFLAGS / SIOCSIFFLAGS | IFF_UP, no iproute2 needed
-                "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-                "flags = struct.unpack('16sH', fcntl.ioctl(s, 0x8913, struct.pack('16sH', b'lo', 0)))[1]\n"
-                "fcntl.ioctl(s, 0x8914, struct.pack('16sH', b'lo', flags | 1))\n")
+_LOOPBACK_UP = (
+    "import fcntl, socket, struct\n"  # SIOCGIFFLAGS / SIOCSIFFLAGS | IFF_UP, no iproute2 needed
+    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "flags = struct.unpack('16sH', fcntl.ioctl(s, 0x8913, struct.pack('16sH', b'lo', 0)))[1]\n"
+    "fcntl.ioctl(s, 0x8914, struct.pack('16sH', b'lo', flags | 1))\n"
+)
 _AGENT_UIDS = range(200_000, 300_000)  # no account on the host; one per live sandbox of this process
 _UIDS_IN_USE: set[int] = set()
 _UID_LOCK = threading.Lock()
@@ -67,7 +69,7 @@ def _closed_ancestor(path: str) -> str | None:
 def _home_side(path: str, home: str) -> str:
     """Where a sandbox mounts what it must see at `path`: under /root, at the same place in the
     sandbox's home directory `home` (which is mounted over /root after it), elsewhere at `path`."""
-    return home + path[len(HOME):] if under(path, HOME) else path
+    return home + path[len(HOME) :] if under(path, HOME) else path
 
 
 class MountnsTier(Tier):
@@ -117,7 +119,7 @@ class MountnsTier(Tier):
         # root's home: its node_modules would be hidden by the home otherwise)
         for p in self.backend.trees:
             if under(p, HOME) and p != HOME:
-                (sandbox.host_home / p[len(HOME) + 1:]).mkdir(parents=True, exist_ok=True)
+                (sandbox.host_home / p[len(HOME) + 1 :]).mkdir(parents=True, exist_ok=True)
 
     def release(self, sandbox: LocalSandbox) -> None:
         if sandbox.uid is not None:
@@ -128,8 +130,9 @@ class MountnsTier(Tier):
             return {"BASH_ENV": f"{HOME}/{_BASH_ENV}", "DAGENT_WORKDIR": _WORKDIR_MOUNT}
         return {}
 
-    def argv(self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int,
-             uid: int | None) -> list[str]:
+    def argv(
+        self, sandbox: LocalSandbox, run: Sequence[str], *, setup: str, cwd: str, status_fd: int, uid: int | None
+    ) -> list[str]:
         backend, q = self.backend, shlex.quote
         wd, home = str(sandbox.host_workdir), str(sandbox.host_home)
         mounts = [f"mount -t tmpfs -o size=4k,mode=000 dagent-hidden {q(h)}" for h in backend.hidden]
@@ -157,14 +160,25 @@ class MountnsTier(Tier):
                     staged.append((n, tree))
                 mounts.append(f"mount -t tmpfs -o size=64k,mode=0755 dagent-cover {q(closed)}")
             for n, tree in staged:
-                mounts += [f"mkdir -p {q(tree)}", f"mount --move {_STAGE}/{n} {q(tree)}",
-                           f"mount -o remount,bind,ro {q(tree)}"]
-        drop = (f"setpriv --reuid={sandbox.uid} --regid={sandbox.uid} --clear-groups --no-new-privs "
-                "--inh-caps=-all --bounding-set=-all -- ") if sandbox.uid is not None else ""
+                mounts += [
+                    f"mkdir -p {q(tree)}",
+                    f"mount --move {_STAGE}/{n} {q(tree)}",
+                    f"mount -o remount,bind,ro {q(tree)}",
+                ]
+        drop = (
+            (
+                f"setpriv --reuid={sandbox.uid} --regid={sandbox.uid} --clear-groups --no-new-privs "
+                "--inh-caps=-all --bounding-set=-all -- "
+            )
+            if sandbox.uid is not None
+            else ""
+        )
         script = f'{setup}; {" && ".join(mounts)} && cd "$1" && shift && exec {drop}"$@"'
         return [*UNSHARE, backend.bash, "-c", script, "sh", cwd, *run]  # bash: fds past 9
 
     def describe(self, memory: str) -> str:
-        return (f"local: no user namespaces; private mount/network (loopback only)/pid namespaces as root, "
-                f"commands as an unprivileged uid per sandbox (no capabilities, no new privileges), "
-                f"{len(self.backend.hidden)} host path(s) hidden; {memory}, rlimits cpu/fsize/nofile")
+        return (
+            f"local: no user namespaces; private mount/network (loopback only)/pid namespaces as root, "
+            f"commands as an unprivileged uid per sandbox (no capabilities, no new privileges), "
+            f"{len(self.backend.hidden)} host path(s) hidden; {memory}, rlimits cpu/fsize/nofile"
+        )

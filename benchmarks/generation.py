@@ -13,7 +13,7 @@ process, one arm at a time:
     generate   transformers' `generate` on the left-padded batch, as TRL 1.16 generates without vLLM
     batch      transformers' continuous batching (`generate_batch`), TRL's
                `use_transformers_continuous_batching`
-    engine     dagent's engine over the same module (`dagent.train.engine_generation`: continuous
+    engine     dagent's engine over the same module (`dagent.train.whitebox.engine_generation`: continuous
                batching, a group's shared prompt prefilled once)
 
 Prints tokens per second per arm and each arm's ratio to `generate`. A whole training step, where

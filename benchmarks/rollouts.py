@@ -87,8 +87,8 @@ def script_for(prompt: str) -> str:
 def ScriptedPolicy(tokenizer: Any, vocab: int, stop_id: int) -> Any:  # noqa: N802 - a policy, named as one
     """A causal-LM stand-in for `dagent.engine.generation.LocalEngine`: logits put all mass (30.0
     over zeros) on the next token of `script_for(prompt)`, then on the stop token (the warm start's
-    replaying policy, `dagent.train.harness_demos.ReplayPolicy`, with this benchmark's script)."""
-    from dagent.train.harness_demos import ReplayPolicy
+    replaying policy, `dagent.train.blackbox.harness_demos.ReplayPolicy`, with this benchmark's script)."""
+    from dagent.train.blackbox.harness_demos import ReplayPolicy
 
     return ReplayPolicy(tokenizer, vocab, stop_id, script_for)
 
@@ -256,7 +256,7 @@ def main(args: argparse.Namespace) -> int:
 
 def fork_policy(rows: list[Any], thresholds: tuple[int, ...] = (0, 1024)) -> None:
     """The same rollouts through TRL's conversion at each fork threshold (module docstring)."""
-    from dagent.train.rollouts import chain_sequences
+    from dagent.train.blackbox.rollouts import chain_sequences
 
     entries = [r.trace_entries() for r in rows if r.trajectory is not None and r.trajectory.agent_chain]
     if not entries:

@@ -38,7 +38,7 @@ On a 2-core AMD EPYC with AVX2 only (bfloat16 emulated, so float32 throughout; t
     python benchmarks/train.py --model DIR --steps 2 --batch 8 --generator engine --gradient-checkpointing on
     python benchmarks/train.py --model DIR --steps 2 --batch 8 --generator engine --gradient-checkpointing off
 
-TRL's generation -> dagent's engine (dagent.train.engine_generation): generation 231.6 s -> 92.3 s,
+TRL's generation -> dagent's engine (dagent.train.whitebox.engine_generation): generation 231.6 s -> 92.3 s,
 the two steps 579.3 s -> 445.3 s, 99 -> 129 rollouts trained per hour, peak memory 7.5 -> 8.0 GiB.
 Gradient checkpointing off on top (an engine that still emptied its prefix cache every turn):
 optimizer phase 271.6 -> 227.8 s, 135 an hour, but peak memory 19.4 GiB, so the preset keeps it on.
@@ -124,7 +124,7 @@ def main() -> None:
     from dagent.recipes import WhiteboxRecipe
     from dagent.suites.sources import load_tasks
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
 
     given = {
         k: v

@@ -35,7 +35,7 @@ the code to this list both ways, so the list is the real graph).
     recipes     [harness]                        both loops' training recipes and episode conditions, by preset
     envs        [runtime suites]                 each loop's runtime, server and session: whitebox_*, blackbox_*
     eval        [engine envs recipes]            experiments, the agent stack, scoring, reports, the Hub
-    train       [engine envs launch recipes]     SFT, white-box and black-box GRPO, preflight, health, checkpoints
+    train       [engine envs launch recipes]     shared assembly, whitebox/, blackbox/, verify/ (SFT, GRPO, checks)
     demo        [eval]                           the demo's pure views and per-tab sessions (app.py is its shell)
     reproduce   [eval train]                     `dagent reproduce`: the stage pipeline and its receipts
     cli         [jobargs reproduce]              the `dagent` command: parses, calls one library function, prints

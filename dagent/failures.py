@@ -41,7 +41,7 @@ _MODES = (
     (
         "F06",
         "trainer dtype differs from the engine's: biased importance ratio",
-        "dagent.train.blackbox_async.check_dtype",
+        "dagent.train.blackbox.async_trainer.check_dtype",
     ),
     ("F07", "zero model calls grade exactly like a wrong answer", "dagent.grading.settle.settle"),
     ("F08", "the capture proxy advertised at a loopback URL to a remote sandbox", "dagent.capture.reach.Publisher"),
@@ -101,11 +101,15 @@ _MODES = (
     ("F34", "a reward field nobody writes (tool calls read from a file)", "dagent.harness.captured.count_tool_calls"),
     ("F35", "the agent's step cap above the environment's step budget", "dagent.harness.contract.check_step_cap"),
     ("F36", "fixed ports: one job's probes answered by another job's engine", "dagent.engine.process.served_model"),
-    ("F37", "engine started without the flags the trainer needs", "dagent.train.blackbox_async.preflight_engine"),
+    (
+        "F37",
+        "engine started without the flags the trainer needs",
+        "dagent.train.blackbox.async_trainer.preflight_engine",
+    ),
     (
         "F38",
         "trainer defaults that do not fit agent rollouts (token budget, heartbeat, lengths)",
-        "dagent.train.blackbox_async.check_config",
+        "dagent.train.blackbox.async_trainer.check_config",
     ),
     ("F39", "groups where every rollout scores alike carry no gradient", "dagent.train.preflight.check_group_size"),
     ("F40", "harness routing that mixes harnesses inside a group", "dagent.train.routing.pad_coprime"),
@@ -158,7 +162,7 @@ _MODES = (
     (
         "F57",
         "a check whose expected value comes from the code under test (its truth read from the trainer's batch)",
-        "dagent.train.direction.check_arm",
+        "dagent.train.verify.direction.check_arm",
     ),
     (
         "F58",

@@ -11,7 +11,7 @@ tools. Writes `<out>/final` (model + tokenizer with its chat template) for the G
 from, checkpoints with optimizer state under `<out>/checkpoint-*`, and `<out>/sft_summary.json`.
 
 Locally:  .venv/bin/python jobs/sft_warmstart.py --model tiny-qwen3 --max-steps 5 --out runs/sft-smoke
-Black-box (the harness's own format, dagent.train.harness_demos):
+Black-box (the harness's own format, dagent.train.blackbox.harness_demos):
           .venv/bin/python jobs/sft_warmstart.py --model smollm2-135m --harness pi --n 64 --out runs/sft-pi
 HF Jobs:  dagent jobs run --flavor a10g-small --secret HF_TOKEN sft \\
             --model smollm2-135m --suite OWNER/SUITE --push-to-hub OWNER/SFT-CHECKPOINT
@@ -110,7 +110,7 @@ def main(args: SFTArgs) -> int:
     from dagent.launch.processes import relaunch
     from dagent.sandbox.local import LocalBackend
     from dagent.tools import select
-    from dagent.train.harness_demos import build_harness_demonstrations
+    from dagent.train.blackbox.harness_demos import build_harness_demonstrations
     from dagent.train.sft import build_demonstrations, sft_trainer, trainer_chat_template
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -20,8 +20,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from dagent.jobargs import parse
-    from dagent.train.blackbox import train_blackbox
-    from dagent.train.blackbox_args import BlackboxArgs
+    from dagent.train.blackbox.args import BlackboxArgs
+    from dagent.train.blackbox.trainer import train_blackbox
 
     train_blackbox(parse(BlackboxArgs, argv, __doc__))
     return 0

@@ -20,7 +20,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from dagent.jobargs import parse
-    from dagent.train.grpo import WhiteboxArgs, train_whitebox
+    from dagent.train.whitebox.grpo import WhiteboxArgs, train_whitebox
 
     train_whitebox(parse(WhiteboxArgs, argv, __doc__))
     return 0

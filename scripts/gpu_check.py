@@ -132,7 +132,7 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
     from dagent.recipes import WhiteboxRecipe
     from dagent.sandbox.local import LocalBackend
     from dagent.suites.sources import load_tasks
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
     from tests.factories import demo_tasks, write_suite
 
     path = tiny_qwen3()
@@ -170,7 +170,7 @@ def direction(device: str, out: Path) -> dict[str, Any]:
     """The direction check of tests/train/test_direction.py on the device: one batch of real steered
     rollouts; real rewards pass, a flipped advantage sign fails."""
     from dagent.tools.episode import close_all
-    from dagent.train.direction import DirectionError, Record, Snapshot, replaying, rewards_of, verify
+    from dagent.train.verify.direction import DirectionError, Record, Snapshot, replaying, rewards_of, verify
 
     run = steered_run(device, out, learning_rate=0.1, max_steps=1, seed=3)
     trainer = replaying(run.trainer)
@@ -234,7 +234,7 @@ def grpo(device: str, out: Path) -> dict[str, Any]:
     from dagent.sandbox.local import LocalBackend
     from dagent.suites.sources import load_tasks
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
     from tests.factories import write_suite
 
     path = tiny_qwen3()

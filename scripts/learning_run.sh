@@ -2,7 +2,7 @@
 # The learning protocol on CPU (docs/learning.md), for one loop, stage by stage:
 #   sft      the warm start: white-box, oracle demonstrations through the tool loop; black-box,
 #            demonstrations in the harness's own format (the real harness replaying the reference
-#            program, captured as training captures: dagent.train.harness_demos)
+#            program, captured as training captures: dagent.train.blackbox.harness_demos)
 #   base     the warm start's pass@1 on a TRAIN slice (for the group-size check, F39)
 #   grpo     per seed: GRPO on TRAIN_SPLIT (default train:easy) from the warm start
 #   control  per seed: the same run with each batch's rewards permuted across its rollouts (F52)

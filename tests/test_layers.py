@@ -370,3 +370,77 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+# Inside `train`: the shared modules (dagent.train.<module>) build on no sub-room; each loop and the
+# verification build on the shared modules only (dagent/train/__init__.py's docstring names them).
+TRAIN_ROOMS = {"shared": set(), "whitebox": {"shared"}, "blackbox": {"shared"}, "verify": {"shared"}}
+
+
+def train_room(name: str, package: str = "dagent") -> str | None:
+    parts = name.split(".")
+    if parts[:2] != [package, "train"]:
+        return None
+    return parts[2] if len(parts) > 3 or (len(parts) == 3 and parts[2] in TRAIN_ROOMS) else "shared"
+
+
+def train_crossings(root: Path, package: str) -> list[str]:
+    known = modules(root, package)
+    found = []
+    for name, path in known.items():
+        room = train_room(name, package)
+        if room is None or name == f"{package}.train":
+            continue
+        for target, line, _ in imports(path, name, known, package):
+            other = train_room(target, package)
+            if other is not None and other != room and other not in TRAIN_ROOMS[room]:
+                found.append(f"{path.relative_to(root.parent)}:{line}: train.{room} imports {target}")
+    return sorted(found)
+
+
+def test_inside_train_the_loops_and_the_verification_build_on_the_shared_modules_only():
+    assert set(TRAIN_ROOMS) - {"shared"} == {
+        p.name for p in (PACKAGE / "train").iterdir() if (p / "__init__.py").is_file()
+    }
+    assert train_crossings(PACKAGE, "dagent") == []
+
+
+def test_a_planted_import_between_the_loops_is_caught(tmp_path):
+    pkg = tmp_path / "pkg"
+    for rel, text in {
+        "__init__.py": "",
+        "train/__init__.py": "",
+        "train/assembly.py": "",
+        "train/whitebox/__init__.py": "",
+        "train/whitebox/grpo.py": "from pkg.train.assembly import x\nfrom pkg.train.blackbox.rollouts import y\n",
+        "train/blackbox/__init__.py": "",
+        "train/blackbox/rollouts.py": "def f():\n    from pkg.train.verify.truth import z\n",
+        "train/verify/__init__.py": "",
+        "train/verify/truth.py": "",
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    found = train_crossings(pkg, "pkg")
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "train.blackbox imports pkg.train.verify.truth",
+        "train.whitebox imports pkg.train.blackbox.rollouts",
+    ], found
+
+
+LONGEST = 500  # lines a dagent module may hold (after `ruff format`): past it, split it by what it holds
+
+
+def too_long(root: Path) -> list[str]:
+    return sorted(
+        f"{p.relative_to(root.parent)}: {n} lines"
+        for p in root.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > LONGEST
+    )
+
+
+def test_no_module_is_over_500_lines(tmp_path):
+    assert too_long(PACKAGE) == []
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "big.py").write_text("x = 1\n" * (LONGEST + 1))
+    (tmp_path / "pkg" / "ok.py").write_text("x = 1\n" * LONGEST)
+    assert too_long(tmp_path / "pkg") == ["pkg/big.py: 501 lines"]

@@ -48,9 +48,9 @@ from dagent.suites.check import validate_suite
 from dagent.suites.importer import import_suite
 from dagent.suites.push import push_suite
 from dagent.suites.sources import default_suite_dir, suite_root
-from dagent.train.blackbox import train_blackbox
-from dagent.train.blackbox_args import BlackboxArgs
-from dagent.train.grpo import WhiteboxArgs, train_whitebox
+from dagent.train.blackbox.args import BlackboxArgs
+from dagent.train.blackbox.trainer import train_blackbox
+from dagent.train.whitebox.grpo import WhiteboxArgs, train_whitebox
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Train and evaluate LLM data agents.")
 suite_app = typer.Typer(no_args_is_help=True, help="Build the task suite from real tables.")

@@ -54,7 +54,7 @@ class GenerationRequest:
     include_stop_str_in_output: bool = False
     logits_processor: Any = None
     """Optional `(ids, logits) -> logits` applied before sampling, `ids` the prompt and the tokens
-    sampled so far (a transformers `LogitsProcessor` over one row; `dagent.train.engine_generation`
+    sampled so far (a transformers `LogitsProcessor` over one row; `dagent.train.whitebox.engine_generation`
     passes `sequence_bias` this way). The reported logprobs are those of the processed logits."""
 
 

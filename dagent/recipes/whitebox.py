@@ -47,12 +47,11 @@ class WhiteboxRecipe:
     use_cpu: bool = False
     bf16: bool = True
     generation_dtype: str = (
-        "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.cpu_generation); "float32"
+        "auto"  # CPU: "auto" generates in bfloat16 where bf16 is on (dagent.train.whitebox.cpu_generation); "float32"
     )
     gradient_checkpointing: bool = True  # TRL's default: recompute activations in the backward pass (memory for time)
-    generator: str = (
-        "transformers"  # without vLLM: "transformers" (TRL's generate) or "engine" (dagent.train.engine_generation)
-    )
+    # without vLLM: "transformers" (TRL's generate) or "engine" (dagent.train.whitebox.engine_generation)
+    generator: str = "transformers"
     seed: int = 0
     logging_steps: int = 1
 
@@ -78,8 +77,8 @@ class WhiteboxRecipe:
         only (its prompt is a third of bash + SETA's file tools: 436 tokens against 1,285 with
         SmolLM2's template, and every forward pass of a step reads the prompt). Each CPU kind
         generates the way measured fastest on it (benchmarks/train.py): with native bfloat16, TRL's
-        generation in a bfloat16 autocast (dagent.train.cpu_generation); without it, float32 through
-        dagent's engine (dagent.train.engine_generation: continuous batching, prefix reuse)."""
+        generation in a bfloat16 autocast (dagent.train.whitebox.cpu_generation); without it, float32 through
+        dagent's engine (dagent.train.whitebox.engine_generation: continuous batching, prefix reuse)."""
         native = cpu_has_bf16()
         base = cls(
             num_generations=4,

@@ -60,7 +60,7 @@ from dagent.reproduce.receipts import checks_for, write_reports
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer
 from dagent.suites.sources import load_tasks
-from dagent.train.rollouts import audit_clean, row_of
+from dagent.train.blackbox.rollouts import audit_clean, row_of
 
 STAGES = (
     "suite",
@@ -681,7 +681,7 @@ class _Served:
 
 
 class _PayloadRollout:
-    """A black-box server's rollout payload, read as `dagent.train.rollouts.row_of` reads a Rollout."""
+    """A black-box server's rollout payload, read as `dagent.train.blackbox.rollouts.row_of` reads a Rollout."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dagent.train.rollouts import audit_clean
+from dagent.train.blackbox.rollouts import audit_clean
 
 
 def _fmt(v: Any) -> str:

@@ -1,5 +1,5 @@
-"""One trainer assembly for every GRPO launch path: white-box (`dagent.train.grpo`), black-box sync
-(`dagent.train.blackbox`) and black-box async (`dagent.train.blackbox_async`).
+"""One trainer assembly for every GRPO launch path: white-box (`dagent.train.whitebox.grpo`), black-box sync
+(`dagent.train.blackbox.trainer`) and black-box async (`dagent.train.blackbox.async_trainer`).
 
 What the paths build alike is built here once, so an option added once reaches every path, or
 that path refuses it by name (F59, `dagent.train.options`; tests/train/test_options.py):

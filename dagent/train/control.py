@@ -41,7 +41,7 @@ def controlled(trainer_cls: type, control: str, seed: int = 0) -> type:
 
     class PermutedRewards(trainer_cls):  # type: ignore[misc, valid-type]
         control_permutations: list[list[int]]
-        dagent_control = "permuted"  # what `dagent.train.direction.check_arm` reads (F57)
+        dagent_control = "permuted"  # what `dagent.train.verify.direction.check_arm` reads (F57)
 
         def _calculate_rewards(self, *args: Any, **kwargs: Any) -> Any:
             rewards = getattr(super(), REWARDS)(*args, **kwargs)  # TRL's own (dagent.train.trl_seams)

@@ -74,19 +74,19 @@ SEAMS = (
         "trl.trainer.grpo_trainer",
         f"GRPOTrainer.{GENERATE_TURN}",
         "white-box turns generated in a bfloat16 autocast or by dagent's engine; the step timer's generation",
-        ("dagent.train.cpu_generation", "dagent.train.engine_generation", "dagent.train.timing"),
+        ("dagent.train.whitebox.cpu_generation", "dagent.train.whitebox.engine_generation", "dagent.train.timing"),
     ),
     Seam(
         "trl.trainer.grpo_trainer",
         f"GRPOTrainer.{SCORE}",
         "a batch's prompts packed as one tree; the direction tests keep the loss's log-probs",
-        ("dagent.train.shared_prefix", "dagent.train.direction"),
+        ("dagent.train.blackbox.shared_prefix", "dagent.train.verify.direction"),
     ),
     Seam(
         "trl.trainer.grpo_trainer",
         f"GRPOTrainer.{REWARDS}",
         "the permuted control's rewards; the direction tests record and replay rewards",
-        ("dagent.train.control", "dagent.train.direction"),
+        ("dagent.train.control", "dagent.train.verify.direction"),
     ),
     Seam(
         "trl.trainer.grpo_trainer", f"GRPOTrainer.{ROLLOUT}", "the step timer's rollout phase", ("dagent.train.timing",)
@@ -95,7 +95,7 @@ SEAMS = (
         "trl.trainer.grpo_trainer",
         f"GRPOTrainer.{GENERATE}",
         "the direction tests record and replay a batch",
-        ("dagent.train.direction",),
+        ("dagent.train.verify.direction",),
     ),
     Seam(
         "trl.trainer.grpo_trainer",
@@ -107,20 +107,20 @@ SEAMS = (
         "trl.trainer.grpo_trainer",
         f"GRPOTrainer.{METRICS}",
         "the black-box rollouts' metrics join the trainer's logged ones",
-        ("dagent.train.rollouts",),
+        ("dagent.train.blackbox.rollouts",),
         instance=True,
     ),
     Seam(
         "trl.experimental.async_grpo.async_rollout_worker",
         CHAIN_TO_SEQUENCES,
         "the sync black-box path converts an agent chain with TRL's own code",
-        ("dagent.train.rollouts",),
+        ("dagent.train.blackbox.rollouts",),
     ),
     Seam(
         "trl.experimental.async_grpo.openenv_harness",
         TURNS_FROM_TRACE,
         "the sync black-box path reads a training trace with TRL's own code",
-        ("dagent.train.rollouts",),
+        ("dagent.train.blackbox.rollouts",),
     ),
 )
 

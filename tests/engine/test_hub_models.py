@@ -141,7 +141,7 @@ def test_sft_and_white_box_training_start_from_a_hub_model(hub, tmp_path, tiny_s
 
     from dagent.jobargs import parse
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import WhiteboxArgs, train_whitebox
+    from dagent.train.whitebox.grpo import WhiteboxArgs, train_whitebox
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "jobs"))
     try:

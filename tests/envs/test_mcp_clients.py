@@ -343,7 +343,7 @@ def test_opencode_with_the_server_as_its_remote_mcp_server_plays_a_graded_task(s
     from dagent.engine.tokenizer import VARIANTS, qwen3_tokenizer
     from dagent.errors import HarnessError
     from dagent.harness.opencode import OpencodeConfig, find_opencode, opencode_env, render_config
-    from dagent.train.harness_demos import ReplayPolicy
+    from dagent.train.blackbox.harness_demos import ReplayPolicy
 
     try:
         binary = find_opencode()

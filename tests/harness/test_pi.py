@@ -178,7 +178,7 @@ def test_a_rollout_batch_routes_each_group_to_one_harness_and_trains_each_chain_
 ):
     from dagent.harness.opencode import OpencodeConfig
     from dagent.runtime.blackbox import BlackBoxRuntime
-    from dagent.train.rollouts import BlackBoxRollouts
+    from dagent.train.blackbox.rollouts import BlackBoxRollouts
     from tests.envs.test_blackbox import need_opencode
 
     need_opencode()

@@ -68,7 +68,7 @@ def test_each_job_line_resolves_and_parses(argv):
     assert len(withs) == 1 and PINNED.match(withs[0]), withs  # this project, at a full commit
     if script.name == "train_whitebox.py":
         from dagent.jobargs import parse
-        from dagent.train.grpo import WhiteboxArgs
+        from dagent.train.whitebox.grpo import WhiteboxArgs
 
         recipe = parse(WhiteboxArgs, args).recipe()  # the published recipe, field by field
         assert (
@@ -86,7 +86,7 @@ def test_each_job_line_resolves_and_parses(argv):
         ) == ("train:easy", 8, 0.04, 1e-6, 10, 2, 4, 3072, 1200, True, 0.3)
     elif script.name == "train_blackbox.py":
         from dagent.jobargs import parse
-        from dagent.train.blackbox_args import BlackboxArgs
+        from dagent.train.blackbox.args import BlackboxArgs
 
         parsed = parse(BlackboxArgs, args)
         recipe = parsed.recipe()  # the reference run's recipe (the config itself: tests/train/test_blackbox_async.py)
@@ -119,7 +119,7 @@ def test_each_job_line_resolves_and_parses(argv):
 def test_the_gpu_recipe_samples_like_the_evaluation():
     from dagent.core.sampling import RECIPE_SAMPLING
     from dagent.recipes import WhiteboxRecipe
-    from dagent.train.grpo import grpo_config
+    from dagent.train.whitebox.grpo import grpo_config
 
     config = grpo_config(WhiteboxRecipe.gpu(use_vllm=False, bf16=False, use_cpu=True), "/tmp/x")
     assert (

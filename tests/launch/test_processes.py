@@ -18,9 +18,9 @@ from dagent.launch.processes import (
     this_command,
     trainer_processes,
 )
-from dagent.train.blackbox import train_blackbox
-from dagent.train.blackbox_args import BlackboxArgs
-from dagent.train.blackbox_async import trainer_devices
+from dagent.train.blackbox.args import BlackboxArgs
+from dagent.train.blackbox.async_trainer import trainer_devices
+from dagent.train.blackbox.trainer import train_blackbox
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ from dagent.errors import ConfigError
 from dagent.jobargs import parse
 from dagent.launch.job import job_spec
 from dagent.launch.slurm import sbatch_script
-from dagent.train.grpo import WhiteboxArgs, grpo_config
+from dagent.train.whitebox.grpo import WhiteboxArgs, grpo_config
 
 REQ = "dagent[gpu] @ git+https://github.com/o/dagent@" + "c" * 40
 FAKE_UV = textwrap.dedent("""\

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from dagent.jobargs import parse
-from dagent.train.blackbox_args import BlackboxArgs
-from dagent.train.grpo import WhiteboxArgs, grpo_config
+from dagent.train.blackbox.args import BlackboxArgs
+from dagent.train.whitebox.grpo import WhiteboxArgs, grpo_config
 
 
 def test_a_trackio_space_reaches_the_trainers_config(tmp_path):

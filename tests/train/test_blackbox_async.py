@@ -17,7 +17,7 @@ import pytest
 from dagent.errors import ConfigError
 from dagent.launch.ports import JobPorts, job_ports
 from dagent.recipes import BlackboxRecipe
-from dagent.train.blackbox_async import (
+from dagent.train.blackbox.async_trainer import (
     EnginePreflightError,
     check_config,
     check_dtype,
@@ -208,8 +208,8 @@ def test_what_trl_pickles_into_its_spawned_child_imports_there_by_name():
     """TRL's HarnessRolloutWorker runs the factory and reward functions in a SPAWNED child: a
     closure or lambda fails there only after sandboxes are paid for. Ours unpickle in a fresh
     interpreter."""
-    from dagent.train.blackbox_async import RoutedSessions
-    from dagent.train.rollouts import env_reward
+    from dagent.train.blackbox.async_trainer import RoutedSessions
+    from dagent.train.blackbox.rollouts import env_reward
 
     blob = pickle.dumps(
         (functools.partial(RoutedSessions, {"opencode": "http://127.0.0.1:1"}, split="train"), env_reward)
@@ -221,9 +221,9 @@ def test_what_trl_pickles_into_its_spawned_child_imports_there_by_name():
     child.join(120)
     assert child.exitcode == 0
     assert out.get(timeout=5) == (
-        "dagent.train.blackbox_async",
+        "dagent.train.blackbox.async_trainer",
         "RoutedSessions",
-        "dagent.train.rollouts",
+        "dagent.train.blackbox.rollouts",
         "env_reward",
         [None, 1.0],
     )
@@ -244,7 +244,7 @@ def harness_loop(recipe: BlackboxRecipe, *, lossless_capture: bool, factory=None
     from trl.experimental.async_grpo.openenv_harness import _HarnessRolloutLoop
 
     from dagent.engine.models import tiny_qwen3
-    from dagent.train.blackbox_async import worker_kwargs
+    from dagent.train.blackbox.async_trainer import worker_kwargs
 
     class Sessions:
         def __init__(self, sampling=None) -> None:
@@ -289,7 +289,7 @@ def test_the_recipes_fork_policy_and_step_cap_are_what_the_rollout_loop_uses():
 
 @pytest.mark.failure_mode("F40")
 def test_each_group_goes_to_one_harness_whole():
-    from dagent.train.blackbox_async import RoutedSessions
+    from dagent.train.blackbox.async_trainer import RoutedSessions
     from dagent.train.routing import route
 
     sessions = RoutedSessions({"opencode": "http://127.0.0.1:1", "pi": "http://127.0.0.1:2"}, split="train")
@@ -313,8 +313,8 @@ def test_each_group_goes_to_one_harness_whole():
 def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     from dagent.jobargs import parse
-    from dagent.train.blackbox_args import BlackboxArgs
-    from dagent.train.blackbox_async import async_callbacks, train_async
+    from dagent.train.blackbox.args import BlackboxArgs
+    from dagent.train.blackbox.async_trainer import async_callbacks, train_async
     from dagent.train.budget import TimeBudget
     from dagent.train.health import HealthWatch
     from dagent.train.hub_checkpoints import CheckpointPusher

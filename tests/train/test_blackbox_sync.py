@@ -49,7 +49,7 @@ def test_a_sync_step_trains_on_the_engines_own_tokens(rowcount_suite, tmp_path):
     need_opencode()
     from dagent.engine.models import tiny_qwen3
     from dagent.recipes import BlackboxRecipe
-    from dagent.train.blackbox import build_sync_trainer
+    from dagent.train.blackbox.trainer import build_sync_trainer
 
     recipe = BlackboxRecipe.cpu(
         split="train",

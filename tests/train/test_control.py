@@ -74,7 +74,7 @@ def test_a_two_step_permuted_control_trains_through_the_same_path(suite, backend
     from dagent.engine.models import tiny_qwen3
     from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
@@ -122,7 +122,7 @@ def test_a_control_whose_weights_never_move_is_refused_naming_f52(suite, backend
     from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
     from dagent.train.control import ControlError
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
     from tests.train.test_grpo_smoke import steer
 
     model_dir = tiny_qwen3()
@@ -160,7 +160,7 @@ def test_a_grpo_arm_wired_through_the_control_is_named_from_its_arguments():
     trainer records are then the permuted ones, so a check judging the step by them passes; the arm's
     wiring, judged by what the run was asked for, does not."""
     pytest.importorskip("torch")
-    from dagent.train.direction import DirectionError, check_arm
+    from dagent.train.verify.direction import DirectionError, check_arm
 
     class Trainer:
         def _calculate_rewards(self, *args, **kwargs):

@@ -1,4 +1,4 @@
-"""White-box generation on a CPU in bfloat16 (dagent.train.cpu_generation): every turn TRL generates
+"""White-box generation on a CPU in bfloat16 (dagent.train.whitebox.cpu_generation): every turn TRL generates
 runs inside one CPU bfloat16 autocast, the model's weights stay float32, and a recipe that asks for
 float32 generation or trains without bf16 is left as TRL made it."""
 
@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dagent.train.cpu_generation import generate_in_bf16  # noqa: E402
+from dagent.train.whitebox.cpu_generation import generate_in_bf16  # noqa: E402
 
 
 class Generating:
@@ -46,7 +46,7 @@ def test_generation_in_bfloat16_follows_the_recipe(monkeypatch, rowcount_suite, 
     "auto", never where it asks for float32."""
     from dagent.engine.models import tiny_qwen3
     from dagent.recipes import WhiteboxRecipe
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
 
     wrapped = {}
     for dtype in ("auto", "float32"):

@@ -1,4 +1,4 @@
-"""The training signal's direction, in both loops (dagent.train.direction, dagent.train.truth;
+"""The training signal's direction, in both loops (dagent.train.verify.direction, dagent.train.verify.truth;
 `pytest -k direction`).
 
 On a fixed batch of REAL rollouts of each loop, built by the trainer's own code
@@ -35,7 +35,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dagent.train.direction import (  # noqa: E402
+from dagent.train.verify.direction import (  # noqa: E402
     DirectionError,
     Record,
     Snapshot,
@@ -46,9 +46,9 @@ from dagent.train.direction import (  # noqa: E402
     untrained_gradient,
     verify,
 )
-from dagent.train.truth import SamplerLog, sampled_texts, sampler_audit, verdicts, verify_signal  # noqa: E402
+from dagent.train.verify.truth import SamplerLog, sampled_texts, sampler_audit, verdicts, verify_signal  # noqa: E402
 
-LR = 0.1  # plain SGD (dagent.train.direction): the tiny model's log-probs move visibly in one step
+LR = 0.1  # plain SGD (dagent.train.verify.direction): the tiny model's log-probs move visibly in one step
 
 
 def mask_over_tools(batch: dict) -> dict:
@@ -191,8 +191,8 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
     from dagent.engine.models import tiny_qwen3
     from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
-    from dagent.train import engine_generation
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox import engine_generation
+    from dagent.train.whitebox.grpo import build_trainer
     from tests.train.test_engine_generation import through_engine
     from tests.train.test_grpo_smoke import steer
 
@@ -252,14 +252,14 @@ def test_direction_whitebox_environment_factory_through_the_engine(rowcount_suit
         first_eos = engine_generation._through_first_eos
         batch, truth, plog = wb.fresh(
             monkeypatch,
-            "dagent.train.engine_generation._through_first_eos",
+            "dagent.train.whitebox.engine_generation._through_first_eos",
             lambda ids, eos, limit: first_eos(ids, eos, limit)[1:],
         )
         fails("generator drops the first sampled token", batch, truth, plog, match="sampler did not produce")
         generate = engine_generation._Engine.generate
         batch, truth, plog = wb.fresh(
             monkeypatch,
-            "dagent.train.engine_generation._Engine.generate",
+            "dagent.train.whitebox.engine_generation._Engine.generate",
             lambda self, prompts, *a, **k: [
                 [p[-1], *ids[:-1]] for p, ids in zip(prompts, generate(self, prompts, *a, **k))
             ],
@@ -322,7 +322,7 @@ class Captured:
     new agent runs."""
 
     def __init__(self, monkeypatch) -> None:
-        import dagent.train.rollouts as rollouts
+        import dagent.train.blackbox.rollouts as rollouts
 
         self.made: dict[int, object] = {}  # id(row) -> the Rollout it was made of
         self.cache: dict[tuple, list] = {}
@@ -367,11 +367,11 @@ class Captured:
 @pytest.mark.failure_mode("F52")
 @pytest.mark.failure_mode("F57")
 def test_direction_blackbox_capture_rows_pi_and_opencode(rowcount_suite, tmp_path, monkeypatch):
-    import dagent.train.rollouts as rollouts
+    import dagent.train.blackbox.rollouts as rollouts
     from dagent.engine.models import tiny_qwen3
     from dagent.recipes import BlackboxRecipe
-    from dagent.train.blackbox import build_sync_trainer
-    from dagent.train.truth import capture_audit
+    from dagent.train.blackbox.trainer import build_sync_trainer
+    from dagent.train.verify.truth import capture_audit
     from tests.envs.test_blackbox import need_opencode
     from tests.harness.test_pi import need_pi
 

@@ -1,5 +1,5 @@
 """A 2-step white-box GRPO smoke on CPU with the tiny Qwen3 (random weights, real Qwen3 tokenizer and
-template), through dagent.train.grpo.build_trainer: the preflight passes, the checkpoint holds the
+template), through dagent.train.whitebox.grpo.build_trainer: the preflight passes, the checkpoint holds the
 optimizer, scheduler and trainer state, and the weights changed.
 
 A random model emits noise and would never call a tool, so generation is steered with transformers'
@@ -25,7 +25,7 @@ def test_two_grpo_steps_checkpoint_the_optimizer_and_change_the_weights(suite, b
     from dagent.envs.contract import REWARD_COLUMN
     from dagent.recipes import WhiteboxRecipe
     from dagent.tools.episode import close_all
-    from dagent.train.grpo import build_trainer
+    from dagent.train.whitebox.grpo import build_trainer
 
     model_dir = tiny_qwen3()
     recipe = WhiteboxRecipe.cpu(

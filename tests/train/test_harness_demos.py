@@ -1,4 +1,4 @@
-"""The black-box warm start's demonstrations (dagent.train.harness_demos): the REAL harness (pi,
+"""The black-box warm start's demonstrations (dagent.train.blackbox.harness_demos): the REAL harness (pi,
 opencode) plays train tasks in the real sandbox against an engine replaying the reference program
 as that harness's tool calls; the rows are the sync trainer's own conversion of what capture
 recorded (exact-token audit), graded correct by the environment. Then the SFT job trains on them
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dagent.errors import ConfigError
-from dagent.train.harness_demos import CLOSING, TITLE, build_harness_demonstrations, replay_command
+from dagent.train.blackbox.harness_demos import CLOSING, TITLE, build_harness_demonstrations, replay_command
 
 ROOT = Path(__file__).resolve().parents[2]
 

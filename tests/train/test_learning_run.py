@@ -43,10 +43,10 @@ def parsed(line: str, loop: str):
 
     argv = shlex.split(line.removeprefix("+ train"))
     if loop == "whitebox":
-        from dagent.train.grpo import WhiteboxArgs
+        from dagent.train.whitebox.grpo import WhiteboxArgs
 
         return parse(WhiteboxArgs, ["--preset", "cpu", *argv])
-    from dagent.train.blackbox_args import BlackboxArgs
+    from dagent.train.blackbox.args import BlackboxArgs
 
     return parse(BlackboxArgs, ["--mode", "sync", "--preset", "cpu", "--harness", "pi", *argv])
 

@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 
 from dagent.recipes import resolve
-from dagent.train import assembly, blackbox, blackbox_async, grpo
+from dagent.train import assembly
 from dagent.train.args import TrainArgs
-from dagent.train.blackbox_args import BlackboxArgs
-from dagent.train.grpo import WhiteboxArgs
+from dagent.train.blackbox import async_trainer as blackbox_async
+from dagent.train.blackbox import trainer as blackbox
+from dagent.train.blackbox.args import BlackboxArgs
 from dagent.train.options import OptionRefused, Refusal, refuse, unread
+from dagent.train.whitebox import grpo
+from dagent.train.whitebox.grpo import WhiteboxArgs
 
 PATHS = {
     "white-box": ([grpo.train_whitebox, assembly.run_dir], WhiteboxArgs, ()),

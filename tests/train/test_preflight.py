@@ -11,7 +11,6 @@ from dagent.harness.contract import StepCapError, check_step_cap
 from dagent.harness.toolloop import tool_schemas
 from dagent.recipes import WhiteboxRecipe
 from dagent.tools import select
-from dagent.train.grpo import preflight
 from dagent.train.health import HealthWatch, TrainingHealthError, groups_per_step
 from dagent.train.preflight import (
     PreflightError,
@@ -24,6 +23,7 @@ from dagent.train.preflight import (
     check_venv_on_path,
     round_trip_tokens,
 )
+from dagent.train.whitebox.grpo import preflight
 
 
 @pytest.fixture(scope="module")

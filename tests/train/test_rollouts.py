@@ -1,4 +1,4 @@
-"""The sync trainer's rows (dagent.train.rollouts), pure: TRL's own conversion of a captured agent
+"""The sync trainer's rows (dagent.train.blackbox.rollouts), pure: TRL's own conversion of a captured agent
 chain, the exact-token audit, None rewards, forked chains, the reward function."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from dagent.errors import ConfigError, TrajectoryError
-from dagent.train.rollouts import chain_sequences, env_reward, rollout_metrics, row_of, token_audit
+from dagent.train.blackbox.rollouts import chain_sequences, env_reward, rollout_metrics, row_of, token_audit
 
 
 def entry(node: str, prompt: list[int], completion: list[int]) -> dict:
@@ -85,7 +85,7 @@ def test_a_realigned_call_trains_the_engines_prefix_and_keeps_the_rest_as_contex
 
 
 def test_a_row_whose_tokens_differ_from_the_capture_is_refused(monkeypatch):
-    from dagent.train import rollouts
+    from dagent.train.blackbox import rollouts
 
     monkeypatch.setattr(rollouts, "token_audit", lambda *a: "trained token 0 differs")
     with pytest.raises(TrajectoryError, match="nothing from this run may be trained"):

@@ -14,9 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-import dagent.train.shared_prefix as shared_prefix  # noqa: E402
+import dagent.train.blackbox.shared_prefix as shared_prefix  # noqa: E402
 from dagent.engine.models import load_model  # noqa: E402
-from dagent.train.shared_prefix import share_prompts  # noqa: E402
+from dagent.train.blackbox.shared_prefix import share_prompts  # noqa: E402
 
 # prompt A (7 tokens) x 3 completions and prompt B (4 tokens) x 2, sharing their first 3 tokens (B has
 # no rest of its own under them); one completion empty. ALONE: prompts sharing nothing.

@@ -1,4 +1,4 @@
-"""The direction check's truth from outside the trainer (dagent.train.truth, F57), on hand-made
+"""The direction check's truth from outside the trainer (dagent.train.verify.truth, F57), on hand-made
 batches: the sampler audit holds trained runs to the engine's own generations, the grader's verdicts
 come from the submitted answer in the sampled text, and advantages that disagree with them are named.
 (The full checks on real rollouts of both loops: tests/train/test_direction.py.)"""
@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dagent.train.direction import DirectionError  # noqa: E402
-from dagent.train.truth import (  # noqa: E402
+from dagent.train.verify.direction import DirectionError  # noqa: E402
+from dagent.train.verify.truth import (  # noqa: E402
     SamplerLog,
     advantage_signs,
     capture_audit,

@@ -56,10 +56,10 @@ from dagent.runtime.blackbox import ENV_NAME, BlackBoxRuntime
 from dagent.serving import ThreadedServer, stop_process
 from dagent.suites.sources import load_tasks
 from dagent.train import assembly
-from dagent.train.blackbox_args import ONE_PROCESS, BlackboxArgs, preflight
+from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs, preflight
+from dagent.train.blackbox.rollouts import env_reward
 from dagent.train.options import Refusal, refuse
 from dagent.train.preflight import Check, PreflightError
-from dagent.train.rollouts import env_reward
 from dagent.train.routing import route
 
 #: The reference run's values (module docstring; each checked by `check_config`).

@@ -1,6 +1,6 @@
 """The black-box job's arguments (`BlackboxArgs`) and the checks that refuse its recipe before a run
-starts: what the sync trainer (`dagent.train.blackbox`) and the async launcher
-(`dagent.train.blackbox_async`) both read. The recipe itself is `dagent.recipes.BlackboxRecipe`."""
+starts: what the sync trainer (`dagent.train.blackbox.trainer`) and the async launcher
+(`dagent.train.blackbox.async_trainer`) both read. The recipe itself is `dagent.recipes.BlackboxRecipe`."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ model's tokenizer and chat template, the engine's sampling and hermes tool-call 
 logits put all mass on the next token of the script, so the tokens the harness receives are the
 script's, rendered and re-rendered exactly as the trained model's would be. Each rollout is graded
 by the environment; only CORRECT rollouts whose agent chain converts to one training row with the
-exact-token audit (`dagent.train.rollouts.row_of`, the sync trainer's own conversion) become rows:
+exact-token audit (`dagent.train.blackbox.rollouts.row_of`, the sync trainer's own conversion) become rows:
 `input_ids` = the row's prompt + completion, `completion_mask` = 0 on the prompt and the tool
 results, 1 on the tokens the engine produced. These are the rows `sft_trainer` trains, and the
 prompts black-box GRPO then sees token for token.
@@ -46,7 +46,7 @@ from dagent.harness.pi import PiConfig
 from dagent.recipes import BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer
-from dagent.train.rollouts import row_of
+from dagent.train.blackbox.rollouts import row_of
 from dagent.train.sft import heredoc
 
 __all__ = ["ReplayPolicy", "ReplayScript", "build_harness_demonstrations", "replay_command"]

@@ -24,8 +24,6 @@ from dagent.suites.sources import load_tasks
 from dagent.tools.episode import close_all
 from dagent.train.args import TrainArgs
 from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir, train_and_save, training_rows
-from dagent.train.cpu_generation import generate_in_bf16
-from dagent.train.engine_generation import generate_through_engine
 from dagent.train.preflight import (
     Check,
     TaskRates,
@@ -36,6 +34,8 @@ from dagent.train.preflight import (
     check_venv_on_path,
 )
 from dagent.train.scoring import score_completions_only
+from dagent.train.whitebox.cpu_generation import generate_in_bf16
+from dagent.train.whitebox.engine_generation import generate_through_engine
 
 
 def grpo_config(

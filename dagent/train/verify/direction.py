@@ -10,7 +10,7 @@ runs), three checks, each failing on its own kind of fault:
 1. `audit`: the tokens the loss trains (the batch's ids under its loss mask) are the tokens the
    sampler produced, at the same positions, and no others (`Record`, the batch as it was built,
    taken before anything downstream could touch it; in the black-box loop the rows were audited
-   against the engine's own completions before that, `dagent.train.rollouts.token_audit`).
+   against the engine's own completions before that, `dagent.train.blackbox.rollouts.token_audit`).
 2. `untrained_gradient`: the loss's gradient with respect to each token's log-prob is exactly 0
    wherever the record's mask is 0 (prompt, tool output, realigned context), so perturbing the
    log-prob of an untrained token cannot change the update, and it is non-zero on the trained
@@ -27,7 +27,7 @@ The weights and a fresh optimizer are restored around every step (`Snapshot`), s
 
 This module's `audit` compares the batch with a `Record` of the batch as built, and `verify` judges
 by the rewards it is given: a check whose truth comes from the trainer is blind upstream of it (F57).
-`dagent.train.truth.verify_signal` gives it truth from outside the trainer (the sampler's own output,
+`dagent.train.verify.truth.verify_signal` gives it truth from outside the trainer (the sampler's own output,
 the grader's verdicts); `check_arm` checks an arm's wiring against what the run asked for.
 """
 

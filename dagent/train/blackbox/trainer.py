@@ -8,10 +8,10 @@ Two modes (`jobs/train_blackbox.py --mode`):
   every rollout of a step is answered by the policy as it is at that step (on-policy, no weight
   transfer; the engine's dtype IS the trainer's, F06). Each rollout runs the harness in a local
   sandbox through the capture proxy, pinned to `RECIPE_SAMPLING` (the trainer's own sampling,
-  F05), and comes back flattened by TRL's own conversion (`dagent.train.rollouts`). The loss's
-  forward and backward compute each group's shared prompt once (`dagent.train.shared_prefix`).
+  F05), and comes back flattened by TRL's own conversion (`dagent.train.blackbox.rollouts`). The loss's
+  forward and backward compute each group's shared prompt once (`dagent.train.blackbox.shared_prefix`).
 - `async` (GPUs): TRL's `AsyncGRPOTrainer` with `HarnessRolloutWorker` and our session factory;
-  see `dagent.train.blackbox_async` (config, engine, preflight). It cannot run on a CPU (TRL's
+  see `dagent.train.blackbox.async_trainer` (config, engine, preflight). It cannot run on a CPU (TRL's
   tree attention needs a CUDA FlashAttention-3 kernel).
 """
 
@@ -33,13 +33,13 @@ from dagent.recipes import HARNESSES, BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.suites.sources import load_tasks
 from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir, train_and_save, training_rows
-from dagent.train.blackbox_args import ONE_PROCESS, BlackboxArgs, preflight
-from dagent.train.blackbox_async import train_async
+from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs, preflight
+from dagent.train.blackbox.async_trainer import train_async
+from dagent.train.blackbox.rollouts import BlackBoxRollouts, env_reward
+from dagent.train.blackbox.shared_prefix import share_prompts
 from dagent.train.options import Refusal, refuse
 from dagent.train.preflight import Check
-from dagent.train.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.scoring import score_completions_only
-from dagent.train.shared_prefix import share_prompts
 
 
 def sync_config(

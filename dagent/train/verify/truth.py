@@ -30,7 +30,7 @@ from typing import Any
 
 from dagent.engine.generation import LocalEngine
 from dagent.grading.dispatch import grade
-from dagent.train.direction import Direction, DirectionError, Record, Snapshot, group_advantages, verify
+from dagent.train.verify.direction import Direction, DirectionError, Record, Snapshot, group_advantages, verify
 
 __all__ = [
     "SamplerLog",
@@ -221,7 +221,7 @@ def verify_signal(
     """The direction check with its truth from outside the trainer: `audit`, the batch against the
     sampler's own output (`sampler_audit`, or the capture's for the black-box loop), must be empty;
     the batch's advantages must agree in sign with the grader's verdicts `truth`; then
-    `dagent.train.direction.verify` judges one step by the verdicts' advantages. DirectionError
+    `dagent.train.verify.direction.verify` judges one step by the verdicts' advantages. DirectionError
     names the first that fails."""
     if audit:
         raise DirectionError(

@@ -41,7 +41,7 @@ _MODES = (
     (
         "F06",
         "trainer dtype differs from the engine's: biased importance ratio",
-        "dagent.train.blackbox.async_trainer.check_dtype",
+        "dagent.train.blackbox.async_engine.check_dtype",
     ),
     ("F07", "zero model calls grade exactly like a wrong answer", "dagent.grading.settle.settle"),
     ("F08", "the capture proxy advertised at a loopback URL to a remote sandbox", "dagent.capture.reach.Publisher"),
@@ -104,7 +104,7 @@ _MODES = (
     (
         "F37",
         "engine started without the flags the trainer needs",
-        "dagent.train.blackbox.async_trainer.preflight_engine",
+        "dagent.train.blackbox.async_engine.preflight_engine",
     ),
     (
         "F38",

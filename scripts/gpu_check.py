@@ -170,7 +170,8 @@ def direction(device: str, out: Path) -> dict[str, Any]:
     """The direction check of tests/train/test_direction.py on the device: one batch of real steered
     rollouts; real rewards pass, a flipped advantage sign fails."""
     from dagent.tools.episode import close_all
-    from dagent.train.verify.direction import DirectionError, Record, Snapshot, replaying, rewards_of, verify
+    from dagent.train.verify.batch import Record
+    from dagent.train.verify.direction import DirectionError, Snapshot, replaying, rewards_of, verify
 
     run = steered_run(device, out, learning_rate=0.1, max_steps=1, seed=3)
     trainer = replaying(run.trainer)

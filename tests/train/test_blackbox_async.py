@@ -17,14 +17,8 @@ import pytest
 from dagent.errors import ConfigError
 from dagent.launch.ports import JobPorts, job_ports
 from dagent.recipes import BlackboxRecipe
-from dagent.train.blackbox.async_trainer import (
-    EnginePreflightError,
-    check_config,
-    check_dtype,
-    config_kwargs,
-    preflight_engine,
-    probe_from_server,
-)
+from dagent.train.blackbox.async_engine import EnginePreflightError, check_dtype, preflight_engine, probe_from_server
+from dagent.train.blackbox.async_trainer import check_config, config_kwargs
 from dagent.train.preflight import PreflightError
 from tests.factories import LiveServer
 

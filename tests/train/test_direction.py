@@ -35,9 +35,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from dagent.train.verify.batch import Record  # noqa: E402
 from dagent.train.verify.direction import (  # noqa: E402
     DirectionError,
-    Record,
     Snapshot,
     check_arm,
     group_advantages,

@@ -25,7 +25,7 @@ runs), three checks, each failing on its own kind of fault:
 The weights and a fresh optimizer are restored around every step (`Snapshot`), so every variant
 (real rewards, permuted rewards, a planted fault) steps from the same start on the same batch.
 
-This module's `audit` compares the batch with a `Record` of the batch as built, and `verify` judges
+`audit` (`dagent.train.verify.batch`) compares the batch with a `Record` of the batch as built, and `verify` judges
 by the rewards it is given: a check whose truth comes from the trainer is blind upstream of it (F57).
 `dagent.train.verify.truth.verify_signal` gives it truth from outside the trainer (the sampler's own output,
 the grader's verdicts); `check_arm` checks an arm's wiring against what the run asked for.
@@ -43,21 +43,18 @@ import torch
 
 from dagent.errors import DagentError
 from dagent.train.trl_seams import GENERATE, REWARDS, SCORE
+from dagent.train.verify.batch import Record, audit, rows, token_logps
 
 __all__ = [
     "Direction",
     "DirectionError",
-    "Record",
     "Shift",
     "Snapshot",
-    "audit",
     "check_arm",
     "direction",
     "group_advantages",
     "replaying",
     "rewards_of",
-    "rows",
-    "token_logps",
     "untrained_gradient",
     "verify",
 ]
@@ -131,73 +128,6 @@ def rewards_of(rewards_per_func: torch.Tensor, weights: torch.Tensor | None = No
     return out
 
 
-@dataclass(frozen=True)
-class Record:
-    """What the sampler produced, as the batch held it when built: ids, attention masks, and the
-    loss mask (completion mask x tool/env mask: 1 on the model's own tokens)."""
-
-    prompt_ids: torch.Tensor
-    prompt_mask: torch.Tensor
-    completion_ids: torch.Tensor
-    completion_mask: torch.Tensor
-    loss_mask: torch.Tensor
-
-    @classmethod
-    def of(cls, batch: dict[str, Any]) -> Record:
-        mask = batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
-        return cls(
-            *(
-                t.detach().clone()
-                for t in (
-                    batch["prompt_ids"],
-                    batch["prompt_mask"],
-                    batch["completion_ids"],
-                    batch["completion_mask"],
-                    mask,
-                )
-            )
-        )
-
-    @property
-    def rollouts(self) -> int:
-        return int(self.completion_ids.shape[0])
-
-    def rows(self, keep: Sequence[int]) -> Record:
-        """The record cut to rollouts `keep`, without the columns that are padding in all of them."""
-        index = torch.tensor(list(keep))
-        pi, pm, ci, cm, lm = (
-            t.index_select(0, index.to(t.device))
-            for t in (self.prompt_ids, self.prompt_mask, self.completion_ids, self.completion_mask, self.loss_mask)
-        )
-        start, end = _bounds(pm, cm)
-        return Record(pi[:, start:], pm[:, start:], ci[:, :end], cm[:, :end], lm[:, :end])
-
-    def untrained_tokens(self) -> int:
-        """Completion tokens the loss must not train (tool output, realigned context), padding excluded."""
-        return int(((self.completion_mask == 1) & (self.loss_mask == 0)).sum())
-
-
-def token_logps(model: Any, record: Record, temperature: float = 1.0) -> torch.Tensor:
-    """Per-token log-probs of the record's completion ids (B x T) at the sampling temperature (what
-    GRPO's loss trains: TRL divides the logits by it), the model in eval mode, no sampling, no
-    gradient; the model's mode is restored."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            ids = torch.cat([record.prompt_ids, record.completion_ids], dim=1)
-            attention = torch.cat([record.prompt_mask, record.completion_mask], dim=1)
-            t = record.completion_ids.shape[1]
-            logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=t + 1).logits[:, :-1, :].float()
-            return (
-                torch.log_softmax(logits / temperature, dim=-1)
-                .gather(-1, record.completion_ids.unsqueeze(-1))
-                .squeeze(-1)
-            )
-    finally:
-        model.train(was_training)
-
-
 class Snapshot:
     """The model's weights now; `restore()` puts them back and drops the trainer's optimizer, so the
     next step starts from the same weights with fresh optimizer state."""
@@ -210,67 +140,6 @@ class Snapshot:
         self.trainer.model.load_state_dict(self.state)
         self.trainer.optimizer = None
         self.trainer.model.zero_grad(set_to_none=True)
-
-
-def audit(batch: dict[str, Any], record: Record) -> list[str]:
-    """Where the batch the loss sees differs from what the sampler produced: per rollout, the
-    trained tokens (ids under the loss mask, with their positions) must be the record's."""
-    seen = Record.of(batch)
-    problems = []
-    for i in range(record.rollouts):
-        want = record.loss_mask[i].bool()
-        got = seen.loss_mask[i].bool() if i < seen.rollouts else torch.zeros_like(want)
-        if seen.completion_ids.shape != record.completion_ids.shape or not torch.equal(
-            seen.prompt_ids[i], record.prompt_ids[i]
-        ):
-            problems.append(f"rollout {i}: the row's prompt or completion is not the sampler's")
-            continue
-        if not torch.equal(got, want):
-            extra, lost = int((got & ~want).sum()), int((want & ~got).sum())
-            problems.append(
-                f"rollout {i}: the loss mask trains {extra} tokens the sampler did not produce as "
-                f"the model's and leaves {lost} of the model's untrained"
-            )
-            continue
-        if not torch.equal(seen.completion_ids[i][want], record.completion_ids[i][want]):
-            n = int((seen.completion_ids[i][want] != record.completion_ids[i][want]).sum())
-            problems.append(f"rollout {i}: {n} trained tokens differ from the ones the sampler produced")
-    return problems
-
-
-def _bounds(prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> tuple[int, int]:
-    """(first prompt column, end of the completion columns) holding a token of any row: prompts are
-    padded on the left, completions on the right."""
-    used = prompt_mask.any(0).nonzero()
-    start = int(used[0]) if len(used) else prompt_mask.shape[1]
-    used = completion_mask.any(0).nonzero()
-    return start, int(used[-1]) + 1 if len(used) else 0
-
-
-PROMPT_KEYS = ("prompt_ids", "prompt_mask")
-
-
-def rows(batch: dict[str, Any], keep: Sequence[int]) -> dict[str, Any]:
-    """The batch cut to rollouts `keep`: every tensor whose first dimension is the batch's is sliced,
-    everything else (the generation batch's token count, the loss's normaliser) kept as it is; the
-    columns that are padding in every kept row are dropped (a rotary model's log-probs do not
-    depend on left padding, and a short prompt padded to a harness's 6,000-token one costs as much)."""
-    n = int(batch["advantages"].shape[0])
-    index = torch.tensor(list(keep))
-    out = {
-        k: v.index_select(0, index.to(v.device)) if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v
-        for k, v in batch.items()
-    }
-    width = batch["completion_ids"].shape[1]
-    start, end = _bounds(out["prompt_mask"], out["completion_mask"])
-    for k, v in out.items():
-        if not torch.is_tensor(v) or v.dim() < 2 or v.shape[0] != len(keep):
-            continue
-        if k in PROMPT_KEYS:
-            out[k] = v[:, start:]
-        elif v.shape[1] == width:
-            out[k] = v[:, :end]
-    return out
 
 
 def _loss_and_logps(trainer: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:

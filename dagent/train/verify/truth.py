@@ -30,7 +30,8 @@ from typing import Any
 
 from dagent.engine.generation import LocalEngine
 from dagent.grading.dispatch import grade
-from dagent.train.verify.direction import Direction, DirectionError, Record, Snapshot, group_advantages, verify
+from dagent.train.verify.batch import Record
+from dagent.train.verify.direction import Direction, DirectionError, Snapshot, group_advantages, verify
 
 __all__ = [
     "SamplerLog",

@@ -1,0 +1,175 @@
+"""The async job's vLLM engine: the command and environment it starts with, the wait for it to
+answer, and the probes that refuse a job whose engine is not the one it needs (each refusal
+an `EnginePreflightError` naming the fix).
+
+Before training, the engine is probed (`preflight_engine`): `/server_info` answers (dev mode took
+effect, F37) and names a weight-transfer engine and processed logprobs; `/v1/models` serves THIS
+job's model (identity, not reachability, F36); its dtype equals the trainer's (F06). Against a
+remote environment server the server itself is asked to probe the engine from ITS host
+(`GET /data_agent_blackbox/engine`): a server that cannot reach the trainer's engine returns
+rollouts with zero trainable turns that look healthy.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Any
+
+import httpx
+
+from dagent.errors import DagentError
+from dagent.runtime.blackbox import ENV_NAME
+from dagent.train.preflight import Check, PreflightError
+
+#: vLLM's dev mode (/server_info, /pause, the weight-transfer routes, F37) and TRL's sampler choice
+ENGINE_ENV = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+
+
+class EnginePreflightError(PreflightError):
+    """The engine this job would train against is not the one it needs; the message names the fix."""
+
+
+def _dtype_name(d: str) -> str:
+    return str(d).removeprefix("torch.").replace("bf16", "bfloat16").replace("fp32", "float32")
+
+
+def check_dtype(trainer: str, engine: str) -> Check:
+    """F06: the trainer computes in the engine's dtype, or the importance ratio is biased."""
+    if _dtype_name(trainer) != _dtype_name(engine):
+        raise PreflightError(
+            f"dtype_mismatch: the trainer loads the model in {trainer} but the engine serves {engine}: a precision "
+            "gap biases the importance ratio (arXiv 2510.26788); set the trainer's dtype to the engine's (F06)"
+        )
+    return Check("dtype", True, f"trainer and engine both {_dtype_name(engine)}")
+
+
+# -- the engine ----------------------------------------------------------------------------------
+def engine_command(
+    model: str,
+    port: int,
+    *,
+    served_name: str,
+    max_model_len: int = 65_536,
+    gpu_memory_utilization: float = 0.85,
+    tensor_parallel_size: int = 1,
+    data_parallel_size: int = 1,
+) -> list[str]:
+    """`vllm serve` as TRL's trainers need it (TRL's own builder: NCCL weight transfer, processed
+    logprobs), plus what agents need: hermes tool calls, this job's served name, and sampling
+    from the request only (`--generation-config vllm`: the capture proxy pins dagent.core.sampling on
+    every call, F05)."""
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
+    command = build_command(
+        ScriptArguments(
+            model=model,
+            port=port,
+            host="0.0.0.0",
+            dtype="bfloat16",
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            data_parallel_size=data_parallel_size,
+        )
+    )
+    return command + [
+        "--served-model-name",
+        served_name,
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--generation-config",
+        "vllm",
+    ]
+
+
+def engine_env(gpus: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    return {**(os.environ if environ is None else environ), **ENGINE_ENV, "CUDA_VISIBLE_DEVICES": gpus}
+
+
+def _get(url: str, timeout: float = 10.0, **params: Any) -> httpx.Response:
+    try:
+        return httpx.get(url, params=params or None, timeout=timeout)
+    except httpx.HTTPError as e:
+        raise EnginePreflightError(
+            f"engine_unreachable: {url} did not answer ({e}): is the engine up on this job's port?"
+        ) from e
+
+
+def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Check]:
+    """F37 dev mode and the flags the trainer needs, F36 identity, F06 dtype (module docstring)."""
+    url = url.rstrip("/")
+    info = _get(f"{url}/server_info", config_format="json")
+    if info.status_code == 404:
+        raise EnginePreflightError(
+            f"dev_mode_off: {url}/server_info answered 404: the engine runs without VLLM_SERVER_DEV_MODE=1, so "
+            "/pause and /init_weight_transfer_engine are missing too; restart it with VLLM_SERVER_DEV_MODE=1 (F37)"
+        )
+    if info.status_code != 200:
+        raise EnginePreflightError(f"server_info_failed: {url}/server_info answered {info.status_code} (F37)")
+    config = info.json()
+    config = config.get("vllm_config", config)
+    if not config.get("weight_transfer_config"):
+        raise EnginePreflightError(
+            "no_weight_transfer: the engine has no weight-transfer engine, so the trainer cannot send it weights: "
+            'restart it with --weight-transfer-config \'{"backend": "nccl"}\' (F37)'
+        )
+    mode = (config.get("model_config") or {}).get("logprobs_mode")
+    if mode != "processed_logprobs":
+        raise EnginePreflightError(
+            f"raw_logprobs: the engine reports {mode!r} logprobs, taken before temperature; the importance ratio then "
+            "compares different distributions: restart it with --logprobs-mode processed_logprobs (F37)"
+        )
+    served = [m.get("id") for m in (_get(f"{url}/v1/models").json().get("data") or [])]
+    if served_name not in served:
+        raise EnginePreflightError(
+            f"wrong_engine: the engine on {url} serves {served}, not this job's {served_name!r}: another job's "
+            "engine holds the port (two jobs on one host); derive ports from the job id (F36)"
+        )
+    engine_dtype = str((config.get("model_config") or {}).get("dtype", "?"))
+    return [
+        Check("dev_mode", True, f"{url}/server_info answers"),
+        Check("weight_transfer", True, str(config.get("weight_transfer_config"))),
+        Check("logprobs_mode", True, "processed_logprobs"),
+        Check("identity", True, f"serves {served_name}"),
+        check_dtype(trainer_dtype, engine_dtype),
+    ]
+
+
+def probe_from_server(env_url: str, served_name: str) -> Check:
+    """Ask a running black-box server to reach ITS engine from its own host (module docstring)."""
+    r = _get(f"{env_url.rstrip('/')}/{ENV_NAME}/engine", timeout=60.0)
+    if r.status_code != 200:
+        raise EnginePreflightError(
+            f"server_probe_failed: {env_url}/{ENV_NAME}/engine answered {r.status_code}: {r.text[:300]}"
+        )
+    probe = r.json()
+    if not probe.get("reachable"):
+        raise EnginePreflightError(
+            f"engine_unreachable_from_server: the server at {env_url} cannot reach its engine "
+            f"{probe.get('engine_url')} "
+            f"({probe.get('error')}): every rollout would capture zero trainable turns and look healthy; expose the "
+            "job's engine (the job's expose option or an explicit public URL) and deploy the server with it (F08)"
+        )
+    if served_name not in (probe.get("served") or []):
+        raise EnginePreflightError(
+            f"wrong_engine_from_server: the server's engine {probe.get('engine_url')} serves {probe.get('served')}, "
+            f"not this job's {served_name!r} (F36)"
+        )
+    return Check("server_engine", True, f"{env_url} reaches {probe.get('engine_url')} serving {served_name}")
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DagentError(f"the engine exited with {proc.returncode} before {url}/health answered")
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    raise DagentError(f"the engine did not answer {url}/health within {timeout_s:.0f} s")

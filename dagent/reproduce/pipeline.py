@@ -42,25 +42,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dagent.engine.models import model_dir
-from dagent.engine.process import LocalEngineProcess
-from dagent.envs.blackbox_server import create_app
-from dagent.envs.whitebox_client import WhiteBoxHTTP
-from dagent.errors import ConfigError, DagentError
+from dagent.errors import ConfigError
 from dagent.eval.report import load_records
 from dagent.eval.scoring import paired
-from dagent.harbor.job import harbor_binary, run_harbor
-from dagent.harness.opencode import OpencodeConfig
 from dagent.provenance import suite_revision
+from dagent.reproduce.checkpoints import checkpoint_receipt
+from dagent.reproduce.profiles import Profile
 from dagent.reproduce.receipts import checks_for, write_reports
-from dagent.runtime.blackbox import BlackBoxRuntime
-from dagent.serving import ThreadedServer
+from dagent.reproduce.smokes import smoke_blackbox, smoke_harbor, smoke_whitebox
+from dagent.reproduce.stages import Stage, StageError
 from dagent.suites.sources import load_tasks
-from dagent.train.blackbox.rollouts import audit_clean, row_of
+from dagent.train.blackbox.rollouts import audit_clean
 
 STAGES = (
     "suite",
@@ -76,68 +73,6 @@ STAGES = (
     "report",
 )
 ROOT = Path(__file__).resolve().parents[2]  # the project: stages run `jobs/...` from here
-
-
-class StageError(DagentError):
-    """A stage failed; the message names the cause."""
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    model: str
-    eval_split: str = "test:easy"
-    eval_limit: int = 16
-    eval_samples: int = 2
-    # White-box warm start, measured here: 32 demonstrations / 4 steps left SmolLM2 at 0% on train:easy,
-    # 96 / 12 (loss 0.05) made it deterministic (GRPO entropy 0.01, all 4 completions alike, reward std
-    # 0, "weights changed: 0"): both leave every group alike. 6 steps (SFT entropy ~0.2) sits between.
-    sft_n: int = 48
-    sft_steps: int = 6
-    grpo_steps: int = 4
-    # Black-box, measured here: pi after 44 harness-format demonstrations / 22 SFT steps is at 50% on
-    # train:easy (16 / 8 left it at ~0 parsed tool calls: every group alike, "weights changed: 0").
-    # One group of G=4 a step and about half the groups alike: 6 steps leave ~2% chance of no gradient.
-    blackbox_steps: int = 6
-    blackbox_sft_n: int = 44  # harness-format demonstrations, shared by the harnesses
-    blackbox_sft_steps: int = 22
-    blackbox_harness: str = "pi"
-    preset: str = "cpu"
-    engine: str = "local"
-    workers: int = 4
-
-    @classmethod
-    def named(cls, name: str, model: str | None = None) -> Profile:
-        if name == "cpu":
-            return cls("cpu", model or "smollm2-135m")
-        if name == "gpu":
-            return cls(
-                "gpu",
-                model or "HuggingFaceTB/SmolLM2-360M-Instruct",
-                eval_limit=131,
-                eval_samples=4,
-                sft_n=512,
-                sft_steps=64,
-                grpo_steps=200,
-                blackbox_steps=100,
-                blackbox_sft_n=512,
-                blackbox_sft_steps=64,
-                blackbox_harness="pi,opencode",
-                preset="gpu",
-                engine="vllm",
-                workers=32,
-            )
-        raise ConfigError(f"unknown profile {name!r}: use cpu or gpu")
-
-
-@dataclass
-class Stage:
-    name: str
-    status: str = "pending"  # ok | failed | skipped | pending
-    seconds: float = 0.0
-    command: str = ""
-    receipt: dict[str, Any] = field(default_factory=dict)
-    cause: str | None = None
 
 
 class Reproduction:
@@ -232,111 +167,13 @@ class Reproduction:
         stage.receipt = suite_revision(self.suite) or {}
 
     def stage_smoke_whitebox(self, stage: Stage) -> None:
-        from dagent.envs.whitebox_server import create_app
-
-        split = self.profile.eval_split
-        with _Served(create_app(self.suite, tools="bash")) as url:
-            http = WhiteBoxHTTP(url)
-            index = 0
-            task = self.suite.task_at(split, index)
-            episode = http.reset(split, index)
-            eid = episode["episode_id"]
-            ran = http.call_tool(
-                eid, "bash", {"command": "python3 - <<'DAGENT_EOF'\n" + task.solution + "\nDAGENT_EOF"}
-            )
-            http.call_tool(eid, "submit_solution", {"answer": ran.output.strip()})
-            graded = http.finish(eid)
-        stage.command = (
-            "the white-box server (dagent.envs.whitebox_server.create_app) over HTTP: reset, bash, submit_solution"
-        )
-        outcome = "ungraded" if graded.get("correct") is None else "correct" if graded["correct"] else "wrong"
-        stage.receipt = {
-            "task": task.task_id,
-            "outcome": outcome,
-            "reward": graded.get("reward"),
-            "tool_calls": graded.get("tool_calls"),
-            "note": graded.get("note"),
-        }
-        if outcome != "correct":
-            raise StageError(f"the reference program's answer through the white-box tools was graded {graded}")
+        smoke_whitebox(stage, self.suite, self.profile.eval_split)
 
     def stage_smoke_blackbox(self, stage: Stage) -> None:
-        from dagent.envs.blackbox_session import BlackBoxSessionFactory
-
-        split = self.profile.eval_split
-        with LocalEngineProcess(self.profile.model) as engine:
-            served = engine.model
-            runtime = BlackBoxRuntime(
-                self.suite,
-                engine.url,
-                model=served,
-                timeout_s=900,
-                opencode=OpencodeConfig(model=served, max_output_tokens=512),
-            )
-            with runtime, _Served(create_app(runtime)) as url:
-                session = BlackBoxSessionFactory(url, split=split).create({"split": split, "index": 0})
-                session.wait_for_completion(timeout_s=1200)
-                payload = session.payload
-        stage.command = f"POST {{black-box server}}/data_agent_blackbox/rollout (opencode, {self.profile.model})"
-        rollout = _PayloadRollout(payload)
-        row = row_of(rollout, "opencode", 1024, lambda: ([0], [0]))
-        stage.receipt = {
-            "task": payload.get("task_id"),
-            "outcome": payload.get("outcome"),
-            "cause": payload.get("cause"),
-            "reward": payload.get("reward"),
-            "agent_turns": payload.get("agent_turns"),
-            "calls": payload.get("turns"),
-            "roles": payload.get("roles"),
-            "gate": (payload.get("gate") or {}).get("tier"),
-            "trained_tokens": row.trained_tokens,
-            "exact_token_audit": row.audit,
-            "samples_per_rollout": row.sequences,
-        }
-        if payload.get("outcome") == "ungraded" and payload.get("cause") not in (None,):
-            raise StageError(f"the black-box smoke rollout was ungraded: {payload.get('cause')}")
+        smoke_blackbox(stage, self.suite, self.profile.eval_split, self.profile.model)
 
     def stage_smoke_harbor(self, stage: Stage) -> str | None:
-        try:
-            harbor = harbor_binary()
-        except DagentError as e:
-            stage.receipt = {
-                "skipped": f"Harbor is not installed here ({e}); bash scripts/setup.sh --tests puts it in "
-                ".venv-harbor (Python 3.12)"
-            }
-            return "skipped"
-        catalog = self.out / "harbor"
-        expected = min(3, len(self.suite.tasks("test")))
-        self._cmd(
-            stage,
-            [
-                sys.executable,
-                "-m",
-                "dagent.cli.app",
-                "export",
-                "harbor",
-                "--split",
-                "test",
-                "--limit",
-                str(expected),
-                "--out",
-                str(catalog),
-                *self._suite_args(),
-            ],
-            "export-harbor.log",
-        )
-        trials = run_harbor(catalog, self.out / "harbor-jobs", agent="oracle", concurrency=1)
-        stage.command += (
-            f" && {harbor} run -p {catalog} -a oracle -e dagent.harbor.provider:SandboxEnvironment "
-            f"-o {self.out / 'harbor-jobs'}"
-        )
-        stage.receipt = {
-            "tasks": len(trials),
-            "rewards": {t.task: t.reward for t in trials},
-            "errors": [t.error for t in trials if t.error],
-        }
-        if len(trials) != expected or not all(t.correct for t in trials):
-            raise StageError(f"the oracle through harbor run did not solve every task: {stage.receipt}")
+        return smoke_harbor(stage, self.suite, self.out, self._suite_args(), self._cmd)
 
     def _eval(self, stage: Stage, out: Path, model: str, baseline: str | None, log: str) -> dict[str, Any]:
         p = self.profile
@@ -568,129 +405,6 @@ def _fresh(run_dir: Path) -> Path:
     """A training stage's output directory, emptied: its rerun replaces it (no stale checkpoint-N)."""
     shutil.rmtree(run_dir, ignore_errors=True)
     return run_dir
-
-
-def checkpoint_receipt(run_dir: Path, start: Path, step: int) -> dict[str, Any]:
-    """The run's checkpoint at its last `step` (not the newest name: a stale checkpoint of an earlier,
-    longer run must not stand in for it): optimizer/scheduler/trainer state present, weights changed
-    against `start` (tensor by tensor), and its optimizer state restoring onto its own weights
-    (`restores_identically`)."""
-    ckpt = Path(run_dir) / f"checkpoint-{step}"
-    if not ckpt.is_dir():
-        found = sorted(p.name for p in Path(run_dir).glob("checkpoint-*"))
-        raise StageError(f"no {ckpt.name} in {run_dir} (found {found or 'none'}): the run stopped before step {step}")
-    present = {name: (ckpt / name).is_file() for name in ("optimizer.pt", "scheduler.pt", "trainer_state.json")}
-    if not all(present.values()):
-        raise StageError(
-            f"{ckpt} lacks {[n for n, ok in present.items() if not ok]}: no optimizer state to resume from"
-        )
-    changed, total = weights_changed(start, ckpt)
-    restored = restores_identically(ckpt)
-    if not restored["identical"]:
-        raise StageError(f"{ckpt} does not restore onto its own weights: {restored}")
-    return {
-        "checkpoint": str(ckpt),
-        "state_present": present,
-        "tensors_changed": changed,
-        "tensors": total,
-        "restore": restored,
-    }
-
-
-def _tensors(model_dir: Path) -> dict[str, Any]:
-    from safetensors.torch import load_file
-
-    files = sorted(Path(model_dir).glob("*.safetensors"))
-    if not files:
-        raise StageError(f"no safetensors weights in {model_dir}")
-    out: dict[str, Any] = {}
-    for f in files:
-        out.update(load_file(str(f)))
-    return out
-
-
-def weights_changed(a: Path, b: Path) -> tuple[int, int]:
-    """(tensors that differ, tensors compared) between two saved models (float32 comparison)."""
-    import torch
-
-    ta, tb = _tensors(a), _tensors(b)
-    keys = sorted(set(ta) & set(tb))
-    changed = sum(1 for k in keys if not torch.equal(ta[k].float(), tb[k].float()))
-    return changed, len(keys)
-
-
-def restores_identically(ckpt: Path) -> dict[str, Any]:
-    """Whether the checkpoint's optimizer state restores onto its own weights as the Trainer rebuilds
-    them: the Trainer's decay / no-decay groups over the model loaded from the checkpoint, every
-    moment (exp_avg, exp_avg_sq) the shape of the parameter it lands on, the optimizer's step count
-    the checkpoint's own global step (a stale optimizer.pt from another step or run fails here), and
-    the learning rate the one its scheduler last set."""
-
-    import torch
-    from transformers import AutoModelForCausalLM, Trainer
-
-    saved_weights = _tensors(ckpt)
-    model = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32)
-    live = dict(model.state_dict())
-    weights_equal = all(torch.equal(live[k].float(), v.float()) for k, v in saved_weights.items() if k in live)
-    saved = torch.load(ckpt / "optimizer.pt", map_location="cpu", weights_only=False)
-    scheduler = torch.load(ckpt / "scheduler.pt", map_location="cpu", weights_only=False)
-    global_step = json.loads((ckpt / "trainer_state.json").read_text())["global_step"]
-    decay = set(Trainer.get_decay_parameter_names(None, model))  # the Trainer's own grouping, as it restores
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    groups = [[p for n, p in named if n in decay], [p for n, p in named if n not in decay]]
-    optimizer = torch.optim.AdamW([{"params": groups[0]}, {"params": groups[1], "weight_decay": 0.0}])
-    optimizer.load_state_dict(saved)  # refuses groups of other sizes
-    misplaced, steps, moments = [], set(), 0
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            state = optimizer.state.get(param, {})
-            for key in ("exp_avg", "exp_avg_sq"):
-                if key in state:
-                    moments += 1
-                    if state[key].shape != param.shape:
-                        misplaced.append(f"{key} {tuple(state[key].shape)} on {tuple(param.shape)}")
-            if "step" in state:
-                steps.add(int(state["step"]))
-    lr_saved = [g["lr"] for g in optimizer.param_groups]
-    lr_scheduled = list(scheduler.get("_last_lr", lr_saved))
-    return {
-        "identical": bool(weights_equal and not misplaced and steps == {global_step} and lr_saved == lr_scheduled),
-        "weights_equal": bool(weights_equal),
-        "optimizer_tensors": moments,
-        "misplaced": misplaced[:5],
-        "optimizer_steps": sorted(steps),
-        "global_step": global_step,
-        "param_groups": len(saved["param_groups"]),
-    }
-
-
-class _Served:
-    """An ASGI app on a free loopback port for the length of a `with`; its URL."""
-
-    def __init__(self, app: Any) -> None:
-        from dagent.envs.whitebox_server import SERVE_SETTINGS
-
-        self.server = ThreadedServer(app, **SERVE_SETTINGS)
-
-    def __enter__(self) -> str:
-        return self.server.start().url
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.stop()
-
-
-class _PayloadRollout:
-    """A black-box server's rollout payload, read as `dagent.train.blackbox.rollouts.row_of` reads a Rollout."""
-
-    def __init__(self, payload: dict[str, Any]) -> None:
-        self.payload = payload
-        self.trajectory = type("T", (), {"roles": tuple(payload.get("roles") or ())})()
-        for key in ("task_id", "outcome", "cause", "reward", "tool_calls"):
-            setattr(self, key, payload.get(key))
-
-    def trace_entries(self) -> list[dict[str, Any]]:
-        return list(self.payload.get("trace_entries") or [])
 
 
 def _count(items: Any) -> dict[str, int]:

@@ -57,7 +57,9 @@ def test_dagent_eval_says_which_preset_and_runs_the_arms_under_it(tmp_path, monk
 
     run = stamped(tmp_path / "run", "blackbox", "cpu")
     seen = {}
-    monkeypatch.setattr(app, "_run_arms", lambda arms, suite, target, args, **_: seen.setdefault("args", args) and 0)
+    monkeypatch.setattr(
+        "dagent.cli.eval._run_arms", lambda arms, suite, target, args, **_: seen.setdefault("args", args) and 0
+    )
     result = CliRunner().invoke(
         app.app, ["eval", "--agent", "pi", "--model", str(run / "final"), "--out", str(tmp_path / "out")]
     )

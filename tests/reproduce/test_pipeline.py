@@ -10,8 +10,11 @@ import shutil
 import pytest
 
 from dagent.errors import ConfigError
-from dagent.reproduce.pipeline import Profile, Reproduction, StageError, checkpoint_receipt
+from dagent.reproduce.checkpoints import checkpoint_receipt
+from dagent.reproduce.pipeline import Reproduction
+from dagent.reproduce.profiles import Profile
 from dagent.reproduce.receipts import checks_for, validation_markdown
+from dagent.reproduce.stages import StageError
 from tests.factories import write_solvable_suite
 
 
@@ -47,7 +50,8 @@ def test_stage_commands_run_from_the_project_with_a_relative_out(tmp_path, monke
     # scripts were not found
     import sys
 
-    from dagent.reproduce.pipeline import ROOT, Stage
+    from dagent.reproduce.pipeline import ROOT
+    from dagent.reproduce.stages import Stage
 
     monkeypatch.chdir(tmp_path)
     run = Reproduction("runs/r", Profile.named("cpu", "tiny-qwen3"), echo=lambda _l: None)
@@ -99,7 +103,7 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
 
     import torch
 
-    from dagent.reproduce.pipeline import restores_identically
+    from dagent.reproduce.checkpoints import restores_identically
 
     start = train_tiny(tmp_path / "moved", 2, 1e-3)
     stale = tmp_path / "moved" / "checkpoint-12"  # an earlier, longer run's, its optimizer state deleted
@@ -148,7 +152,7 @@ def test_checkpoint_receipts_read_what_training_wrote(tmp_path):
 
 
 def test_validation_says_pass_fail_or_skipped_for_each_stage(tmp_path):
-    from dagent.reproduce.pipeline import Stage
+    from dagent.reproduce.stages import Stage
 
     stages = {
         "smoke-blackbox": Stage(
@@ -171,7 +175,7 @@ def test_the_command_exits_non_zero_when_any_receipt_fails(monkeypatch, tmp_path
     from typer.testing import CliRunner
 
     from dagent.cli import app as cli
-    from dagent.reproduce.pipeline import Stage
+    from dagent.reproduce.stages import Stage
 
     def ran(fail: int):
         def fake(*a, **kw):
@@ -193,6 +197,7 @@ def test_a_rerun_training_stage_starts_from_an_empty_output(tmp_path, monkeypatc
     """A stage's rerun replaces its output: a stale checkpoint-N of an earlier, longer run is gone before
     the command runs, so no receipt can read it."""
     from dagent.reproduce import pipeline
+    from dagent.reproduce.stages import Stage
 
     rep = Reproduction(tmp_path / "out", Profile.named("cpu"))
     stale = rep.out / folder / "checkpoint-99"
@@ -207,5 +212,5 @@ def test_a_rerun_training_stage_starts_from_an_empty_output(tmp_path, monkeypatc
 
     monkeypatch.setattr(rep, "_cmd", command)
     monkeypatch.setattr(pipeline, "checkpoint_receipt", lambda *a, **kw: {})
-    getattr(rep, f"stage_{stage}")(pipeline.Stage(stage))
+    getattr(rep, f"stage_{stage}")(Stage(stage))
     assert seen == [False] and not stale.exists()

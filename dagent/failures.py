@@ -115,7 +115,7 @@ _MODES = (
     ("F40", "harness routing that mixes harnesses inside a group", "dagent.train.routing.pad_coprime"),
     # evaluation and operations
     ("F41", "a baseline far from its known value published as a result", "dagent.eval.experiment.check_baseline"),
-    ("F42", "a checkpoint watcher looking in the wrong directory", "dagent.eval.experiment.watch"),
+    ("F42", "a checkpoint watcher looking in the wrong directory", "dagent.eval.checkpoints.watch"),
     (
         "F43",
         "generated output committed to git; generated files hand-edited and stale",

@@ -44,11 +44,10 @@ from dagent.envs.whitebox_runtime import (
     TaskMismatchError,
     WhiteBoxObservation,
     configure,
-    end_session,
     environment_class,
     mcp_server,
-    session_server,
 )
+from dagent.envs.whitebox_session import end_session, session_server
 from dagent.errors import ConfigError, SplitError, TaskError
 from dagent.harness.readiness import check_image
 from dagent.sandbox import get_backend

@@ -13,8 +13,9 @@ from transformers.utils import get_json_schema
 
 from dagent.envs.contract import ROUTING_ARG
 from dagent.envs.whitebox_client import white_box_client
-from dagent.envs.whitebox_runtime import SESSION_TOOLS, mcp_server, session_server, tool_specs, white_box_env
+from dagent.envs.whitebox_runtime import mcp_server, tool_specs, white_box_env
 from dagent.envs.whitebox_server import create_app
+from dagent.envs.whitebox_session import SESSION_TOOLS, session_server
 from dagent.errors import ConfigError
 from dagent.tools import select
 from tests.factories import LiveServer

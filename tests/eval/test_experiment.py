@@ -8,17 +8,15 @@ from typer.testing import CliRunner
 
 from dagent.core.outcome import EvalRecord, summarize
 from dagent.eval.args import EvalArgs
+from dagent.eval.checkpoints import WatchError, checkpoints, watch
 from dagent.eval.experiment import (
     Arm,
     BaselineGuardError,
     Progress,
-    WatchError,
     check_baseline,
-    checkpoints,
     evaluate_arms,
     jobs,
     run_experiment,
-    watch,
 )
 from dagent.harness.play import write_records
 

@@ -179,6 +179,11 @@ _MODES = (
         "held-out tasks reused without saying: a result 'opened once' on tasks earlier runs looked at",
         "dagent.eval.opened.Ledger.require_fresh",
     ),
+    (
+        "F61",
+        "a group's rollouts drawn from one sampling seed: identical rollouts, zero advantage, no error",
+        "dagent.train.blackbox.rollouts.check_group_seeds",
+    ),
 )
 
 FAILURE_MODES: dict[str, FailureMode] = {code: FailureMode(code, title, det) for code, title, det in _MODES}

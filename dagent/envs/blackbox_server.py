@@ -41,15 +41,20 @@ def rollout_payload(
     timeout_s: float | None = None,
     include_trace: bool = False,
     instruction: str | None = None,
+    sample: int | None = None,
 ) -> dict[str, Any]:
     """One rollout as plain JSON: the summary, plus the trace entries when asked (for training).
-    Without an index the task is the one whose instruction is exactly `instruction` (F11, F12)."""
+    Without an index the task is the one whose instruction is exactly `instruction` (F11, F12).
+    `sample`: seed the draws as that sample of the task; None (a trainer's rollouts): unseeded, so
+    a group's rollouts differ (F61)."""
+    if sample is not None and type(sample) is not int:
+        raise ConfigError(f"sample must be an integer or absent, not {sample!r}")
     runtime = current()
     if index is None:
         if instruction is None:
             raise ConfigError("name the task: send `index` (and `split`), or the prompt's `instruction`")
         index, _ = runtime.suite.resolve_prompt(split, instruction)
-    rollout = runtime.run_rollout(split, int(index), task_id=task_id, timeout_s=timeout_s)
+    rollout = runtime.run_rollout(split, int(index), task_id=task_id, timeout_s=timeout_s, sample=sample)
     out = rollout.summary()
     if include_trace:
         out["trace_entries"] = rollout.trace_entries()
@@ -63,10 +68,11 @@ def mcp_server() -> Any:
 
     @server.tool
     async def run_rollout(
-        split: str, index: int, task_id: str | None = None, timeout_s: float | None = None
+        split: str, index: int, task_id: str | None = None, timeout_s: float | None = None, sample: int | None = None
     ) -> dict[str, Any]:
-        """Run one black-box rollout of task (split, index): opencode in a sandbox, graded server side."""
-        return await asyncio.to_thread(rollout_payload, split, index, task_id, timeout_s)
+        """Run one black-box rollout of task (split, index): the harness in a sandbox, graded server
+        side. `sample` seeds its draws as that sample of the task; without it they are fresh."""
+        return await asyncio.to_thread(rollout_payload, split, index, task_id, timeout_s, False, None, sample)
 
     return server
 
@@ -178,6 +184,7 @@ def create_app(runtime: BlackBoxRuntime, *, max_concurrent: int = 8) -> Any:
                 body.get("timeout_s"),
                 bool(body.get("include_trace")),
                 body.get("instruction"),
+                body.get("sample"),
             )
         except (DagentError, TypeError, ValueError) as e:
             return JSONResponse(status_code=400, content={"detail": str(e)})

@@ -142,11 +142,12 @@ def engine_cores(engines: int, cpus: int | None = None) -> int:
 
 
 def run_rollout(task_id: str, suite: TaskSuite, *, echo: Callable[[str], None] = print, **options: Any) -> Any:
-    """One black-box rollout of task `task_id`, printed (`Rollout.lines`); returns the `Rollout`."""
+    """One black-box rollout of task `task_id`, printed (`Rollout.lines`); returns the `Rollout`. Drawn
+    as sample 0 of the task: the draws an evaluation's first sample makes (`sample_seed`)."""
     split, index, _ = suite.find(task_id)
     with agent_stack("opencode", suite, echo=echo, **options) as stack:
         echo(stack.describe())
-        rollout = stack.runtime.run_rollout(split, index)
+        rollout = stack.runtime.run_rollout(split, index, sample=0)
     for line in rollout.lines():
         echo(line)
     return rollout

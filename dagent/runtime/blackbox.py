@@ -331,9 +331,12 @@ class BlackBoxRuntime:
         task_id: str | None = None,
         timeout_s: float | None = None,
         memory_mb: int | None = None,
+        sample: int | None = None,
     ) -> Rollout:
         """Run, grade and analyse one rollout through the episode skeleton (`dagent.harness.play.play`).
-        Infrastructure failures come back as UNGRADED data."""
+        Infrastructure failures come back as UNGRADED data. `sample`: seed the agent's draws as sample
+        `sample` of the task (`dagent.harness.base.sample_seed`); None (the default): unseeded, so
+        rollouts of one task differ (a GRPO group of identical rollouts has no advantage, F61)."""
         agent = self.agent()
         task = self.suite.task_at(split, index)
         if task_id is not None and task_id != task.task_id:
@@ -351,6 +354,7 @@ class BlackBoxRuntime:
             self.backend,
             timeout_s=self.timeout_s if timeout_s is None else timeout_s,
             memory_mb=memory_mb,
+            sample=sample,
             reward_config=self.reward_config,
         )
         captured = played.run.captured if played.run is not None else None

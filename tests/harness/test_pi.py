@@ -173,8 +173,9 @@ def test_a_pi_rollout_through_capture_is_graded_with_an_exact_chain_and_its_summ
 @pytest.mark.harness
 @pytest.mark.slow
 @pytest.mark.failure_mode("F40")
+@pytest.mark.failure_mode("F61")
 def test_a_rollout_batch_routes_each_group_to_one_harness_and_trains_each_chain_as_trl_converts_it(
-    suite, steered, tmp_path
+    suite, steered, tmp_path, monkeypatch
 ):
     from dagent.harness.opencode import OpencodeConfig
     from dagent.runtime.blackbox import BlackBoxRuntime
@@ -195,7 +196,15 @@ def test_a_rollout_batch_routes_each_group_to_one_harness_and_trains_each_chain_
     with opencode, pi_runtime(suite, steered.url, tmp_path) as pi:
         rollouts = BlackBoxRollouts({"opencode": opencode, "pi": pi}, "train", steered_tokenizer(), num_generations=2)
         out = rollouts(prompts)
+        # F61 planted: every rollout drawn as the same sample (the default the sync path once had)
+        from dagent.train.blackbox import rollouts as module
+
+        monkeypatch.setattr(module, "rollout_sample", lambda seed, step, ordinal: 0)
+        with pytest.raises(module.SharedSeedError, match="same seed"):
+            BlackBoxRollouts({"pi": pi}, "train", steered_tokenizer(), num_generations=2)(prompts[:2])
     rows = rollouts.rows
+    # each rollout its own draw, as capture recorded the seed of its first call (F61)
+    assert None not in [r.seed for r in rows] and len({r.seed for r in rows}) == 4
     assert [r.harness for r in rows] == ["opencode", "opencode", "pi", "pi"]  # constant within a group
     assert out["env_reward"] == [r.reward for r in rows] and all(r.outcome == "correct" for r in rows)
     for r, prompt_ids, completion_ids, mask in zip(rows, out["prompt_ids"], out["completion_ids"], out["env_mask"]):

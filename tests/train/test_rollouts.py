@@ -8,7 +8,18 @@ from types import SimpleNamespace
 import pytest
 
 from dagent.errors import ConfigError, TrajectoryError
-from dagent.train.blackbox.rollouts import chain_sequences, env_reward, rollout_metrics, row_of, token_audit
+from dagent.harness.base import sample_seed
+from dagent.train.blackbox.rollouts import (
+    BlackBoxRollouts,
+    SharedSeedError,
+    chain_sequences,
+    check_group_seeds,
+    env_reward,
+    identical_groups,
+    rollout_metrics,
+    row_of,
+    token_audit,
+)
 
 
 def entry(node: str, prompt: list[int], completion: list[int]) -> dict:
@@ -23,10 +34,11 @@ def entry(node: str, prompt: list[int], completion: list[int]) -> dict:
     }
 
 
-def rollout(entries: list[dict], *, reward=1.2, outcome="correct", cause=None, roles=("agent",)):
+def rollout(entries: list[dict], *, reward=1.2, outcome="correct", cause=None, roles=("agent",), seed=None):
+    first = SimpleNamespace(metadata={"sampling_params": {"temperature": 0.8, **({"seed": seed} if seed else {})}})
     return SimpleNamespace(
         trace_entries=lambda: entries,
-        trajectory=SimpleNamespace(roles=roles),
+        trajectory=SimpleNamespace(roles=roles, chain_turns=lambda: [first] if entries else []),
         task_id="t",
         outcome=outcome,
         cause=cause,
@@ -99,3 +111,49 @@ def test_metrics_per_harness_and_the_reference_receipts():
     assert m["blackbox/samples_per_rollout"] == 1.0 and m["blackbox/fork_frac"] == 0.0
     assert m["harness/opencode/reward_mean"] == 1.2 and m["harness/pi/reward_mean"] == 0.0
     assert m["harness/pi/rollouts"] == 1.0 and m["blackbox/trained_tokens"] == 3.0
+
+
+@pytest.mark.failure_mode("F61")
+def test_two_rollouts_of_one_group_drawn_from_one_seed_are_refused():
+    rows = [row_of(rollout(CHAIN, seed=s), "pi", 1024, PLACEHOLDER) for s in (11, 12, 13, 13)]
+    check_group_seeds(rows[:2], 2)  # distinct seeds in a group: fine
+    check_group_seeds(rows[1:3], 1)  # groups of one never collide
+    check_group_seeds([rows[0], row_of(rollout(CHAIN), "pi", 1024, PLACEHOLDER)] * 1, 2)  # unseeded: None
+    with pytest.raises(SharedSeedError, match=r"group 1 \(t\): rollouts sampled from the same seed 13 \(2 of 2\)"):
+        check_group_seeds(rows, 2)
+    assert identical_groups(rows, 2) == 1.0  # the same tokens (one CHAIN) in both groups
+    assert identical_groups([rows[0], row_of(rollout(CHAIN[:1]), "pi", 1024, PLACEHOLDER)], 2) == 0.0
+
+
+class SeededRuntime:
+    """A runtime whose rollouts carry the seed capture records for a call of sample `sample`
+    (`dagent.harness.captured.CapturedAgent`: `call_seed(sample_seed(task, sample), 0)`); `honour`
+    False plants the fault: every rollout drawn as sample 0 of its task, as play() did by default."""
+
+    def __init__(self, honour: bool = True) -> None:
+        self.honour, self.samples = honour, []
+        self.suite = SimpleNamespace(resolve_prompt=lambda split, instruction: (int(instruction[-1]), None))
+
+    def run_rollout(self, split, index, *, timeout_s=None, sample=None):
+        self.samples.append(sample)
+        drawn = sample if self.honour else 0
+        return rollout(CHAIN, seed=None if drawn is None else sample_seed(f"task{index}", drawn))
+
+
+@pytest.mark.failure_mode("F61")
+def test_every_rollout_of_a_step_is_its_own_sample_and_one_drawn_twice_stops_the_step():
+    runtime = SeededRuntime()
+    rollouts = BlackBoxRollouts({"pi": runtime}, "train", None, num_generations=4, seed=3)
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=5))
+    rollouts(["task 1"] * 4 + ["task 2"] * 4, trainer)
+    rollouts(["task 1"] * 4, trainer)
+    assert len(set(runtime.samples)) == 12  # no two rollouts of the run share a sample
+    again = SeededRuntime()
+    BlackBoxRollouts({"pi": again}, "train", None, num_generations=4, seed=3)(["task 1"] * 4 + ["task 2"] * 4, trainer)
+    assert again.samples == runtime.samples[:8]  # a rerun draws the same samples
+    other = SeededRuntime()
+    BlackBoxRollouts({"pi": other}, "train", None, num_generations=4, seed=4)(["task 1"] * 4, trainer)
+    assert not set(other.samples) & set(runtime.samples)  # another seed, other draws
+    planted = BlackBoxRollouts({"pi": SeededRuntime(honour=False)}, "train", None, num_generations=4)
+    with pytest.raises(SharedSeedError, match="group 0"):
+        planted(["task 1"] * 4, trainer)

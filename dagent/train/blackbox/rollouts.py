@@ -29,6 +29,15 @@ TRL's loop-owning path would build from the same capture:
 Every row is audited before TRL sees it (`token_audit`): the tokens under mask 1 are, in order,
 exactly the completion ids the engine returned for the chain's calls (the exact-token receipt).
 Receipts per rollout go to `receipts.jsonl` in the output directory.
+
+A group's rollouts must be independent draws (F61): each rollout is its own sample of the task
+(`rollout_sample`: the run's seed, the trainer's step and the rollout's number, so a rerun draws the
+same and a resumed run fresh ones), and `check_group_seeds` refuses a step in which two rollouts of
+one group were sampled from the same seed, as capture recorded it. Measured on the powered run's
+first GRPO seed (lab/notebook.md, sitting 3): every rollout went out as sample 0 of its task, 62 of
+80 groups were eight identical rollouts, 35 of 40 steps had no gradient, and nothing failed.
+`blackbox/identical_groups` logs the fraction of groups whose rollouts are token-identical, whatever
+the cause.
 """
 
 from __future__ import annotations
@@ -52,6 +61,45 @@ from dagent.train.trl_seams import CHAIN_TO_SEQUENCES, METRICS, TURNS_FROM_TRACE
 from dagent.trajectory.analysis import AGENT
 
 REWARD_FIELD = "env_reward"
+_STEP_SHIFT, _RUN_SHIFT = 20, 40  # a step's rollouts below 2**20, steps below 2**20
+
+
+class SharedSeedError(TrajectoryError):
+    """Two rollouts of one GRPO group were drawn from the same sampling seed (F61)."""
+
+
+def rollout_sample(seed: int, step: int, ordinal: int) -> int:
+    """The sample number of rollout `ordinal` of trainer step `step` in a run seeded `seed`: distinct
+    for every rollout of a run, the same in a rerun (`dagent.harness.base.sample_seed` hashes it with
+    the task id into the engine's seed)."""
+    return (seed << _RUN_SHIFT) | (step << _STEP_SHIFT) | ordinal
+
+
+def check_group_seeds(rows: Sequence[TrainRow], num_generations: int) -> None:
+    """Refuse a step where two rollouts of one group share the sampling seed capture recorded on their
+    first agent call (F61): they are the same draw, the group's rewards cannot differ by sampling, and
+    its advantages are zero. None (an unseeded call) never collides."""
+    for start in range(0, len(rows), num_generations):
+        group = rows[start : start + num_generations]
+        seeds = [r.seed for r in group if r.seed is not None]
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        if repeated:
+            raise SharedSeedError(
+                f"group {start // num_generations} ({group[0].task_id}): rollouts sampled from the same seed "
+                f"{repeated[0]} ({seeds.count(repeated[0])} of {len(group)}): identical draws give the group no "
+                "advantage. Give each rollout its own sample (run_rollout(sample=...), rollout_sample) or none"
+            )
+
+
+def identical_groups(rows: Sequence[TrainRow], num_generations: int) -> float:
+    """The fraction of groups whose rollouts trained the same tokens, every one (F61's symptom)."""
+    groups = [rows[i : i + num_generations] for i in range(0, len(rows), num_generations)]
+    alike = [
+        g
+        for g in groups
+        if len(g) > 1 and g[0].trained_tokens and all(r.completion_ids == g[0].completion_ids for r in g)
+    ]
+    return len(alike) / len(groups) if groups else 0.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +122,7 @@ class TrainRow:
     tool_calls: int = 0
     audit: str = ""  # "exact", or what differs
     dropped: str | None = None  # why this rollout trains nothing
+    seed: int | None = None  # the sampling seed capture recorded on the first agent call (None: unseeded)
 
     @property
     def trained_tokens(self) -> int:
@@ -159,6 +208,9 @@ def row_of(
         tool_calls=rollout.tool_calls or 0,
         other_calls=sum(1 for role in trajectory.roles if role != AGENT),
     )
+    chain = trajectory.chain_turns()
+    first_seed = (chain[0].metadata.get("sampling_params") or {}).get("seed") if chain else None
+    common["seed"] = first_seed if type(first_seed) is int else None
     reward = rollout.reward
     sequences, tally = chain_sequences(entries, fork_threshold) if entries else ([], {})
     dropped = None
@@ -235,15 +287,17 @@ class BlackBoxRollouts:
         workers: int | None = None,
         receipts: str | Path | None = None,
         timeout_s: float | None = None,
+        seed: int = 0,
     ) -> None:
+        """`seed`: the run's seed, which `rollout_sample` folds into every rollout's sample (F61)."""
         if not runtimes:
             raise ConfigError("no harness runtime given: start at least one (opencode)")
         self.runtimes, self.split, self.tokenizer = dict(runtimes), split, tokenizer
         self.harnesses = list(self.runtimes)
         self.num_generations, self.engine, self.fork_threshold = num_generations, engine, fork_threshold
-        self.workers, self.timeout_s = workers, timeout_s
+        self.workers, self.timeout_s, self.seed = workers, timeout_s, seed
         self.receipts = Path(receipts) if receipts else None
-        self.groups_seen = 0
+        self.groups_seen = self.rollouts_seen = 0  # in this process (the step number tells a resumed run apart)
         self.rows: list[TrainRow] = []  # every row handed to the trainer (receipts)
         self._lock = threading.Lock()
         self._placeholder: tuple[list[int], list[int]] | None = None
@@ -259,6 +313,7 @@ class BlackBoxRollouts:
                 "generation_batch_size must divide by num_generations"
             )
         jobs = []
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         for k, prompt in enumerate(prompts):
             instruction = instruction_of(prompt)
             if instruction is None:
@@ -267,8 +322,10 @@ class BlackBoxRollouts:
                 )
             index, _ = self.suite.resolve_prompt(self.split, instruction)  # F11, F12: exactly as rollouts do
             group = self.groups_seen + k // self.num_generations
-            jobs.append((index, route(group, self.harnesses)))
+            sample = rollout_sample(self.seed, step, self.rollouts_seen + k)  # its own draw (F61)
+            jobs.append((index, route(group, self.harnesses), sample))
         self.groups_seen += len(prompts) // self.num_generations
+        self.rollouts_seen += len(prompts)
         started = time.monotonic()
         with self.engine.generating() if self.engine is not None else contextlib.nullcontext():
             with ThreadPoolExecutor(max_workers=self.workers or len(jobs)) as pool:
@@ -277,6 +334,7 @@ class BlackBoxRollouts:
                     self.engine.serve_until(futures)
                 rows = [f.result() for f in futures]
         self._record(rows, trainer, time.monotonic() - started)
+        check_group_seeds(rows, self.num_generations)
         return {
             "prompt_ids": [list(r.prompt_ids) for r in rows],
             "completion_ids": [list(r.completion_ids) for r in rows],
@@ -285,8 +343,8 @@ class BlackBoxRollouts:
             REWARD_FIELD: [r.reward for r in rows],
         }
 
-    def _one(self, index: int, harness: str) -> TrainRow:
-        rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s)
+    def _one(self, index: int, harness: str, sample: int) -> TrainRow:
+        rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s, sample=sample)
         return row_of(rollout, harness, self.fork_threshold, self.placeholder)
 
     def placeholder(self) -> tuple[list[int], list[int]]:
@@ -311,6 +369,7 @@ class BlackBoxRollouts:
         if metrics is None:
             return
         train = metrics["train"]
+        train["blackbox/identical_groups"].append(identical_groups(rows, self.num_generations))
         for name, value in rollout_metrics(rows).items():
             train[name].append(value)
         train["time/rollouts_s"].append(seconds)

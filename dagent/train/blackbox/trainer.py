@@ -173,6 +173,7 @@ def build_sync_trainer(
             engine=engine,
             fork_threshold=recipe.fork_threshold_tokens,
             receipts=Path(output_dir) / "receipts.jsonl",
+            seed=recipe.seed,
         )
         summary = {
             **asdict(recipe),

@@ -45,8 +45,8 @@ def rollout_payload(
 ) -> dict[str, Any]:
     """One rollout as plain JSON: the summary, plus the trace entries when asked (for training).
     Without an index the task is the one whose instruction is exactly `instruction` (F11, F12).
-    `sample`: seed the draws as that sample of the task; None (a trainer's rollouts): unseeded, so
-    a group's rollouts differ (F61)."""
+    `sample`: seed the draws as that sample of the task; None (a trainer's rollouts): a fresh random
+    sample, recorded, so a group's rollouts differ (F61)."""
     if sample is not None and type(sample) is not int:
         raise ConfigError(f"sample must be an integer or absent, not {sample!r}")
     runtime = current()
@@ -71,7 +71,7 @@ def mcp_server() -> Any:
         split: str, index: int, task_id: str | None = None, timeout_s: float | None = None, sample: int | None = None
     ) -> dict[str, Any]:
         """Run one black-box rollout of task (split, index): the harness in a sandbox, graded server
-        side. `sample` seeds its draws as that sample of the task; without it they are fresh."""
+        side. `sample` seeds its draws as that sample of the task; without it, a fresh random sample."""
         return await asyncio.to_thread(rollout_payload, split, index, task_id, timeout_s, False, None, sample)
 
     return server

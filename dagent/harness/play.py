@@ -76,13 +76,12 @@ def play(
     *,
     timeout_s: float = 300.0,
     memory_mb: int | None = None,
-    sample: int | None = 0,
+    sample: int = 0,
     reward_config: RewardConfig = RewardConfig(),
 ) -> Played:
     """One task, end to end, through `agent` (module docstring). Never raises for infrastructure.
     `sample`: the sample number the agent's random draws are seeded from (`sample_seed`: the same
-    draws for the same task and sample in every arm); None: unseeded, fresh draws every call (a
-    training rollout, where a group's members must differ, F61)."""
+    draws for the same task and sample in every arm; two rollouts of one GRPO group must differ, F61)."""
     started = time.monotonic()
     task = suite.task_at(split, index)
     resources = Resources(
@@ -103,8 +102,7 @@ def play(
             try:
                 sandbox.stage(suite.files_for(task))
                 probe_input(sandbox)
-                seed = None if sample is None else sample_seed(task.task_id, sample)
-                run = agent.run(task, sandbox, timeout_s=timeout_s, seed=seed)
+                run = agent.run(task, sandbox, timeout_s=timeout_s, seed=sample_seed(task.task_id, sample))
                 answer = sandbox.read_file(ANSWER_PATH)
             except StagingError as e:
                 failure = ("staging_failed", str(e))

@@ -29,6 +29,7 @@ Served over openenv like the white-box env by `dagent.envs.blackbox_server`: the
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import tempfile
 import time
@@ -335,8 +336,9 @@ class BlackBoxRuntime:
     ) -> Rollout:
         """Run, grade and analyse one rollout through the episode skeleton (`dagent.harness.play.play`).
         Infrastructure failures come back as UNGRADED data. `sample`: seed the agent's draws as sample
-        `sample` of the task (`dagent.harness.base.sample_seed`); None (the default): unseeded, so
-        rollouts of one task differ (a GRPO group of identical rollouts has no advantage, F61)."""
+        `sample` of the task (`dagent.harness.base.sample_seed`); None (the default): a fresh random
+        sample number, recorded, so rollouts of one task differ (a GRPO group of one draw copied has
+        no advantage, F61) and each can still be replayed."""
         agent = self.agent()
         task = self.suite.task_at(split, index)
         if task_id is not None and task_id != task.task_id:
@@ -354,7 +356,7 @@ class BlackBoxRuntime:
             self.backend,
             timeout_s=self.timeout_s if timeout_s is None else timeout_s,
             memory_mb=memory_mb,
-            sample=sample,
+            sample=secrets.randbits(31) if sample is None else sample,
             reward_config=self.reward_config,
         )
         captured = played.run.captured if played.run is not None else None

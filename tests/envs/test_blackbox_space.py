@@ -95,7 +95,7 @@ def test_the_dockerfile_command_serves_a_rollout_from_the_installed_wheel(tmp_pa
             json={"split": "train", "index": 0, "include_trace": True},
             timeout=600,
         ).json()
-        assert r["outcome"] == "correct" and r["reward"] > 1.0 and r["trace_entries"], r
+        assert r.get("outcome") == "correct" and r["reward"] > 1.0 and r["trace_entries"], r
         assert r["roles"][0] == "auxiliary" or "auxiliary" in r["roles"]  # opencode's title call, not trained
     finally:
         stop_process(proc, 30)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build every Space image from this checkout, as the tests do (tests/spaces/docker.py): the base
-# first (scripts/docker_base.sh), then the white-box, black-box and demo images, which share their
-# layers down to the core dependencies, then the HF sandbox image (spaces/sandbox, FROM the golds'
-# python:3.11.7). Holds the build lock the tests take, so a test that wants an
+# first (scripts/docker_base.sh), then the shared dagent-base and dagent-suite (spaces/base/Dockerfile),
+# then the white-box, black-box and demo images, which start FROM dagent-base, then the HF sandbox
+# image (spaces/sandbox, FROM the golds' python:3.11.7). Holds the build lock the tests take, so a test that wants an
 # image waits for it and then rebuilds from the cache in seconds.
-#   bash scripts/docker_images.sh        # tags dagent-test-whitebox, -blackbox, -demo, -sandbox
+#   bash scripts/docker_images.sh        # tags dagent-base, dagent-suite, dagent-test-whitebox, -blackbox, -demo, -sandbox
 # DAGENT_TORCH_WHEELS: where the demo's CPU torch comes from (default: download.pytorch.org, or this
 # machine's /opt/wheels served on loopback where that page cannot be reached).
 set -euo pipefail
@@ -12,6 +12,11 @@ cd "$(dirname "$0")/.."
 exec 9>/tmp/dagent-docker-build.lock
 flock 9
 bash scripts/docker_base.sh
+for target in dagent-base dagent-suite; do  # the shared base's two images every Space image uses
+  start=$SECONDS
+  docker build -q --network host -f spaces/base/Dockerfile --target "$target" -t "$target" . >/dev/null
+  echo "$target: built in $((SECONDS - start)) s"
+done
 for spec in data-agent:whitebox data-agent-blackbox:blackbox; do
   start=$SECONDS
   docker build -q --network host -f "spaces/${spec%%:*}/Dockerfile" -t "dagent-test-${spec##*:}" . >/dev/null

@@ -1,11 +1,12 @@
 """Spaces: deploy an environment server, or duplicate one, with huggingface_hub's real calls.
 
 `deploy(kind, OWNER/NAME)`: create a Docker Space, upload the repository files its Dockerfile
-builds from (the package, the suite builder, the Space folder) with the Dockerfile and the Space
-card at the repo root, set secrets BY NAME from this process's environment (values never printed,
-F22) and plain variables, restart it, and wait until its `/health` answers (the Space's own URL,
-`https://OWNER-NAME.hf.space`). `duplicate(FROM, TO)`: `HfApi.duplicate_repo(..., repo_type="space")`
-with the secrets and variables a copy needs (secrets are not copied by the Hub).
+builds from (the package, the suite builder, the Space folder) with the Dockerfile (the shared
+base's stages, then the Space's own: `dockerfile`) and the Space card at the repo root, set secrets
+BY NAME from this process's environment (values never printed, F22) and plain variables, restart
+it, and wait until its `/health` answers (the Space's own URL, `https://OWNER-NAME.hf.space`).
+`duplicate(FROM, TO)`: `HfApi.duplicate_repo(..., repo_type="space")` with the secrets and
+variables a copy needs (secrets are not copied by the Hub).
 
 `--dry-run` prints the plan (files, secret NAMES, variables, the health URL) and calls nothing.
 """
@@ -13,6 +14,7 @@ with the secrets and variables a copy needs (secrets are not copied by the Hub).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -29,6 +31,9 @@ from dagent.errors import ConfigError, DagentError
 ROOT = Path(__file__).resolve().parents[2]
 SPACES = {"whitebox": "spaces/data-agent", "blackbox": "spaces/data-agent-blackbox"}
 SOURCES = ("pyproject.toml", "dagent", "datasets_build")
+#: The base every Space image starts FROM: its stages `dagent-base` and `dagent-suite` (spaces/base/Dockerfile).
+BASE_DOCKERFILE = "spaces/base/Dockerfile"
+BASE_STAGES = ("dagent-base", "dagent-suite")
 
 
 class SpaceNotHealthy(DagentError):
@@ -91,13 +96,31 @@ def plan(
     return DeployPlan(kind, repo_id, tuple(files), tuple(secrets), dict(variables or {}), private)
 
 
+def dockerfile(space_dir: str, root: Path = ROOT) -> str:
+    """The one Dockerfile a Space on the Hub builds: the shared base's stages (spaces/base/Dockerfile),
+    then the Space's own Dockerfile, whose `FROM dagent-base` and `COPY --from=dagent-suite` then name
+    those stages (locally they name the images built from them; a Space cannot pull a local image)."""
+    base = (root / BASE_DOCKERFILE).read_text()
+    own = (root / space_dir / "Dockerfile").read_text()
+    missing = [f"AS {stage}" for stage in BASE_STAGES if f" AS {stage}\n" not in base]
+    if missing or not re.search(r"^FROM dagent-base\s*$", own, re.MULTILINE):
+        raise ConfigError(
+            f"{space_dir}/Dockerfile must start its image FROM dagent-base and {BASE_DOCKERFILE} must define the "
+            f"stages {', '.join(BASE_STAGES)} (missing: {', '.join(missing) or 'FROM dagent-base'})"
+        )
+    return f"{base.rstrip()}\n\n# ---- the Space's own image ({space_dir}/Dockerfile)\n{own}"
+
+
 def stage_files(p: DeployPlan, dest: Path) -> Path:
-    """The Space repo's tree: what the Dockerfile's COPY lines read, from the repository root."""
+    """The Space repo's tree: what the Dockerfile's COPY lines read, from the repository root; the
+    Dockerfile itself is the base's stages and the Space's own (`dockerfile`)."""
     space = ROOT / SPACES[p.kind]
     for rel in p.files:
-        src = space / "Dockerfile" if rel == "Dockerfile" else space / "README.md" if rel == "README.md" else ROOT / rel
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
+        if rel == "Dockerfile":
+            (dest / rel).write_text(dockerfile(SPACES[p.kind]))
+            continue
+        shutil.copy2(space / "README.md" if rel == "README.md" else ROOT / rel, dest / rel)
     return dest
 
 

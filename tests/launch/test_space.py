@@ -10,7 +10,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from dagent.errors import ConfigError
-from dagent.launch.space import SpaceNotHealthy, deploy, duplicate, plan, wait_healthy
+from dagent.launch.space import ROOT, SpaceNotHealthy, deploy, dockerfile, duplicate, plan, wait_healthy
 from tests.factories import LiveServer
 from tests.fake_hub import FakeHub
 
@@ -49,6 +49,14 @@ def test_deploy_creates_uploads_sets_secrets_by_name_restarts_and_waits_for_heal
         "spaces/data-agent/server/app.py",
     } <= set(files)
     assert b"COPY --chown=user spaces/data-agent/ /app/" in files["Dockerfile"] and b"sdk: docker" in files["README.md"]
+    # one self-contained Dockerfile: the shared base's stages, then the Space's image FROM the first
+    uploaded = files["Dockerfile"].decode()
+    assert (
+        uploaded.index(" AS dagent-base\n")
+        < uploaded.index(" AS dagent-suite\n")
+        < uploaded.index("\nFROM dagent-base\n")
+    )
+    assert uploaded.endswith((ROOT / "spaces/data-agent/Dockerfile").read_text())
     assert not any(b"e2b_secret_value" in data for data in files.values())  # the value only as a secret (F22)
     assert not any("e2b_secret_value" in line for line in lines) and "E2B_API_KEY" in " ".join(lines)
 
@@ -116,3 +124,14 @@ def test_a_space_that_never_answers_is_reported_with_its_stage():
             clock=lambda: 0.0,
             sleep=lambda s: None,
         )
+
+
+def test_a_space_dockerfile_that_does_not_start_from_the_shared_base_is_refused(tmp_path):
+    (tmp_path / "spaces/base").mkdir(parents=True)
+    (tmp_path / "spaces/base/Dockerfile").write_text((ROOT / "spaces/base/Dockerfile").read_text())
+    (tmp_path / "spaces/own").mkdir()
+    (tmp_path / "spaces/own/Dockerfile").write_text('FROM python:3.11-slim-trixie\nCMD ["true"]\n')
+    with pytest.raises(ConfigError, match="must start its image FROM dagent-base"):
+        dockerfile("spaces/own", root=tmp_path)
+    (tmp_path / "spaces/own/Dockerfile").write_text('FROM dagent-base\nCMD ["true"]\n')
+    assert dockerfile("spaces/own", root=tmp_path).endswith('FROM dagent-base\nCMD ["true"]\n')

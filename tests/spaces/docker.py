@@ -8,6 +8,7 @@ where no Docker daemon answers.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import time
@@ -47,31 +48,24 @@ def clean_checkout(dest: Path) -> Path:
 
 
 def build(checkout: Path, dockerfile: str, tag: str, *build_args: str) -> float:
-    """`docker build -f DOCKERFILE -t TAG .` from `checkout`; seconds taken. Fails with the log's tail."""
+    """`docker build -f DOCKERFILE -t TAG .` from `checkout`, after the shared base's two images from
+    the same checkout (spaces/base/Dockerfile: `dagent-base`, `dagent-suite`, which every Space image
+    starts FROM and copies from), all under one hold of the build lock; seconds taken. Fails with the
+    log's tail."""
     base = subprocess.run(
         ["flock", LOCK, "bash", str(checkout / "scripts" / "docker_base.sh")], capture_output=True, text=True
     )
     assert base.returncode == 0, base.stderr[-2000:]
     started = time.monotonic()  # the lock: scripts/docker_images.sh may be building these images right now
+    common = ["docker", "build", "--network", "host"]
+    steps = [
+        [*common, "-f", "spaces/base/Dockerfile", "--target", target, "-t", target, "."]
+        for target in ("dagent-base", "dagent-suite")
+    ]
+    steps.append([*common, "-f", dockerfile, "-t", tag, *(a for arg in build_args for a in ("--build-arg", arg)), "."])
+    script = " && ".join(shlex.join(step) for step in steps)
     r = subprocess.run(
-        [
-            "flock",
-            LOCK,
-            "docker",
-            "build",
-            "--network",
-            "host",
-            "-f",
-            dockerfile,
-            "-t",
-            tag,
-            *(a for arg in build_args for a in ("--build-arg", arg)),
-            ".",
-        ],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        timeout=1500,
+        ["flock", LOCK, "bash", "-c", script], cwd=checkout, capture_output=True, text=True, timeout=1500
     )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     return time.monotonic() - started

@@ -73,37 +73,65 @@ def host_digest(built) -> str:
     return suite_revision(load_tasks(built[0]))["digest"]
 
 
-def suite_stage(text: str) -> str:
-    """A Dockerfile's `suite` stage: from `FROM ... AS suite` to the image's own stage."""
-    start = text.index("FROM python:3.11-slim-trixie AS suite")
-    return text[start : text.index("\n# ---- the image", start)]
+BASE = "spaces/base/Dockerfile"
 
 
-def test_the_dockerfiles_run_as_uid_1000_under_tini_and_share_one_suite_stage():
-    stages = set()
+def stage(text: str, name: str) -> str:
+    """The stage `FROM ... AS name` of a Dockerfile, up to the next FROM."""
+    start = text.index(f" AS {name}\n")
+    start = text.rindex("\nFROM ", 0, start) + 1
+    end = text.find("\nFROM ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_one_shared_base_and_each_space_image_starts_from_it_runs_as_uid_1000_under_tini():
+    base_text = (ROOT / BASE).read_text()
+    base = stage(base_text, "dagent-base")
+    assert base.startswith("FROM python:3.11-slim-trixie AS dagent-base")  # trixie's Node 20 runs pi (>= 20.6)
+    assert "useradd --create-home --uid 1000 user" in base and "bubblewrap curl tini" in base
+    suite = stage(base_text, "dagent-suite")
+    assert suite.startswith("FROM dagent-base AS dagent-suite")
+    assert suite.rstrip().endswith("RUN python -m datasets_build --out /home/user/.cache/dagent/suite")
     for dockerfile, _ in IMAGES.values():
         text = (ROOT / dockerfile).read_text()
-        image = text[text.rindex("\nFROM ") :]  # the image's own stage
-        assert "FROM python:3.11-slim-trixie" in image  # Debian named: trixie's Node 20 runs pi (>= 20.6)
-        assert "useradd --create-home --uid 1000 user" in image and "\nUSER user\n" in image
-        assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in image and "HOME=/home/user" in image
+        froms = [line for line in text.splitlines() if line.startswith("FROM ")]
+        assert froms == ["FROM dagent-base"]  # the system and core dependencies written once, in the base
+        assert "useradd" not in text and "apt-get install -y --no-install-recommends bubblewrap" not in text
+        assert "\nUSER user\n" in text and 'ENTRYPOINT ["/usr/bin/tini", "--"]' in text and "HOME=/home/user" in text
         assert "ENV DAGENT_SUITE" not in text  # the bundled suite unless DAGENT_SUITE is set at run time
-        stage = suite_stage(text)
-        assert stage.rstrip().endswith("RUN python -m datasets_build --out /home/user/.cache/dagent/suite")
         # the cache's parents made as `user` first: COPY would make them root's and HOME's cache unwritable
-        assert (
-            "USER user\n"
-            in image[
-                : image.index(
-                    "RUN mkdir -p /home/user/.cache/dagent\nCOPY --from=suite --chown=user "
-                    "/home/user/.cache/dagent/suite /home/user/.cache/dagent/suite"
-                )
-            ]
+        copy = (
+            "RUN mkdir -p /home/user/.cache/dagent\nCOPY --from=dagent-suite --chown=user "
+            "/home/user/.cache/dagent/suite /home/user/.cache/dagent/suite"
         )
-        stages.add(stage)
-        # dependencies installed before the package's code is copied: a code change rebuilds in seconds
-        assert image.index('pip install --no-cache-dir ".[') < image.index("COPY dagent ./dagent")
-    assert len(stages) == 1  # the same text in all three: Docker builds the suite once for every image
+        assert "USER user\n" in text[: text.index(copy)]
+        # the image's extras installed before the package's code is copied: a code change rebuilds in seconds
+        assert text.index('pip install --no-cache-dir ".[') < text.index("COPY dagent ./dagent")
+
+
+def test_the_one_dockerfile_a_space_on_the_hub_builds_makes_the_same_image(checkout):
+    """A Space cannot pull the local dagent-base: `dagent space deploy` uploads the base's stages and
+    the Space's own as one file (dagent.launch.space.dockerfile). Built alone, as the Hub builds it,
+    it serves the bundled suite as uid 1000, like the image built on the local base."""
+    from dagent.launch.space import dockerfile
+
+    tag = image(checkout, "whitebox")  # the local base images and the Space image, built first (cache)
+    one = dockerfile("spaces/data-agent", root=checkout)
+    r = subprocess.run(
+        ["docker", "build", "--network", "host", "-f", "-", "-t", "dagent-test-whitebox-hub", "."],
+        input=one,
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    probe = "import os, dagent; print(os.getuid(), sorted(os.listdir('/home/user/.cache/dagent/suite'))[:3])"
+    outs = [
+        subprocess.run(["docker", "run", "--rm", t, "python", "-c", probe], capture_output=True, text=True).stdout
+        for t in ("dagent-test-whitebox-hub", tag)
+    ]
+    assert outs[0] == outs[1] and outs[0].startswith("1000 ["), outs
 
 
 def test_the_white_box_image_serves_isolated_episodes_on_landlock_and_on_bubblewrap(checkout, mounted_suite, built):

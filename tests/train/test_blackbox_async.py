@@ -175,6 +175,9 @@ def test_the_server_probes_its_engine_from_its_own_host(suite):
         for engine_url in (engine.url, "http://127.0.0.1:9"):  # the job's engine; one nobody serves
             servers.append(LiveServer(create_app(BlackBoxRuntime(suite, engine_url, model="OWNER/SFT"))))
         assert probe_from_server(servers[0].url, "OWNER/SFT").ok
+        assert probe_from_server(servers[0].url, "OWNER/SFT", engine.url + "/v1/").ok  # --engine-url: that engine
+        with pytest.raises(EnginePreflightError, match="engine_url_mismatch: .* forwards to http://127.0.0.1:9"):
+            probe_from_server(servers[1].url, "OWNER/SFT", engine.url)  # --engine-url once read and dropped (F59)
         with pytest.raises(EnginePreflightError, match="wrong_engine_from_server"):
             probe_from_server(servers[0].url, "OWNER/OTHER")
         with pytest.raises(EnginePreflightError, match="engine_unreachable_from_server"):
@@ -308,7 +311,8 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
     pytest.importorskip("transformers")
     from dagent.jobargs import parse
     from dagent.train.blackbox.args import BlackboxArgs
-    from dagent.train.blackbox.async_trainer import async_callbacks, train_async
+    from dagent.train.blackbox.plan import plan_run
+    from dagent.train.blackbox.trainer import ASYNC_REFUSED, train_blackbox
     from dagent.train.budget import TimeBudget
     from dagent.train.health import HealthWatch
     from dagent.train.hub_checkpoints import CheckpointPusher
@@ -337,32 +341,28 @@ def test_every_option_reaches_the_run_or_is_refused(suite_dir, tmp_path, monkeyp
         )
 
     lines: list[str] = []
-    kwargs = train_async(a := args("--harness", "opencode,pi"), a.recipe(), echo=lines.append)
+    kwargs = train_blackbox(args("--harness", "opencode,pi"), echo=lines.append)
     assert kwargs["max_tool_calling_iterations"] == 17
     assert any("opencode, pi, routed per group" in line and "lossless_capture=True" in line for line in lines)
 
     def replicas(*more: str) -> str:  # the engine's data-parallel size, as the job prints the command
         echoed: list[str] = []
-        train_async(a := args(*more), a.recipe(), echo=echoed.append)
+        train_blackbox(args(*more), echo=echoed.append)
         (engine,) = [line.split() for line in echoed if line.startswith("engine: ")]
         return engine[engine.index("--data-parallel-size") + 1]
 
     # one vLLM replica per engine GPU, derived from --engine-devices (h200x4: 0,1,2 serve, 3 trains)
     assert (replicas(), replicas("--engine-devices", "0,1,2"), replicas("--engine-devices", "0, 2")) == ("1", "3", "2")
     with pytest.raises(ConfigError, match="one harness"):
-        train_async(a := args("--harness", "opencode,pi", "--env-url", "http://space"), a.recipe(), echo=lines.append)
+        train_blackbox(args("--harness", "opencode,pi", "--env-url", "http://space"), echo=lines.append)
     with pytest.raises(PreflightError, match="zero_variance_groups"):  # --base-pass1 reaches the F39 check
-        train_async(a := args("--base-pass1", "0.99"), a.recipe(), echo=lines.append)
-    train_async(a := args("--base-pass1", "0.99", "--force"), a.recipe(), echo=lines.append)
+        train_blackbox(args("--base-pass1", "0.99"), echo=lines.append)
+    train_blackbox(args("--base-pass1", "0.99", "--force"), echo=lines.append)
     with pytest.raises(ConfigError, match="unknown harness 'codex'"):
         args("--harness", "codex").harnesses()
 
-    from dagent.suites.sources import load_tasks
-
-    a = args("--push-to-hub", "me/run", "--max-minutes", "30")
-    from dagent.engine.models import tiny_qwen3
-
-    calls = async_callbacks(a, a.recipe(), load_tasks(str(suite_dir)), str(tiny_qwen3()))
+    a = replace(args("--push-to-hub", "me/run", "--max-minutes", "30"), dry_run=False)
+    calls = plan_run(a, ASYNC_REFUSED).callbacks  # what the launcher hands the trainer
     # every path's callbacks (dagent.train.assembly): the optimizer-state retention the async path once lacked
     assert [type(c) for c in calls.listed()] == [
         HealthWatch,

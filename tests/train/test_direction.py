@@ -329,7 +329,7 @@ class Captured:
         self.replay, self.planted_reward = False, None
         captured = self
 
-        def one(self, index, harness):
+        def one(self, index, harness, sample):
             if captured.replay:
                 rollout = captured.cache[(index, harness)].pop(0)
                 captured.cache[(index, harness)].append(rollout)
@@ -341,7 +341,7 @@ class Captured:
                         ),
                     )
             else:
-                rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s)
+                rollout = self.runtimes[harness].run_rollout(self.split, index, timeout_s=self.timeout_s, sample=sample)
                 captured.cache.setdefault((index, harness), []).append(rollout)
             row = rollouts.row_of(rollout, harness, self.fork_threshold, self.placeholder)
             captured.made[id(row)] = rollout

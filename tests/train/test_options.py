@@ -16,6 +16,7 @@ from dagent.recipes import resolve
 from dagent.train import assembly
 from dagent.train.args import TrainArgs
 from dagent.train.blackbox import async_trainer as blackbox_async
+from dagent.train.blackbox import plan
 from dagent.train.blackbox import trainer as blackbox
 from dagent.train.blackbox.args import BlackboxArgs
 from dagent.train.options import OptionRefused, Refusal, refuse, unread
@@ -24,19 +25,14 @@ from dagent.train.whitebox.grpo import WhiteboxArgs
 
 PATHS = {
     "white-box": ([grpo.train_whitebox, assembly.run_dir], WhiteboxArgs, ()),
+    # both modes read the arguments in one place (plan_run) and build from the plan it makes
     "black-box sync": (
-        [blackbox.train_blackbox, blackbox.train_sync, assembly.run_dir],
+        [blackbox.train_blackbox, plan.plan_run, assembly.run_dir],
         BlackboxArgs,
         blackbox.SYNC_REFUSED,
     ),
     "black-box async": (
-        [
-            blackbox.train_blackbox,
-            blackbox_async.train_async,
-            blackbox_async._launch,
-            blackbox_async.async_callbacks,
-            assembly.run_dir,
-        ],
+        [blackbox.train_blackbox, plan.plan_run, assembly.run_dir],
         BlackboxArgs,
         blackbox_async.ASYNC_REFUSED,
     ),
@@ -50,18 +46,40 @@ def test_every_option_is_read_or_refused_on_every_path(path):
     assert unread(functions, args_cls, refused) == [], f"{path} drops these options silently"
 
 
+# each mode's builder, taking the plan: every field of the plan it is given is read, or its options refused
+MODE_BUILDERS = {
+    "black-box sync": ([blackbox.train_blackbox, blackbox.build_sync], blackbox.SYNC_REFUSED),
+    "black-box async": (
+        [blackbox.train_blackbox, blackbox_async.launch_async, blackbox_async._launch],
+        blackbox_async.ASYNC_REFUSED,
+    ),
+}
+
+
+@pytest.mark.failure_mode("F59")
+@pytest.mark.parametrize("path", list(MODE_BUILDERS))
+def test_every_field_of_the_plan_reaches_each_modes_builder_or_its_options_are_refused(path):
+    functions, refused = MODE_BUILDERS[path]
+    assert plan.unread_plan(functions, refused) == [], f"{path} drops these fields of the plan"
+
+
 @pytest.mark.failure_mode("F59")
 def test_the_detector_finds_the_async_control_the_launcher_once_dropped():
-    """Planted: the async path as it was (no refusal of --control): the static check names it."""
-    functions, args_cls, refused = PATHS["black-box async"]
+    """Planted: the async path as it was (no refusal of --control): the async builder never reads
+    the plan's control, and the plan-level check names it (the arguments are read once, by plan_run,
+    so the arguments-level check alone cannot see a mode dropping what the plan carries)."""
+    functions, refused = MODE_BUILDERS["black-box async"]
     without = tuple(r for r in refused if r.name != "control")
-    assert unread(functions, args_cls, without) == ["control"]
+    assert plan.unread_plan(functions, without) == ["control"]
+    sync_functions, sync_refused = MODE_BUILDERS["black-box sync"]  # and the sync builder without its refusals
+    assert plan.unread_plan(sync_functions, ()) == ["launch"]
 
     # and an option read nowhere at all is named on every path
     @dataclasses.dataclass
     class Extra(BlackboxArgs):
         new_knob: int = 0
 
+    functions, args_cls, refused = PATHS["black-box async"]
     assert unread(functions, Extra, refused) == ["new_knob"]
 
 
@@ -93,7 +111,7 @@ def test_async_refuses_what_it_cannot_honour_before_anything_starts(option, valu
 )
 def test_sync_refuses_the_async_only_options(option, value, monkeypatch):
     args = dataclasses.replace(BlackboxArgs(mode="sync", harness="pi"), **{option: value})
-    monkeypatch.setattr(blackbox, "load_tasks", lambda *_: pytest.fail("the sync run started before refusing"))
+    monkeypatch.setattr(plan, "load_tasks", lambda *_: pytest.fail("the sync run started before refusing"))
     with pytest.raises(OptionRefused, match="F59: --" + option.replace("_", "-")):
         blackbox.train_blackbox(args, echo=lambda _: None)
 

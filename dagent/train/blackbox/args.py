@@ -1,18 +1,15 @@
-"""The black-box job's arguments (`BlackboxArgs`) and the checks that refuse its recipe before a run
-starts: what the sync trainer (`dagent.train.blackbox.trainer`) and the async launcher
-(`dagent.train.blackbox.async_trainer`) both read. The recipe itself is `dagent.recipes.BlackboxRecipe`."""
+"""The black-box job's arguments (`BlackboxArgs`), read once into a plan (`dagent.train.blackbox.plan`)
+that the sync trainer (`dagent.train.blackbox.trainer`) and the async launcher
+(`dagent.train.blackbox.async_trainer`) both build from. The recipe itself is `dagent.recipes.BlackboxRecipe`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from dagent.errors import ConfigError
-from dagent.harness.contract import check_step_cap
 from dagent.recipes import HARNESSES, BlackboxRecipe, resolve
 from dagent.train.args import TrainArgs
 from dagent.train.options import Refusal
-from dagent.train.preflight import Check, check_group_size, check_split
 
 # Refused on both black-box launch paths (F59, dagent.train.options).
 ONE_PROCESS = Refusal(
@@ -20,16 +17,6 @@ ONE_PROCESS = Refusal(
     "black-box training runs one trainer process",
     "drop it, or train white-box on several processes",
 )
-
-
-def preflight(
-    recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None = None, force: bool = False, rates: Any = None
-) -> list[Check]:
-    return [
-        check_split(n_tasks, recipe.split),
-        check_step_cap(recipe.agent_steps, recipe.env_max_steps),
-        check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force),
-    ]
 
 
 @dataclass

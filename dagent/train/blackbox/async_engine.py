@@ -138,14 +138,22 @@ def preflight_engine(url: str, served_name: str, trainer_dtype: str) -> list[Che
     ]
 
 
-def probe_from_server(env_url: str, served_name: str) -> Check:
-    """Ask a running black-box server to reach ITS engine from its own host (module docstring)."""
+def probe_from_server(env_url: str, served_name: str, engine_url: str | None = None) -> Check:
+    """Ask a running black-box server to reach ITS engine from its own host (module docstring).
+    `engine_url` (the job's --engine-url: where this job's vLLM answers as the server sees it): the
+    server must forward to exactly that engine, or its rollouts would sample another policy (F36)."""
     r = _get(f"{env_url.rstrip('/')}/{ENV_NAME}/engine", timeout=60.0)
     if r.status_code != 200:
         raise EnginePreflightError(
             f"server_probe_failed: {env_url}/{ENV_NAME}/engine answered {r.status_code}: {r.text[:300]}"
         )
     probe = r.json()
+    forwards = str(probe.get("engine_url") or "")
+    if engine_url and _base(forwards) != _base(engine_url):
+        raise EnginePreflightError(
+            f"engine_url_mismatch: the server at {env_url} forwards to {forwards or 'no engine'}, not to this job's "
+            f"engine {engine_url} (--engine-url): deploy the server with DAGENT_ENGINE_URL={engine_url} (F36)"
+        )
     if not probe.get("reachable"):
         raise EnginePreflightError(
             f"engine_unreachable_from_server: the server at {env_url} cannot reach its engine "
@@ -159,6 +167,11 @@ def probe_from_server(env_url: str, served_name: str) -> Check:
             f"not this job's {served_name!r} (F36)"
         )
     return Check("server_engine", True, f"{env_url} reaches {probe.get('engine_url')} serving {served_name}")
+
+
+def _base(url: str) -> str:
+    """An engine URL without its trailing slash and `/v1`, as the server's probe reads it."""
+    return url.rstrip("/").removesuffix("/v1").rstrip("/")
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) -> None:

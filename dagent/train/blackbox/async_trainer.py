@@ -32,13 +32,11 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
-from dagent.engine.models import model_dir
 from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
@@ -47,9 +45,8 @@ from dagent.launch.ports import job_ports
 from dagent.recipes import BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer, stop_process
-from dagent.suites.sources import load_tasks
 from dagent.train import assembly
-from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs, preflight
+from dagent.train.blackbox.args import ONE_PROCESS
 from dagent.train.blackbox.async_engine import (
     ENGINE_ENV,
     check_dtype,
@@ -59,8 +56,9 @@ from dagent.train.blackbox.async_engine import (
     probe_from_server,
     wait_healthy,
 )
+from dagent.train.blackbox.plan import BlackboxPlan
 from dagent.train.blackbox.rollouts import env_reward
-from dagent.train.options import Refusal, refuse
+from dagent.train.options import Refusal
 from dagent.train.preflight import Check, PreflightError
 from dagent.train.routing import route
 
@@ -71,21 +69,11 @@ MAX_COMPLETION = 16_384
 TURN_SLOTS = 272  # concurrent rollouts x turns per rollout that one environment server held
 
 
-def config_kwargs(
-    recipe: Any,
-    output_dir: str,
-    *,
-    engine_url: str,
-    turns_per_rollout: float = 8.5,
-    run_name: str | None = None,
-    report_to: str = "none",
-    **extra: Any,
-) -> dict[str, Any]:
-    """AsyncGRPOConfig's arguments for `recipe` (a BlackboxRecipe): the fields every path sets alike
-    (`dagent.train.assembly`), then the reference's knobs pinned (module docstring)."""
+def async_fields(recipe: Any, *, engine_url: str, turns_per_rollout: float = 8.5) -> dict[str, Any]:
+    """AsyncGRPOConfig's own fields for `recipe` (a BlackboxRecipe), after those every path sets
+    alike: the reference's knobs pinned (module docstring)."""
     inflight = max(recipe.num_generations, int(TURN_SLOTS // turns_per_rollout))
-    kwargs = assembly.config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name)
-    kwargs.update(
+    return dict(
         per_device_train_batch_size=4,
         gradient_accumulation_steps=max(1, recipe.batch // 4),
         save_total_limit=3,
@@ -99,8 +87,22 @@ def config_kwargs(
         fork_threshold_tokens=recipe.worker_fork_threshold,
         max_tool_calling_iterations=recipe.agent_steps,
     )
-    kwargs.update(extra)
-    return kwargs
+
+
+def config_kwargs(
+    recipe: Any,
+    output_dir: str,
+    *,
+    engine_url: str,
+    turns_per_rollout: float = 8.5,
+    run_name: str | None = None,
+    report_to: str = "none",
+    **extra: Any,
+) -> dict[str, Any]:
+    """AsyncGRPOConfig's arguments for `recipe` (a BlackboxRecipe): the fields every path sets alike
+    (`dagent.train.assembly`), then this path's own (`async_fields`), then `extra`."""
+    common = assembly.config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name)
+    return {**common, **async_fields(recipe, engine_url=engine_url, turns_per_rollout=turns_per_rollout), **extra}
 
 
 def check_config(
@@ -213,26 +215,6 @@ class RoutedSessions:
         return self.factories[route(seed or 0, self.names)].create(task, seed=seed, episode_id=episode_id)
 
 
-def async_callbacks(args: BlackboxArgs, recipe: BlackboxRecipe, suite: TaskSuite, model_dir: str) -> assembly.Callbacks:
-    """The trainer's callbacks, as every path's (`dagent.train.assembly.callbacks`): the health watch,
-    provenance in every checkpoint, checkpoint retention, every checkpoint to the Hub (--push-to-hub)
-    and the time budget (--max-minutes)."""
-    summary = {
-        **asdict(recipe),
-        "mode": "black-box async",
-        "harnesses": list(args.harnesses()),
-        "sampling": RECIPE_SAMPLING.as_request(),
-    }
-    return assembly.callbacks(
-        suite,
-        model_dir,
-        summary,
-        control="none",  # --control is refused here (ASYNC_REFUSED)
-        push_to_hub=args.push_to_hub,
-        max_minutes=args.max_minutes,
-    )
-
-
 # -- the job ---------------------------------------------------------------------------------------
 @dataclass
 class Processes:
@@ -269,77 +251,58 @@ ASYNC_REFUSED = (
 )
 
 
-def train_async(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -> Any:
-    """The GPU launcher (module docstring). `--dry-run` prints the engine command and the checked
-    config and starts nothing. Every option `BlackboxArgs` accepts reaches the config, the worker or
-    the callbacks (`async_callbacks`), or is refused here (`ASYNC_REFUSED`, F59)."""
-    refuse(args, "black-box async", ASYNC_REFUSED)
-    if args.env_url and len(args.harnesses()) > 1:
-        raise ConfigError(
-            "--env-url names one running server, which runs one harness: route several harnesses "
-            "(--harness opencode,pi) with the servers this job starts (leave --env-url out)"
-        )
+@dataclass
+class Launched:
+    """The async run as started: its trainer and everything to stop on any exit."""
+
+    trainer: Any
+    processes: Processes
+
+    def stop(self) -> None:
+        self.processes.stop()
+
+
+def launch_async(plan: BlackboxPlan, echo: Any = print) -> Any:
+    """The GPU launcher (module docstring), from a plan (`dagent.train.blackbox.plan.plan_run`, which
+    refused what this path cannot honour, `ASYNC_REFUSED`, F59). A dry run prints the engine command
+    and the checked config and returns the config, starting nothing; otherwise it starts the engine
+    and the environment servers and returns the trainer (`Launched`), for the caller to train."""
+    recipe, launch = plan.recipe, plan.launch
     ports = job_ports()
-    served = args.model
-    engine_url = args.engine_url or f"http://127.0.0.1:{ports.engine}"
-    out = assembly.run_dir(args)
-    kwargs = config_kwargs(
-        recipe,
-        str(out),
-        engine_url=f"http://127.0.0.1:{ports.engine}",
-        run_name=args.run_name,
-        report_to=args.report_to,
-        **args.trackio(),
+    kwargs = {
+        **plan.config,
+        **async_fields(recipe, engine_url=f"http://127.0.0.1:{ports.engine}", turns_per_rollout=8.5),
+    }
+    checks = check_config(
+        kwargs,
+        agent_timeout_s=recipe.agent_timeout_s,
+        capture_clamp=recipe.max_output_tokens,
+        engine_max_model_len=65_536,
+        turns_per_rollout=8.5,
     )
-    suite = load_tasks(args.suite)
-    rows, rates = assembly.training_rows(
-        suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
-        args.rates(),
-        mixed_only=args.mixed_only,
-        harnesses=len(args.harnesses()),
-    )
-    checks = [
-        *preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates),
-        *check_config(
-            kwargs,
-            agent_timeout_s=recipe.agent_timeout_s,
-            capture_clamp=recipe.max_output_tokens,
-            engine_max_model_len=65_536,
-            turns_per_rollout=8.5,
-        ),
-    ]
     # every engine device serves a replica (data parallel); the trainer takes the one GPU left (trainer_devices)
     command = engine_command(
-        served,
+        plan.served,
         ports.engine,
-        served_name=served,
-        data_parallel_size=len([d for d in args.engine_devices.split(",") if d.strip()]),
+        served_name=plan.served,
+        data_parallel_size=len([d for d in launch.engine_devices.split(",") if d.strip()]),
     )
     for check in checks:
         echo(f"preflight {check.name}: {check.detail}")
     echo(
         f"job {ports.job_id}: engine :{ports.engine}, weight group :{ports.group}, env :{ports.env}"
-        f" ({', '.join(args.harnesses())}, routed per group), fork policy: lossless_capture={recipe.lossless_capture},"
+        f" ({', '.join(plan.harnesses)}, routed per group), fork policy: lossless_capture={recipe.lossless_capture},"
         f" fork_threshold_tokens={recipe.worker_fork_threshold}"
     )
     echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
-    if args.dry_run:
+    if launch.dry_run:
         return kwargs
-    return _launch(args, recipe, kwargs, command, ports, engine_url, suite, rows, out, echo)
+    return _launch(plan, kwargs, command, ports, echo)
 
 
 def _launch(
-    args: BlackboxArgs,
-    recipe: BlackboxRecipe,
-    kwargs: dict[str, Any],
-    command: list[str],
-    ports: Any,
-    engine_url: str,
-    suite: TaskSuite,
-    rows: list[dict[str, Any]],
-    out: Path,
-    echo: Any,
-) -> Any:  # pragma: no cover - needs GPUs and vLLM (module docstring)
+    plan: BlackboxPlan, kwargs: dict[str, Any], command: list[str], ports: Any, echo: Any
+) -> Launched:  # pragma: no cover - needs GPUs and vLLM (module docstring)
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -350,43 +313,37 @@ def _launch(
         raise ConfigError(
             "--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU"
         )
+    recipe, launch, calls, path = plan.recipe, plan.launch, plan.callbacks, plan.path
+    assert calls is not None and path is not None  # planned without --dry-run
     procs = Processes([], [])
     try:
-        trainer_gpus = trainer_devices(torch.cuda.device_count(), args.engine_devices)
-        engine = subprocess.Popen(command, env=engine_env(args.engine_devices))
+        trainer_gpus = trainer_devices(torch.cuda.device_count(), launch.engine_devices)
+        engine = subprocess.Popen(command, env=engine_env(launch.engine_devices))
         procs.procs.append(engine)
         local_engine = f"http://127.0.0.1:{ports.engine}"
         wait_healthy(local_engine, engine)
-        for check in preflight_engine(local_engine, args.model, "bfloat16"):
+        for check in preflight_engine(local_engine, plan.served, "bfloat16"):
             echo(f"preflight {check.name}: {check.detail}")
-        if args.env_url:
-            echo(f"preflight {probe_from_server(args.env_url, args.model).detail}")
-            servers = {args.harnesses()[0]: args.env_url}
+        if launch.env_url:
+            echo(f"preflight {probe_from_server(launch.env_url, plan.served, launch.engine_url).detail}")
+            servers = {plan.harnesses[0]: launch.env_url}
         else:
             servers = {
-                name: _serve_environment(suite, local_engine, recipe, args.model, name, ports.env + i, procs)
-                for i, name in enumerate(args.harnesses())
+                name: _serve_environment(plan.suite, local_engine, recipe, plan.served, name, ports.env + i, procs)
+                for i, name in enumerate(plan.harnesses)
             }
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(trainer_gpus)
         factory = functools.partial(RoutedSessions, servers, split=recipe.split, timeout_s=recipe.agent_timeout_s + 60)
         config = AsyncGRPOConfig(**kwargs)
-        path = model_dir(args.model)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
+        rows = Dataset.from_list(list(plan.rows))
         worker = HarnessRolloutWorker(
-            **worker_kwargs(
-                config,
-                args.model,
-                Dataset.from_list(rows),
-                tokenizer,
-                factory,
-                lossless_capture=recipe.lossless_capture,
-            )
+            **worker_kwargs(config, plan.served, rows, tokenizer, factory, lossless_capture=recipe.lossless_capture)
         )
-        calls = async_callbacks(args, recipe, suite, str(path))
         trainer = AsyncGRPOTrainer(
             model=str(path),
             args=config,
-            train_dataset=Dataset.from_list(rows),
+            train_dataset=rows,
             reward_funcs=[env_reward],
             rollout_worker=worker,
             callbacks=calls.listed(),
@@ -395,8 +352,7 @@ def _launch(
     except BaseException:
         procs.stop()
         raise
-    assembly.train_and_save(trainer, calls, out, resume_from=args.resume_from, echo=echo, close=procs.stop)
-    return trainer
+    return Launched(trainer, procs)
 
 
 def trainer_devices(gpus: int, engine_devices: str) -> list[str]:

@@ -17,29 +17,43 @@ Two modes (`jobs/train_blackbox.py --mode`):
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.inprocess import InProcessEngine
-from dagent.engine.models import model_dir
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.recipes import HARNESSES, BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
-from dagent.suites.sources import load_tasks
-from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir, train_and_save, training_rows
-from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs, preflight
-from dagent.train.blackbox.async_trainer import train_async
+from dagent.train.assembly import Callbacks, callbacks, config_kwargs, train_and_save, training_rows
+from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs
+from dagent.train.blackbox.async_trainer import ASYNC_REFUSED, Launched, launch_async
+from dagent.train.blackbox.plan import BlackboxPlan, plan_run, preflight
 from dagent.train.blackbox.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.blackbox.shared_prefix import share_prompts
-from dagent.train.options import Refusal, refuse
+from dagent.train.options import Refusal
 from dagent.train.preflight import Check
 from dagent.train.scoring import score_completions_only
+
+
+def sync_fields(recipe: BlackboxRecipe) -> dict[str, Any]:
+    """The sync path's own GRPOConfig fields, after those every path sets alike."""
+    return dict(
+        per_device_train_batch_size=recipe.batch,
+        gradient_accumulation_steps=1,
+        beta=recipe.beta,
+        max_completion_length=recipe.max_output_tokens,
+        logging_steps=1,
+        use_cpu=recipe.use_cpu,
+        bf16=recipe.bf16,
+        use_vllm=False,
+    )
 
 
 def sync_config(
@@ -55,19 +69,8 @@ def sync_config(
     (`dagent.train.assembly`, sampling from RECIPE_SAMPLING, F05), then this path's own."""
     from trl import GRPOConfig
 
-    kwargs = config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name, project=project)
-    kwargs.update(
-        per_device_train_batch_size=recipe.batch,
-        gradient_accumulation_steps=1,
-        beta=recipe.beta,
-        max_completion_length=recipe.max_output_tokens,
-        logging_steps=1,
-        use_cpu=recipe.use_cpu,
-        bf16=recipe.bf16,
-        use_vllm=False,
-    )
-    kwargs.update(extra)
-    return GRPOConfig(**kwargs)
+    common = config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name, project=project)
+    return GRPOConfig(**{**common, **sync_fields(recipe), **extra})
 
 
 @dataclass
@@ -115,20 +118,12 @@ def build_sync_trainer(
     **config: Any,
 ) -> BlackboxRun:
     """GRPOTrainer(rollout_func=...) over the suite's `recipe.split`, the trainer's module served
-    in-process (`policy` wraps it for tests, e.g. a steered stand-in over the same weights)."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
-
-    from dagent.envs.blackbox_session import check_sampling
-    from dagent.train.control import controlled
-
+    in-process (`policy` wraps it for tests, e.g. a steered stand-in over the same weights): the
+    plan `dagent.train.blackbox.plan.plan_run` makes from a job's arguments, made from these, then
+    `build_sync`. `config`: more GRPOConfig fields."""
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
-    score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     rows, rates = training_rows(
         suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
         rates,
@@ -136,28 +131,73 @@ def build_sync_trainer(
         harnesses=len(harnesses),
     )
     checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(model_dir), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16
+    plan = BlackboxPlan(
+        mode="sync",
+        recipe=recipe,
+        out=Path(output_dir),
+        suite=suite,
+        model=str(model_dir),
+        path=Path(str(model_dir)),
+        served=served_name or Path(str(model_dir)).name,
+        harnesses=tuple(harnesses),
+        rows=tuple(rows),
+        checks=tuple(checks),
+        config=config_kwargs(recipe, output_dir, report_to=report_to, run_name=run_name),
+        callbacks=None,
+        control=control,
     )
-    served = served_name or Path(str(model_dir)).name
-    args = sync_config(recipe, output_dir, report_to=report_to, run_name=run_name, **config)
+    calls = callbacks(suite, model_dir, plan.summary, control=control, push_to_hub=push_to_hub, max_minutes=max_minutes)
+    plan = dataclasses.replace(plan, callbacks=calls)
+    return build_sync(plan, policy=policy, backend=backend, sandbox_dir=sandbox_dir, config=config)
+
+
+def build_sync(
+    plan: BlackboxPlan,
+    *,
+    policy: Any = None,
+    backend: Any = "local",
+    sandbox_dir: str | Path | None = None,
+    config: dict[str, Any] | None = None,
+) -> BlackboxRun:
+    """The sync mode's trainer from a plan: the trainer's module served in-process, a black-box
+    runtime per harness against it, GRPOTrainer(rollout_func=BlackBoxRollouts) with the plan's
+    callbacks, wrapped by the control where the plan names one."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from dagent.envs.blackbox_session import check_sampling
+    from dagent.train.control import controlled
+
+    recipe, calls, path = plan.recipe, plan.callbacks, plan.path
+    if calls is None or path is None:
+        raise ConfigError("the plan has no model or callbacks (a dry run's plan): plan the run without --dry-run")
+    score_completions_only()  # a CPU scores the completion's positions only, as a GPU does
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32 if recipe.use_cpu else torch.bfloat16)
+    args = GRPOConfig(**{**plan.config, **sync_fields(recipe), **(config or {})})
     check_sampling(
         {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k}, RECIPE_SAMPLING.as_request()
     )
     engine = InProcessEngine(
-        model, tokenizer, served_model_name=served, sampling=RECIPE_SAMPLING, policy=policy, dtype=recipe.engine_dtype
+        model,
+        tokenizer,
+        served_model_name=plan.served,
+        sampling=RECIPE_SAMPLING,
+        policy=policy,
+        dtype=recipe.engine_dtype,
     ).start()
     runtimes: dict[str, Any] = {}
     try:
-        opencode = OpencodeConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
-        pi = PiConfig(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
-        for name in harnesses:
+        conditions = dict(model=plan.served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
+        for name in plan.harnesses:
             runtimes[name] = BlackBoxRuntime(
-                suite,
+                plan.suite,
                 engine.url,
-                model=served,
-                opencode=opencode,
-                pi=pi,
+                model=plan.served,
+                opencode=OpencodeConfig(**conditions),
+                pi=PiConfig(**conditions),
                 harness=name,
                 backend=backend,
                 sampling=RECIPE_SAMPLING,
@@ -172,23 +212,16 @@ def build_sync_trainer(
             num_generations=recipe.num_generations,
             engine=engine,
             fork_threshold=recipe.fork_threshold_tokens,
-            receipts=Path(output_dir) / "receipts.jsonl",
+            receipts=plan.out / "receipts.jsonl",
             seed=recipe.seed,
         )
-        summary = {
-            **asdict(recipe),
-            "mode": "black-box sync",
-            "harnesses": list(harnesses),
-            "sampling": RECIPE_SAMPLING.as_request(),
-        }
-        calls = callbacks(suite, model_dir, summary, control=control, push_to_hub=push_to_hub, max_minutes=max_minutes)
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        trainer = controlled(GRPOTrainer, control, recipe.seed)(
+        trainer = controlled(GRPOTrainer, plan.control, recipe.seed)(
             model=model,
             processing_class=tokenizer,
             reward_funcs=[env_reward],
             args=args,
-            train_dataset=Dataset.from_list(rows),
+            train_dataset=Dataset.from_list(list(plan.rows)),
             rollout_func=rollouts,
             callbacks=calls.listed(),
         )
@@ -199,7 +232,7 @@ def build_sync_trainer(
             runtime.stop()
         engine.stop()
         raise
-    return BlackboxRun(trainer, rollouts, engine, runtimes, calls, checks, len(rows))
+    return BlackboxRun(trainer, rollouts, engine, runtimes, calls, list(plan.checks), len(plan.rows))
 
 
 # Options the sync path does not honour (F59: refused, never dropped; dagent.train.options).
@@ -225,50 +258,29 @@ SYNC_REFUSED = (
 
 
 def train_blackbox(args: BlackboxArgs, echo: Any = print) -> Any:
-    """Preflight, train, save `final/`; every server and process the run started stops on any exit."""
-    recipe = args.recipe()
+    """Plan the run once from its arguments (`plan_run`: refusals, recipe, rows, preflight, config,
+    callbacks), build the mode's trainer from the plan, train, save `final/`; every server and
+    process the run started stops on any exit. An async dry run returns its checked config."""
     if args.processes > 1:
         raise ConfigError(
             f"--processes {args.processes}: black-box training runs ONE trainer process (sync serves "
             "the policy from it; async gives the engine the GPUs --engine-devices names and the "
             "trainer the one left): leave --processes at 0, or train white-box on several processes"
         )
-    if args.mode == "async":
-        return train_async(args, recipe, echo=echo)
-    if args.mode != "sync":
-        raise ConfigError(f"unknown mode {args.mode!r}: use sync or async")
-    return train_sync(args, recipe, echo=echo)
-
-
-def train_sync(args: BlackboxArgs, recipe: BlackboxRecipe, echo: Any = print) -> Any:
-    """The sync path: GRPOTrainer(rollout_func) with the trainer's model served in-process."""
-    refuse(args, "black-box sync", SYNC_REFUSED)
-    out = run_dir(args)
-    suite = load_tasks(args.suite)
-    path = model_dir(args.model)
-    run = build_sync_trainer(
-        path,
-        suite,
-        recipe,
-        out,
-        harnesses=args.harnesses(),
-        base_pass1=args.base_pass1,
-        force=args.force,
-        report_to=args.report_to,
-        run_name=args.run_name,
-        push_to_hub=args.push_to_hub,
-        max_minutes=args.max_minutes,
-        served_name=args.model,
-        control=args.control,
-        rates=args.rates(),
-        mixed_only=args.mixed_only,
-        **args.trackio(),
-    )
-    for check in run.checks:
+    plan = plan_run(args, ASYNC_REFUSED if args.mode == "async" else SYNC_REFUSED)
+    for check in plan.checks:
         echo(f"preflight {check.name}: {check.detail}")
-    echo(
-        f"training {path} (black-box, sync) on {recipe.split} ({run.rows} rows), {recipe.max_steps} steps, "
-        f"G={recipe.num_generations}, harnesses {', '.join(args.harnesses())}, engine {run.engine.url}"
-    )
-    train_and_save(run.trainer, run.callbacks, out, resume_from=args.resume_from, echo=echo, close=run.stop)
+    if plan.mode == "async":
+        run = launch_async(plan, echo=echo)
+        if not isinstance(run, Launched):  # a dry run: the checked config, nothing started
+            return run
+    else:
+        run = build_sync(plan)
+        echo(
+            f"training {plan.model} (black-box, sync) on {plan.recipe.split} ({run.rows} rows), "
+            f"{plan.recipe.max_steps} steps, G={plan.recipe.num_generations}, harnesses "
+            f"{', '.join(plan.harnesses)}, engine {run.engine.url}"
+        )
+    assert plan.callbacks is not None  # planned without --dry-run
+    train_and_save(run.trainer, plan.callbacks, plan.out, resume_from=plan.resume_from, echo=echo, close=run.stop)
     return run

@@ -157,3 +157,33 @@ def test_every_rollout_of_a_step_is_its_own_sample_and_one_drawn_twice_stops_the
     planted = BlackBoxRollouts({"pi": SeededRuntime(honour=False)}, "train", None, num_generations=4)
     with pytest.raises(SharedSeedError, match="group 0"):
         planted(["task 1"] * 4, trainer)
+
+
+@pytest.mark.failure_mode("F61")
+def test_a_served_rollout_without_a_sample_is_its_own_draw(suite, monkeypatch):
+    """The black-box server's rollouts (TRL's async worker asks with no sample; its `seed=group_id`
+    is the same for a whole group) each get a fresh sample number, recorded in their record; a named
+    sample is kept. Planted: the default this path once had (sample 0 for every rollout)."""
+    from dagent.runtime import blackbox
+
+    class Played(Exception):
+        pass
+
+    seen: list[int] = []
+
+    def play(*args, sample, **kwargs):
+        seen.append(sample)
+        raise Played
+
+    monkeypatch.setattr(blackbox, "play", play)
+    runtime = blackbox.BlackBoxRuntime(suite, "http://127.0.0.1:9", model="m")
+    runtime.reach, runtime.backend = object(), object()  # started, as far as run_rollout looks
+    for sample in (None, None, 3):
+        with pytest.raises(Played):
+            runtime.run_rollout("train", 0, sample=sample)
+    assert seen[0] != seen[1] and seen[2] == 3 and all(type(s) is int for s in seen)
+    monkeypatch.setattr(blackbox.secrets, "randbits", lambda bits: 0)  # planted: one sample for every rollout
+    for _ in range(2):
+        with pytest.raises(Played):
+            runtime.run_rollout("train", 0)
+    assert seen[-1] == seen[-2]  # what check_group_seeds refuses on the sync path

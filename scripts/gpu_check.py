@@ -167,31 +167,53 @@ def steered_run(device: str, out: Path, **recipe: Any) -> Any:
 
 
 def direction(device: str, out: Path) -> dict[str, Any]:
-    """The direction check of tests/train/test_direction.py on the device: one batch of real steered
-    rollouts; real rewards pass, a flipped advantage sign fails."""
+    """The direction check of tests/train/test_direction.py on the device, its truth from outside the
+    trainer (F57): one batch of real steered rollouts through the preset's engine generator, the
+    sampler's own output recorded as generated (`SamplerLog`) and each rollout's answer graded by
+    the grader; the real batch passes, a flipped advantage sign fails."""
+    from dagent.suites.sources import load_tasks
     from dagent.tools.episode import close_all
     from dagent.train.verify.batch import Record
-    from dagent.train.verify.direction import DirectionError, Snapshot, replaying, rewards_of, verify
+    from dagent.train.verify.direction import DirectionError, Snapshot, replaying
+    from dagent.train.verify.truth import SamplerLog, sampled_texts, sampler_audit, verdicts, verify_signal
 
-    run = steered_run(device, out, learning_rate=0.1, max_steps=1, seed=3)
+    cpu = device == "cpu"  # dagent's engine generates for CPU modules; on a GPU, TRL's generate does
+    run = steered_run(device, out, learning_rate=0.1, max_steps=1, seed=3, **({"generator": "engine"} if cpu else {}))
     trainer = replaying(run.trainer)
     inputs = next(iter(trainer.get_train_dataloader()))
     trainer.model.train()
     try:
-        batch = trainer._generate_and_score_completions(inputs)
+        with SamplerLog() as log:
+            batch = trainer._generate_and_score_completions(inputs)
     finally:
         close_all()
-    record, rewards, snap = Record.of(batch), rewards_of(trainer.recorded_rewards), Snapshot(trainer)
-    real = verify(trainer, batch, record, rewards, 4, snapshot=snap)
-    flipped = dict(batch, advantages=-batch["advantages"])
+    record, snap = Record.of(batch), Snapshot(trainer)
+    suite = load_tasks(out / "suite")  # the suite steered_run wrote: the grader's golds
+    tokenizer = trainer.processing_class
+    if cpu:  # the engine's own output: the texts graded and the audit's reference (F57)
+        texts = sampled_texts(batch, log, tokenizer)
+        audit = sampler_audit(batch, log, max_completion_length=trainer.args.max_completion_length)
+    else:  # TRL's generate is not logged: the batch's own completions graded, no sampler audit (said below)
+        texts = [
+            tokenizer.decode(ids[mask.bool()]) for ids, mask in zip(batch["completion_ids"], batch["completion_mask"])
+        ]
+        audit = []
+    truth = verdicts(suite, [row["task_id"] for row in inputs], texts)
+
+    def judged(b: dict[str, Any]) -> Any:
+        return verify_signal(trainer, b, record, truth, 4, audit=audit, snapshot=snap)
+
+    real = judged(batch)
     try:
-        verify(trainer, flipped, record, rewards, 4, snapshot=snap)
+        judged(dict(batch, advantages=-batch["advantages"]))
         caught = False
     except DirectionError:
         caught = True
     return {
-        "ok": real.follows() and caught,
+        "ok": real.follows() and caught and (bool(log.generations) or not cpu),
         "real": real.summary(),
+        "verdicts": truth,
+        "sampler_audit": "the engine's generations" if cpu else "none: TRL's generate on the device is not logged",
         "sign_fault_caught": caught,
         "device": str(next(trainer.model.parameters()).device),
     }

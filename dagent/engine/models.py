@@ -256,12 +256,6 @@ def model_source(name_or_dir: str | Path) -> dict[str, Any]:
     return source
 
 
-def base_model(name_or_dir: str | Path) -> str:
-    """How a model card names the model a run started from: its Hub repo, else the name given."""
-    source = model_source(name_or_dir)
-    return source["repo"] or source["name"]
-
-
 @dataclass(frozen=True)
 class LoadedModel:
     """A model ready to run on CPU, with the tokenizer and stop ids from its directory."""

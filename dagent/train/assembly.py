@@ -31,7 +31,7 @@ from typing import Any
 
 from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
-from dagent.engine.models import base_model, model_source
+from dagent.engine.models import model_source
 from dagent.errors import ConfigError
 from dagent.provenance import provenance
 from dagent.train.preflight import TaskRates, mixed_rows
@@ -143,16 +143,16 @@ def callbacks(
     from dagent.train.retention import LatestOptimizerOnly
     from dagent.train.stamp import ProvenanceStamp
 
+    stamped, source = provenance(suite), model_source(model_dir)  # each once: a Hub id resolves once
     pusher = None
     if push_to_hub:
         from dagent.train.hub_checkpoints import CheckpointPusher
 
-        pusher = CheckpointPusher(push_to_hub, base_model(model_dir), summary, provenance(suite), api=hub_api)
+        base = source["repo"] or source["name"]  # how a model card names the start: its Hub repo, else the name
+        pusher = CheckpointPusher(push_to_hub, base, summary, stamped, api=hub_api)
     return Callbacks(
         health=HealthWatch(),
-        stamp=ProvenanceStamp(
-            {**provenance(suite), "recipe": summary, "model": model_source(model_dir), "control": control}
-        ),
+        stamp=ProvenanceStamp({**stamped, "recipe": summary, "model": source, "control": control}),
         retention=LatestOptimizerOnly(),  # every checkpoint's weights, the newest's optimizer state
         timer=timer,
         budget=TimeBudget(max_minutes) if max_minutes is not None else None,

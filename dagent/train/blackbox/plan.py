@@ -106,14 +106,10 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
             "--env-url names one running server, which runs one harness: route several harnesses "
             "(--harness opencode,pi) with the servers this job starts (leave --env-url out)"
         )
-    out = run_dir(args)
     suite = load_tasks(args.suite)
-    rows, rates = training_rows(
-        suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
-        args.rates(),
-        mixed_only=args.mixed_only,
-        harnesses=len(harnesses),
-    )
+    prompts = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
+    out = run_dir(args)
+    rows, rates = training_rows(prompts, args.rates(), mixed_only=args.mixed_only, harnesses=len(harnesses))
     checks = preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates)
     plan = BlackboxPlan(
         mode=args.mode,
@@ -137,7 +133,6 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
     )
     if args.dry_run:
         return plan
-    path = model_dir(args.model)  # downloaded once, here, where it is a Hub id
     calls = callbacks(
         suite,
         args.model,
@@ -146,6 +141,7 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
         push_to_hub=args.push_to_hub,
         max_minutes=args.max_minutes,
     )
+    path = model_dir(args.model)  # a Hub id: downloaded once, where the callbacks' provenance resolved it
     return dataclasses.replace(plan, path=path, callbacks=calls)
 
 

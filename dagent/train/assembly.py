@@ -34,7 +34,7 @@ from dagent.core.suite import TaskSuite
 from dagent.engine.models import model_source
 from dagent.errors import ConfigError
 from dagent.provenance import provenance
-from dagent.train.preflight import TaskRates, mixed_rows
+from dagent.train.preflight import TaskRates, selected_rows
 from dagent.train.routing import pad_coprime
 
 __all__ = [
@@ -65,10 +65,7 @@ def training_rows(
     """The rows a run trains on and the per-task rates its group-size check reads (F55): with
     `mixed_only`, the tasks `rates` measured between 0.2 and 0.8. `harnesses` > 0 (black-box): padded
     until every harness routed per group meets every task (F40)."""
-    out = list(rows)
-    if mixed_only and rates is not None and out:
-        out = mixed_rows(out, rates)
-        rates = rates.only(r.get("task_id") for r in out)  # the group-size check: the rows trained
+    out, rates = selected_rows(rows, rates, mixed_only=mixed_only)
     if harnesses and out:
         out = pad_coprime(out, harnesses)
     return out, rates

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dagent.core.outcome import EvalRecord
-from dagent.harness.contract import Check, PreflightError
+from dagent.harness.contract import Check, PreflightError, check_step_cap
 
 CHARS_PER_TOKEN = 3.0  # conservative for tables and shell output (digits and symbols tokenise short)
 CALL_TOKENS = 48  # a tool call with its JSON arguments and the template's scaffolding
@@ -142,6 +142,30 @@ def mixed_rows(
             "the tasks you train on, with at least 2 samples, or train on another tier"
         )
     return out
+
+
+def selected_rows(
+    rows: list[dict[str, Any]], rates: TaskRates | None, *, mixed_only: bool
+) -> tuple[list[dict[str, Any]], TaskRates | None]:
+    """The rows a run trains on and the per-task rates its group-size check reads (F55): with
+    `mixed_only`, the tasks `rates` measured between 0.2 and 0.8, and their rates only."""
+    out = list(rows)
+    if mixed_only and rates is not None and out:
+        out = mixed_rows(out, rates)
+        rates = rates.only(r.get("task_id") for r in out)  # the group-size check: the rows trained
+    return out, rates
+
+
+def blackbox_checks(
+    recipe: Any, n_tasks: int, *, base_pass1: float | None = None, force: bool = False, rates: TaskRates | None = None
+) -> list[Check]:
+    """The checks that refuse a black-box recipe (`dagent.recipes.BlackboxRecipe`) before a run starts:
+    tasks in its split, the agent's step cap within the environment's (F35), the group size (F39, F55)."""
+    return [
+        check_split(n_tasks, recipe.split),
+        check_step_cap(recipe.agent_steps, recipe.env_max_steps),
+        check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force),
+    ]
 
 
 def check_group_size(

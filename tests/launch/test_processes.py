@@ -19,7 +19,7 @@ from dagent.launch.processes import (
     trainer_processes,
 )
 from dagent.train.blackbox.args import BlackboxArgs
-from dagent.train.blackbox.async_trainer import trainer_devices
+from dagent.train.blackbox.async_engine import trainer_devices
 from dagent.train.blackbox.trainer import train_blackbox
 
 ROOT = Path(__file__).resolve().parents[2]

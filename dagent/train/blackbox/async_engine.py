@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from dagent.errors import DagentError
+from dagent.errors import ConfigError, DagentError
 from dagent.runtime.blackbox import ENV_NAME
 from dagent.train.preflight import Check, PreflightError
 
@@ -186,3 +186,55 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 1800.0) ->
             pass
         time.sleep(2)
     raise DagentError(f"the engine did not answer {url}/health within {timeout_s:.0f} s")
+
+
+def trainer_devices(gpus: int, engine_devices: str) -> list[str]:
+    """The trainer's GPU: exactly one left over by the engine's. AsyncGRPOTrainer here is one
+    process (it starts the engine and the environment servers it trains against), so a second
+    leftover GPU would idle: the engine takes it instead (one more data-parallel replica)."""
+    engine = [d.strip() for d in engine_devices.split(",") if d.strip()]
+    unknown = [d for d in engine if not d.isdigit() or int(d) >= gpus]
+    if unknown:
+        raise ConfigError(
+            f"--engine-devices {engine_devices}: {', '.join(unknown)} is not one of this machine's "
+            f"{gpus} GPUs (0..{gpus - 1})"
+        )
+    left = [str(i) for i in range(gpus) if str(i) not in engine]
+    if len(left) != 1:
+        fix = ",".join(map(str, range(gpus - 1))) if gpus > 1 else "-"
+        raise ConfigError(
+            f"--engine-devices {engine_devices} leaves {len(left)} of {gpus} GPUs to the trainer, which "
+            f"takes exactly one in async mode: give the engine the others (--engine-devices {fix})"
+        )
+    return left
+
+
+def start_engine(
+    command: list[str],
+    port: int,
+    served: str,
+    procs: list[subprocess.Popen],
+    *,
+    engine_devices: str,
+    env_url: str | None,
+    engine_url: str | None,
+    echo: Any,
+) -> list[str]:  # pragma: no cover - needs GPUs and vLLM
+    """Start vLLM on its devices (appended to `procs` at once, so a failure stops it), wait for it,
+    probe it (and a running server's reach of its own engine, `--env-url`); the trainer's devices."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU"
+        )
+    devices = trainer_devices(torch.cuda.device_count(), engine_devices)
+    engine = subprocess.Popen(command, env=engine_env(engine_devices))
+    procs.append(engine)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, engine)
+    for check in preflight_engine(url, served, "bfloat16"):
+        echo(f"preflight {check.name}: {check.detail}")
+    if env_url:
+        echo(f"preflight {probe_from_server(env_url, served, engine_url).detail}")
+    return devices

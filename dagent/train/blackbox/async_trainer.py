@@ -36,13 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagent.core.sampling import RECIPE_SAMPLING
-from dagent.core.suite import TaskSuite
 from dagent.envs.blackbox_server import create_app
 from dagent.errors import ConfigError
 from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.launch.ports import job_ports
-from dagent.recipes import BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.serving import ThreadedServer, stop_process
 from dagent.train import assembly
@@ -51,10 +49,7 @@ from dagent.train.blackbox.async_engine import (
     ENGINE_ENV,
     check_dtype,
     engine_command,
-    engine_env,
-    preflight_engine,
-    probe_from_server,
-    wait_healthy,
+    start_engine,
 )
 from dagent.train.blackbox.plan import BlackboxPlan
 from dagent.train.blackbox.rollouts import env_reward
@@ -297,101 +292,72 @@ def launch_async(plan: BlackboxPlan, echo: Any = print) -> Any:
     echo("engine: " + " ".join(f"{k}={v}" for k, v in ENGINE_ENV.items()) + " " + " ".join(command))
     if launch.dry_run:
         return kwargs
-    return _launch(plan, kwargs, command, ports, echo)
+    procs = Processes([], [])
+    try:
+        devices = start_engine(
+            command,
+            ports.engine,
+            plan.served,
+            procs.procs,
+            engine_devices=launch.engine_devices,
+            env_url=launch.env_url,
+            engine_url=launch.engine_url,
+            echo=echo,
+        )
+        return _launch(plan, kwargs, ports, devices, procs)
+    except BaseException:
+        procs.stop()
+        raise
 
 
 def _launch(
-    plan: BlackboxPlan, kwargs: dict[str, Any], command: list[str], ports: Any, echo: Any
+    plan: BlackboxPlan, kwargs: dict[str, Any], ports: Any, devices: list[str], procs: Processes
 ) -> Launched:  # pragma: no cover - needs GPUs and vLLM (module docstring)
-    import torch
+    """The trainer over the started engine: the worker's arguments first (each harness's server at
+    its port from the job's ports, or `--env-url`), then the servers, then TRL's worker and trainer."""
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
     from trl.experimental.async_grpo.openenv_harness import HarnessRolloutWorker
 
-    if not torch.cuda.is_available():
-        raise ConfigError(
-            "--mode async needs GPUs (AsyncGRPOTrainer's attention is a CUDA kernel): use --mode sync on a CPU"
-        )
-    recipe, launch, calls, path = plan.recipe, plan.launch, plan.callbacks, plan.path
+    recipe, calls, path = plan.recipe, plan.callbacks, plan.path
     assert calls is not None and path is not None  # planned without --dry-run
-    procs = Processes([], [])
-    try:
-        trainer_gpus = trainer_devices(torch.cuda.device_count(), launch.engine_devices)
-        engine = subprocess.Popen(command, env=engine_env(launch.engine_devices))
-        procs.procs.append(engine)
-        local_engine = f"http://127.0.0.1:{ports.engine}"
-        wait_healthy(local_engine, engine)
-        for check in preflight_engine(local_engine, plan.served, "bfloat16"):
-            echo(f"preflight {check.name}: {check.detail}")
-        if launch.env_url:
-            echo(f"preflight {probe_from_server(launch.env_url, plan.served, launch.engine_url).detail}")
-            servers = {plan.harnesses[0]: launch.env_url}
-        else:
-            servers = {
-                name: _serve_environment(plan.suite, local_engine, recipe, plan.served, name, ports.env + i, procs)
-                for i, name in enumerate(plan.harnesses)
-            }
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(trainer_gpus)
-        factory = functools.partial(RoutedSessions, servers, split=recipe.split, timeout_s=recipe.agent_timeout_s + 60)
-        config = AsyncGRPOConfig(**kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        rows = Dataset.from_list(list(plan.rows))
-        worker = HarnessRolloutWorker(
-            **worker_kwargs(config, plan.served, rows, tokenizer, factory, lossless_capture=recipe.lossless_capture)
-        )
-        trainer = AsyncGRPOTrainer(
-            model=str(path),
-            args=config,
-            train_dataset=rows,
-            reward_funcs=[env_reward],
-            rollout_worker=worker,
-            callbacks=calls.listed(),
-        )
-        calls.health.trainer = trainer  # the health watch reads the trainer's logs
-    except BaseException:
-        procs.stop()
-        raise
+    local = {} if plan.launch.env_url else {name: ports.env + i for i, name in enumerate(plan.harnesses)}
+    servers = {name: f"http://127.0.0.1:{port}" for name, port in local.items()} or {
+        plan.harnesses[0]: str(plan.launch.env_url)
+    }
+    factory = functools.partial(RoutedSessions, servers, split=recipe.split, timeout_s=recipe.agent_timeout_s + 60)
+    config = AsyncGRPOConfig(**kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    rows = Dataset.from_list(list(plan.rows))
+    worker = worker_kwargs(config, plan.served, rows, tokenizer, factory, lossless_capture=recipe.lossless_capture)
+    engine_url = f"http://127.0.0.1:{ports.engine}"
+    conditions = dict(model=plan.served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
+    for name, port in local.items():  # each harness's server, where the worker's factory looks for it
+        runtime = BlackBoxRuntime(
+            plan.suite,
+            engine_url,
+            model=plan.served,
+            sampling=RECIPE_SAMPLING,
+            timeout_s=recipe.agent_timeout_s,
+            opencode=OpencodeConfig(**conditions),
+            pi=PiConfig(**conditions),
+            harness=name,
+            fork_threshold_tokens=recipe.worker_fork_threshold,
+        ).start()
+        procs.stoppers.append(runtime.stop)
+        server = ThreadedServer(create_app(runtime, max_concurrent=64), port=port, timeout_keep_alive=75).start()
+        procs.stoppers.append(server.stop)
+        if server.url != servers[name]:
+            raise ConfigError(f"the {name} server serves at {server.url}, not {servers[name]}: rerun the job")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    trainer = AsyncGRPOTrainer(
+        model=str(path),
+        args=config,
+        train_dataset=rows,
+        reward_funcs=[env_reward],
+        rollout_worker=HarnessRolloutWorker(**worker),
+        callbacks=calls.listed(),
+    )
+    calls.health.trainer = trainer  # the health watch reads the trainer's logs
     return Launched(trainer, procs)
-
-
-def trainer_devices(gpus: int, engine_devices: str) -> list[str]:
-    """The trainer's GPU: exactly one left over by the engine's. AsyncGRPOTrainer here is one
-    process (it starts the engine and the environment servers it trains against), so a second
-    leftover GPU would idle: the engine takes it instead (one more data-parallel replica)."""
-    engine = [d.strip() for d in engine_devices.split(",") if d.strip()]
-    unknown = [d for d in engine if not d.isdigit() or int(d) >= gpus]
-    if unknown:
-        raise ConfigError(
-            f"--engine-devices {engine_devices}: {', '.join(unknown)} is not one of this machine's "
-            f"{gpus} GPUs (0..{gpus - 1})"
-        )
-    left = [str(i) for i in range(gpus) if str(i) not in engine]
-    if len(left) != 1:
-        fix = ",".join(map(str, range(gpus - 1))) if gpus > 1 else "-"
-        raise ConfigError(
-            f"--engine-devices {engine_devices} leaves {len(left)} of {gpus} GPUs to the trainer, which "
-            f"takes exactly one in async mode: give the engine the others (--engine-devices {fix})"
-        )
-    return left
-
-
-def _serve_environment(
-    suite: TaskSuite, engine_url: str, recipe: BlackboxRecipe, served: str, harness: str, port: int, procs: Processes
-) -> str:  # pragma: no cover - part of _launch
-    conditions = dict(model=served, steps=recipe.agent_steps, max_output_tokens=recipe.max_output_tokens)
-    runtime = BlackBoxRuntime(
-        suite,
-        engine_url,
-        model=served,
-        sampling=RECIPE_SAMPLING,
-        timeout_s=recipe.agent_timeout_s,
-        opencode=OpencodeConfig(**conditions),
-        pi=PiConfig(**conditions),
-        harness=harness,
-        fork_threshold_tokens=recipe.worker_fork_threshold,
-    ).start()
-    procs.stoppers.append(runtime.stop)
-    server = ThreadedServer(create_app(runtime, max_concurrent=64), port=port, timeout_keep_alive=75).start()
-    procs.stoppers.append(server.stop)
-    return server.url

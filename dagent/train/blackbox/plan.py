@@ -24,13 +24,13 @@ from dagent.core.sampling import RECIPE_SAMPLING
 from dagent.core.suite import TaskSuite
 from dagent.engine.models import model_dir
 from dagent.errors import ConfigError
-from dagent.harness.contract import check_step_cap
 from dagent.recipes import BlackboxRecipe
 from dagent.suites.sources import load_tasks
-from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir, training_rows
+from dagent.train.assembly import Callbacks, callbacks, config_kwargs, run_dir
 from dagent.train.blackbox.args import BlackboxArgs
 from dagent.train.options import Refusal, refuse, unread
-from dagent.train.preflight import Check, check_group_size, check_split
+from dagent.train.preflight import Check, blackbox_checks, selected_rows
+from dagent.train.routing import pad_coprime
 
 MODES = ("sync", "async")
 #: The plan's fields that carry options straight from the arguments, by the options they carry: a
@@ -41,17 +41,6 @@ CARRIES = {
     "control": ("control",),
     "resume_from": ("resume_from",),
 }
-
-
-def preflight(
-    recipe: BlackboxRecipe, n_tasks: int, *, base_pass1: float | None = None, force: bool = False, rates: Any = None
-) -> list[Check]:
-    """The checks that refuse a black-box recipe before a run starts (split, step cap, group size: F35, F39, F55)."""
-    return [
-        check_split(n_tasks, recipe.split),
-        check_step_cap(recipe.agent_steps, recipe.env_max_steps),
-        check_group_size(recipe.num_generations, base_pass1, rates=rates, force=force),
-    ]
 
 
 @dataclass(frozen=True)
@@ -87,12 +76,7 @@ class BlackboxPlan:
     @property
     def summary(self) -> dict[str, Any]:
         """The recipe as the checkpoints' provenance records it."""
-        return {
-            **asdict(self.recipe),
-            "mode": f"black-box {self.mode}",
-            "harnesses": list(self.harnesses),
-            "sampling": RECIPE_SAMPLING.as_request(),
-        }
+        return summary_of(self.mode, self.recipe, self.harnesses)
 
 
 def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
@@ -100,7 +84,7 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
     if args.mode not in MODES:
         raise ConfigError(f"unknown mode {args.mode!r}: use sync or async")
     refuse(args, f"black-box {args.mode}", refused)
-    harnesses, recipe = args.harnesses(), args.recipe()
+    rates, harnesses, recipe = args.rates(), args.harnesses(), args.recipe()
     if args.env_url and len(harnesses) > 1:
         raise ConfigError(
             "--env-url names one running server, which runs one harness: route several harnesses "
@@ -108,9 +92,10 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
         )
     suite = load_tasks(args.suite)
     prompts = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
+    selected, rates = selected_rows(prompts, rates, mixed_only=args.mixed_only)
+    checks = blackbox_checks(recipe, len(selected), base_pass1=args.base_pass1, force=args.force, rates=rates)
+    rows = pad_coprime(selected, len(harnesses)) if selected else []  # every harness meets every task (F40)
     out = run_dir(args)
-    rows, rates = training_rows(prompts, args.rates(), mixed_only=args.mixed_only, harnesses=len(harnesses))
-    checks = preflight(recipe, len(rows), base_pass1=args.base_pass1, force=args.force, rates=rates)
     plan = BlackboxPlan(
         mode=args.mode,
         recipe=recipe,
@@ -122,16 +107,13 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
         harnesses=harnesses,
         rows=tuple(rows),
         checks=tuple(checks),
-        config={
-            **config_kwargs(recipe, out, report_to=args.report_to, run_name=args.run_name),
-            **args.trackio(),
-        },
+        config={**config_kwargs(recipe, out, report_to=args.report_to, run_name=args.run_name), **args.trackio()},
         callbacks=None,
         control=args.control,
         resume_from=args.resume_from,
         launch=AsyncOptions(args.env_url, args.engine_url, args.engine_devices, args.dry_run),
     )
-    if args.dry_run:
+    if args.dry_run:  # a dry run trains nothing: no callbacks, no model fetched
         return plan
     calls = callbacks(
         suite,
@@ -141,8 +123,18 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
         push_to_hub=args.push_to_hub,
         max_minutes=args.max_minutes,
     )
-    path = model_dir(args.model)  # a Hub id: downloaded once, where the callbacks' provenance resolved it
+    path = model_dir(args.model)  # a Hub id: fetched once, where the callbacks' provenance resolved it
     return dataclasses.replace(plan, path=path, callbacks=calls)
+
+
+def summary_of(mode: str, recipe: BlackboxRecipe, harnesses: Sequence[str]) -> dict[str, Any]:
+    """The recipe as the checkpoints' provenance records it."""
+    return {
+        **asdict(recipe),
+        "mode": f"black-box {mode}",
+        "harnesses": list(harnesses),
+        "sampling": RECIPE_SAMPLING.as_request(),
+    }
 
 
 def unread_plan(functions: Sequence[Any], refused: Sequence[Refusal]) -> list[str]:

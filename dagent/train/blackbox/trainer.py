@@ -34,11 +34,11 @@ from dagent.runtime.blackbox import BlackBoxRuntime
 from dagent.train.assembly import Callbacks, callbacks, config_kwargs, train_and_save, training_rows
 from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs
 from dagent.train.blackbox.async_trainer import ASYNC_REFUSED, Launched, launch_async
-from dagent.train.blackbox.plan import BlackboxPlan, plan_run, preflight
+from dagent.train.blackbox.plan import BlackboxPlan, plan_run
 from dagent.train.blackbox.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.blackbox.shared_prefix import share_prompts
 from dagent.train.options import Refusal
-from dagent.train.preflight import Check
+from dagent.train.preflight import Check, blackbox_checks
 from dagent.train.scoring import score_completions_only
 
 
@@ -130,7 +130,7 @@ def build_sync_trainer(
         mixed_only=mixed_only,
         harnesses=len(harnesses),
     )
-    checks = preflight(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
+    checks = blackbox_checks(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
     plan = BlackboxPlan(
         mode="sync",
         recipe=recipe,

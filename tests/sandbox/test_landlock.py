@@ -125,7 +125,7 @@ def _planted(tmp_path, monkeypatch, old: str, new: str) -> None:
 @pytest.mark.failure_mode("F53")
 def test_without_the_socket_rule_mptcp_and_other_sockets_escape(tmp_path, open_suite, monkeypatch):
     backend = _landlock(tmp_path)
-    _planted(tmp_path, monkeypatch, '(_JEQ_K, "socket", 0, _SOCKET_X86_64), ', "")
+    _planted(tmp_path, monkeypatch, '        (_JEQ_K, "socket", 0, _SOCKET_X86_64),\n', "")
     escaped = {p.name for p in check_isolation(backend, suite_dir=open_suite).escapes()}
     assert {"unix_path", "netlink", "outside"} <= escaped  # UDP, netlink, pathname sockets: not Landlock's
     assert not {"server_port", "unix_abstract"} & escaped  # plain TCP and abstract sockets: Landlock's
@@ -136,7 +136,9 @@ def test_without_the_socket_rule_mptcp_and_other_sockets_escape(tmp_path, open_s
 @pytest.mark.failure_mode("F54")
 def test_without_the_metadata_rule_or_signal_scoping_the_server_is_reachable(tmp_path, open_suite, monkeypatch):
     backend = _landlock(tmp_path)
-    _planted(tmp_path, monkeypatch, '"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, ', "")
+    _planted(
+        tmp_path, monkeypatch, '    "chmod": 90,\n    "fchmod": 91,\n    "fchmodat": 268,\n    "fchmodat2": 452,\n', ""
+    )
     assert {p.name for p in check_isolation(backend, suite_dir=open_suite).escapes()} == {"chmod_suite"}
     _planted(tmp_path, monkeypatch, "_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)", "_SCOPE_ABSTRACT_UNIX)")
     escaped = {p.name for p in check_isolation(backend, suite_dir=open_suite).escapes()}

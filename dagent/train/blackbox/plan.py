@@ -76,7 +76,12 @@ class BlackboxPlan:
     @property
     def summary(self) -> dict[str, Any]:
         """The recipe as the checkpoints' provenance records it."""
-        return summary_of(self.mode, self.recipe, self.harnesses)
+        return {
+            **asdict(self.recipe),
+            "mode": f"black-box {self.mode}",
+            "harnesses": list(self.harnesses),
+            "sampling": RECIPE_SAMPLING.as_request(),
+        }
 
 
 def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
@@ -125,16 +130,6 @@ def plan_run(args: BlackboxArgs, refused: Sequence[Refusal]) -> BlackboxPlan:
     )
     path = model_dir(args.model)  # a Hub id: fetched once, where the callbacks' provenance resolved it
     return dataclasses.replace(plan, path=path, callbacks=calls)
-
-
-def summary_of(mode: str, recipe: BlackboxRecipe, harnesses: Sequence[str]) -> dict[str, Any]:
-    """The recipe as the checkpoints' provenance records it."""
-    return {
-        **asdict(recipe),
-        "mode": f"black-box {mode}",
-        "harnesses": list(harnesses),
-        "sampling": RECIPE_SAMPLING.as_request(),
-    }
 
 
 def unread_plan(functions: Sequence[Any], refused: Sequence[Refusal]) -> list[str]:

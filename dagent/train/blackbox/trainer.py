@@ -31,14 +31,15 @@ from dagent.harness.opencode import OpencodeConfig
 from dagent.harness.pi import PiConfig
 from dagent.recipes import HARNESSES, BlackboxRecipe
 from dagent.runtime.blackbox import BlackBoxRuntime
-from dagent.train.assembly import Callbacks, callbacks, config_kwargs, train_and_save, training_rows
+from dagent.train.assembly import Callbacks, callbacks, config_kwargs, train_and_save
 from dagent.train.blackbox.args import ONE_PROCESS, BlackboxArgs
 from dagent.train.blackbox.async_trainer import ASYNC_REFUSED, Launched, launch_async
 from dagent.train.blackbox.plan import BlackboxPlan, plan_run
 from dagent.train.blackbox.rollouts import BlackBoxRollouts, env_reward
 from dagent.train.blackbox.shared_prefix import share_prompts
 from dagent.train.options import Refusal
-from dagent.train.preflight import Check, blackbox_checks
+from dagent.train.preflight import Check, blackbox_checks, selected_rows
+from dagent.train.routing import pad_coprime
 from dagent.train.scoring import score_completions_only
 
 
@@ -124,13 +125,10 @@ def build_sync_trainer(
     unknown = [h for h in harnesses if h not in HARNESSES]
     if unknown:
         raise ConfigError(f"unknown harness {unknown[0]!r}: use {', '.join(HARNESSES)}")
-    rows, rates = training_rows(
-        suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else [],
-        rates,
-        mixed_only=mixed_only,
-        harnesses=len(harnesses),
-    )
-    checks = blackbox_checks(recipe, len(rows), base_pass1=base_pass1, force=force, rates=rates)
+    prompts = suite.prompt_rows(recipe.split) if suite.tasks(recipe.split) else []
+    selected, rates = selected_rows(prompts, rates, mixed_only=mixed_only)  # as plan_run: tasks checked, then padded
+    checks = blackbox_checks(recipe, len(selected), base_pass1=base_pass1, force=force, rates=rates)
+    rows = pad_coprime(selected, len(harnesses)) if selected else []  # every harness meets every task (F40)
     plan = BlackboxPlan(
         mode="sync",
         recipe=recipe,

@@ -24,8 +24,8 @@ trained rows or other outcomes, not as speed.
         --suite ~/.cache/dagent/suite --before-src /tmp/before59 --steps 3 \\
         --arm "before=--src before" --arm "after=" --arm "after, 4 groups a step=--groups-per-step 4"
 
-An arm is `NAME=ARGS`: ARGS are extra `dagent train blackbox` options, plus `--src before` to run the
-`--before-src` tree. Figures measured with it: benchmarks/README.md.
+An arm is `NAME=ARGS`: ARGS are extra `dagent train blackbox` options (a later `--model` overrides
+the common one), plus `--src before` to run the `--before-src` tree or `--src DIR` another tree. Figures measured with it: benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -59,10 +59,31 @@ class Arm:
         args, src = shlex.split(rest), ROOT
         if "--src" in args:
             i = args.index("--src")
-            if args[i + 1] != "before" or before is None:
-                raise SystemExit(f"arm {name!r}: --src before needs --before-src DIR")
-            src, args = before, args[:i] + args[i + 2 :]
+            if args[i + 1] == "before":
+                if before is None:
+                    raise SystemExit(f"arm {name!r}: --src before needs --before-src DIR")
+                src = before
+            else:
+                src = Path(args[i + 1]).resolve()
+                if not (src / "dagent").is_dir():
+                    raise SystemExit(f"arm {name!r}: --src {args[i + 1]} is not a dagent source tree")
+            args = args[:i] + args[i + 2 :]
         return cls(name.strip(), args, src)
+
+    @property
+    def copied_groups(self) -> tuple[int, int]:
+        """(groups whose rollouts are all alike, groups): a run of consecutive receipts of one task is
+        a group; alike = the same outcome, prompt and completion length in every rollout (F61: one
+        draw copied; a real group of 4+ draws matching on all three is rare)."""
+        groups: list[list[dict]] = []
+        for r in self.receipts:
+            if groups and groups[-1][0].get("task_id") == r.get("task_id"):
+                groups[-1].append(r)
+            else:
+                groups.append([r])
+        keys = ("outcome", "prompt_tokens", "completion_tokens")
+        alike = sum(1 for g in groups if len(g) > 1 and len({tuple(r.get(k) for k in keys) for r in g}) == 1)
+        return alike, len(groups)
 
     @property
     def seconds(self) -> float:
@@ -129,7 +150,7 @@ def run_arm(arm: Arm, a: argparse.Namespace) -> None:
 def report(arms: list[Arm]) -> str:
     lines = [
         f"{'arm':<28} {'steps':>5} {'rollouts':>8} {'trained':>7} {'correct':>7} {'step s':>7} "
-        f"{'rollout s':>9} {'other s':>7} {'tok/rollout':>11} {'turns':>5} {'per hour':>8} {'x':>5}"
+        f"{'rollout s':>9} {'other s':>7} {'tok/rollout':>11} {'turns':>5} {'copied':>7} {'per hour':>8} {'x':>5}"
     ]
     first = arms[0].per_hour or 1.0
     for arm in arms:
@@ -141,11 +162,13 @@ def report(arms: list[Arm]) -> str:
         lines.append(
             f"{arm.name:<28} {len(arm.steps):>5} {len(arm.receipts):>8} {arm.trained:>7} {correct:>7} "
             f"{arm.seconds:>7.1f} {roll:>9.1f} {arm.seconds - roll:>7.1f} {tokens:>11.0f} {turns:>5.2f} "
-            f"{arm.per_hour:>8.0f} {arm.per_hour / first:>5.2f}"
+            f"{'%d/%d' % arm.copied_groups:>7} {arm.per_hour:>8.0f} {arm.per_hour / first:>5.2f}"
         )
     lines.append(
         "step s: TRL's step_time summed (rollouts, scoring, forward, backward, optimizer; model load "
-        "excluded); rollout s: the black-box rollouts of those steps; per hour: trained rows / step s"
+        "excluded); rollout s: the black-box rollouts of those steps; copied: groups whose rollouts all "
+        "match in outcome, prompt and completion length (one draw copied, F61) / groups; per hour: "
+        "trained rows / step s"
     )
     for arm in arms:
         lines.append(

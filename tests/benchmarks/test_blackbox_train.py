@@ -52,3 +52,26 @@ def test_per_hour_counts_trained_rows_over_step_seconds_and_the_report_says_so(b
     assert b.per_hour == pytest.approx(3600 * 4 / 30)
     rows = bench.report([a, b]).splitlines()
     assert rows[1].split()[-2:] == ["180", "1.00"] and rows[2].split()[-2:] == ["480", "2.67"]
+
+
+def test_an_arm_may_run_any_source_tree_but_not_a_directory_without_dagent(bench, tmp_path):
+    (tmp_path / "patched" / "dagent").mkdir(parents=True)
+    arm = bench.Arm.parse("patched=--src %s --num-generations 8" % (tmp_path / "patched"), None)
+    assert (arm.src, arm.args) == ((tmp_path / "patched").resolve(), ["--num-generations", "8"])
+    with pytest.raises(SystemExit, match="not a dagent source tree"):
+        bench.Arm.parse("x=--src %s" % tmp_path, None)
+
+
+def test_copied_groups_counts_groups_of_one_draw_copied(bench):
+    """F61: a group whose rollouts match in outcome, prompt and completion length is one draw copied;
+    the column shows it beside the speed it bought (a copied group's later turns hit the cache)."""
+
+    def r(task, tokens, outcome="wrong"):
+        return {"task_id": task, "prompt_tokens": 900, "completion_tokens": tokens, "outcome": outcome}
+
+    copied = [r("a", 170)] * 4
+    drawn = [r("b", 170), r("b", 805), r("b", 170, "correct"), r("b", 300)]
+    half = [r("c", 170)] * 3 + [r("c", 171)]
+    arm = bench.Arm("x", [], bench.ROOT, receipts=copied + drawn + half + [r("a", 170)] * 4)
+    assert arm.copied_groups == (2, 4)  # the first and last groups (same task, two steps), not b or c
+    assert "2/4" in bench.report([arm]).splitlines()[1].split()

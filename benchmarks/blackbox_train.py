@@ -25,7 +25,8 @@ trained rows or other outcomes, not as speed.
         --arm "before=--src before" --arm "after=" --arm "after, 4 groups a step=--groups-per-step 4"
 
 An arm is `NAME=ARGS`: ARGS are extra `dagent train blackbox` options (a later `--model` overrides
-the common one), plus `--src before` to run the `--before-src` tree or `--src DIR` another tree. Figures measured with it: benchmarks/README.md.
+the common one), plus `--src before` to run the `--before-src` tree or `--src DIR` another tree.
+Figures measured with it: benchmarks/README.md.
 """
 
 from __future__ import annotations

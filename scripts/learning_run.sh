@@ -38,7 +38,7 @@
 # DRY_RUN=1 prints each command instead of running it.
 #
 # Sizes are environment variables (white-box defaults: about 3 x 2 hours on a 2-core CPU):
-#   SEEDS="0 1 2" SFT_N=128 SFT_STEPS=-1 SFT_SPLIT=train:easy (where demonstrations come from: train or train:<tier>) GRPO_STEPS=400 (an arm is finished at GRPO_STEPS) GRPO_MINUTES=60 (one
+#   SEEDS="0 1 2" CONTROL_SEEDS= (the seeds with a permuted control arm; default: every seed) SFT_N=128 SFT_STEPS=-1 SFT_SPLIT=train:easy (where demonstrations come from: train or train:<tier>) GRPO_STEPS=400 (an arm is finished at GRPO_STEPS) GRPO_MINUTES=60 (one
 #   sitting's budget for one arm: it checkpoints and stops there, and the next sitting resumes it)
 #   MIXED_ONLY=1 (train only on the tasks the base stage measured between 0.2 and 0.8, F55) GROUPS_PER_STEP=1 (groups a step)
 #   NUM_GENERATIONS= (rollouts a group; default: the preset's)
@@ -58,7 +58,7 @@ OUT=${OUT:-runs/lr-$LOOP}
 PY=.venv/bin/python
 DAGENT=.venv/bin/dagent
 STAGES=${STAGES:-"sft base grpo control watch eval pool report"}  # publish: only when named
-SEEDS=${SEEDS:-"0 1 2"}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}; EVAL_ARMS=${EVAL_ARMS:-"warm grpo control"}
+SEEDS=${SEEDS:-"0 1 2"}; CONTROL_SEEDS=${CONTROL_SEEDS:-$SEEDS}; EVAL_SPLIT=${EVAL_SPLIT:-eval:easy}; EVAL_ARMS=${EVAL_ARMS:-"warm grpo control"}
 BASE_EVAL=${BASE_EVAL:-}
 SFT_N=${SFT_N:-128}; SFT_STEPS=${SFT_STEPS:--1}; SFT_SPLIT=${SFT_SPLIT:-train:easy}; NUM_GENERATIONS=${NUM_GENERATIONS:-}
 GRPO_MINUTES=${GRPO_MINUTES:-60}; GRPO_STEPS=${GRPO_STEPS:-400}; SAVE_STEPS=${SAVE_STEPS:-8}
@@ -70,6 +70,7 @@ SUITE_ARGS=(); [ -n "${SUITE:-}" ] && SUITE_ARGS=(--suite "$SUITE")
 mkdir -p "$OUT/.done"
 stage() { echo "== $(date -u +%H:%M:%S) $LOOP: $1"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+controlled() { [[ " $CONTROL_SEEDS " == *" $1 "* ]]; }  # a seed with a permuted control arm
 run() { if [ -n "${DRY_RUN:-}" ]; then echo "+ $*"; else "$@"; fi; }
 finished() { [ -z "${REDO:-}" ] && [ -f "$OUT/.done/$1" ] && echo "   $1: finished in an earlier sitting, skipped"; }
 mark() { [ -n "${DRY_RUN:-}" ] || touch "$OUT/.done/$1"; }
@@ -158,6 +159,7 @@ if has grpo; then
 fi
 if has control; then
   for S in $SEEDS; do
+    controlled "$S" || continue
     stage "control seed $S: rewards permuted within each batch, $GRPO_STEPS steps (the GRPO run's), same lr, seed and code path"
     # shellcheck disable=SC2046
     arm_run "control-$S" "$GRPO_STEPS" $(shared) $(group_args) --seed "$S" --control permuted --run-name "control-$S"
@@ -177,6 +179,7 @@ wants() { [[ " $EVAL_ARMS " == *" $1 "* ]]; }
 if has eval; then
   for S in $SEEDS; do  # an arm's evaluation is opened once, after that arm reached its steps
     for RUN in grpo control; do
+      [ "$RUN" = grpo ] || controlled "$S" || continue
       if wants "$RUN" && [ ! -f "$OUT/.done/$RUN-$S" ]; then
         echo "$RUN-$S has not reached step $GRPO_STEPS: finish it first (STAGES=\"grpo control\"); eval stays closed" >&2
         exit 3
@@ -190,6 +193,7 @@ if has eval; then
   for S in $SEEDS; do
     for RUN in grpo control; do
       wants "$RUN" || continue
+      [ "$RUN" = grpo ] || controlled "$S" || continue
       stage "eval seed $S: $RUN on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
       evaluated "eval-$RUN-$S" --model "$OUT/$RUN-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
     done
@@ -199,8 +203,10 @@ if has pool; then
   stage "pool: per seed and pooled over seeds ($SEEDS)"
   G=(); GC=(); CW=()
   for S in $SEEDS; do
-    WARM=$(arm "$OUT/eval-warm"); GRPO=$(arm "$OUT/eval-grpo-$S"); CTRL=$(arm "$OUT/eval-control-$S")
-    G+=("$WARM" "$GRPO"); GC+=("$CTRL" "$GRPO"); CW+=("$WARM" "$CTRL")
+    WARM=$(arm "$OUT/eval-warm"); GRPO=$(arm "$OUT/eval-grpo-$S")
+    G+=("$WARM" "$GRPO")
+    controlled "$S" || continue  # GRPO - control pairs a seed's arms; seeds without a control are not in it
+    CTRL=$(arm "$OUT/eval-control-$S"); GC+=("$CTRL" "$GRPO"); CW+=("$WARM" "$CTRL")
   done
   run $DAGENT eval pool "${G[@]}" --a-arm "warm start" --b-arm GRPO --out "$OUT/pool-grpo-vs-warm"
   run $DAGENT eval pool "${GC[@]}" --a-arm control --b-arm GRPO --out "$OUT/pool-grpo-vs-control"
@@ -256,6 +262,7 @@ if has publish; then
   if wants warm; then publish eval-warm "$DEST/warm" warm; fi
   for S in $SEEDS; do
     for RUN in grpo control; do
+      [ "$RUN" = grpo ] || controlled "$S" || continue
       if wants "$RUN"; then publish "eval-$RUN-$S" "$DEST/seed-$S/$RUN" "$RUN-$S"; fi
     done
     if [ -f "$OUT/.done/watch-$S" ]; then  # the held-out curve's data: each point's records, seed-S/watch/POINT.jsonl
@@ -299,7 +306,7 @@ if has report; then  # dagent.eval.learning_report: this sitting's evaluations, 
       --title "$WATCH_SPLIT pass@1 at each checkpoint" --out "$OUT/watch_curves.png"
     ABOUT="Protocol: docs/learning.md. Sizes: warm start from $SFT_N demonstrations (SFT_STEPS=$SFT_STEPS, -1: one \
 epoch); per seed ($SEEDS) GRPO on $TRAIN_SPLIT for at most $GRPO_MINUTES minutes a sitting ($(IFS=,; echo "${STEPS[*]}")) \
-and its permuted-reward control for the same steps; the final claim on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x \
+and the permuted-reward control (seeds $CONTROL_SEEDS) for the same steps; the final claim on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x \
 $EVAL_SAMPLES samples), never looked at before; checkpoint curves on $WATCH_SPLIT ($WATCH_LIMIT tasks x $WATCH_SAMPLES)."
     # shellcheck disable=SC2086
     run $PY -m dagent.eval.learning_report "$OUT" --seeds $SEEDS --out "$OUT" \

@@ -291,3 +291,25 @@ def test_the_published_records_are_not_ignored_by_git():
     assert (
         subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", "runs/x/y.jsonl"]).returncode == 0
     )
+
+
+def test_a_control_at_one_seed_opens_and_pools_only_that_seeds_control(tmp_path):
+    """The powered black-box design: GRPO at three seeds, the permuted control at seed 0 only
+    (CONTROL_SEEDS). The eval stage must not wait for controls that were never to run, nor open
+    them; GRPO - control pairs only the seed that has both arms, GRPO - warm start all three."""
+    out = tmp_path / "lr"
+    (out / ".done").mkdir(parents=True)
+    for piece in ("grpo-0", "grpo-1", "grpo-2", "control-0"):
+        (out / ".done" / piece).touch()
+    env = dict(LOOP="blackbox", SEEDS="0 1 2", CONTROL_SEEDS="0")
+    trains = [line for line in learning_run(tmp_path / "fresh", "grpo control", **env) if line.startswith("+ train")]
+    assert sum("--control permuted" in t for t in trains) == 1 and "--seed 0" in trains[-1]
+    for name in ("warm", "grpo-0", "grpo-1", "grpo-2", "control-0"):  # what the pool stage reads: each arm's folder
+        (out / f"eval-{name}" / "model").mkdir(parents=True)
+    lines = learning_run(out, "eval pool", **env)
+    evals = [line.split("--out ")[1].split()[0] for line in lines if line.startswith("+ ") and " eval --agent" in line]
+    assert evals == [f"{out}/eval-{n}" for n in ("warm", "grpo-0", "control-0", "grpo-1", "grpo-2")]
+    pools = {line.split("--out ")[1].split()[0].rsplit("/", 1)[1]: line for line in lines if " eval pool " in line}
+    assert pools["pool-grpo-vs-warm"].count("eval-grpo-") == 3
+    assert pools["pool-grpo-vs-control"].count("eval-grpo-") == 1 and "eval-control-0" in pools["pool-grpo-vs-control"]
+    assert "eval-control-1" not in "\n".join(lines)

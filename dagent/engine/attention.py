@@ -23,9 +23,10 @@ def attention_lse(query: Any, keys: Any, values: Any, scale: float) -> tuple[Any
     batch, heads, r, dim = query.shape
     kv_heads = keys.shape[1]
     grouped = query.float().reshape(batch, kv_heads, (heads // kv_heads) * r, dim)
-    scores = torch.matmul(grouped, keys.float().transpose(-1, -2)) * scale
-    peak = scores.amax(dim=-1, keepdim=True)
-    weights = torch.exp(scores - peak)
+    scores = torch.matmul(grouped, keys.float().transpose(-1, -2))
+    # in place on the fresh scores (no [.., L] temporaries a step); inference only: autograd refuses it
+    peak = scores.mul_(scale).amax(dim=-1, keepdim=True)
+    weights = scores.sub_(peak).exp_()
     total = weights.sum(dim=-1, keepdim=True)
     out = torch.matmul(weights, values.float()) / total
     return out.reshape(batch, heads, r, dim), (peak + torch.log(total)).reshape(batch, heads, r, 1)

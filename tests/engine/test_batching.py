@@ -303,6 +303,58 @@ def test_half_precision_is_batched_within_its_rounding_and_a_planted_fault_still
     assert batching.RaggedBackend.for_model(load_model("tiny-qwen3", dtype="bfloat16").model, 0) is None
 
 
+def test_half_precision_groups_read_their_prefix_in_float32_made_once_and_decode_the_same() -> None:
+    """bfloat16 decode attends to a group's shared prompt in float32 (`attention_lse`); the copy is
+    made once per prefix and layer while the group decodes (`SharedFloat`), not every step. Two
+    groups of different prompts decode at once: every step's logits must equal, bit for bit, those
+    of the same steps with the prefix converted at each use (the reference: attention_lse's own
+    conversion), and each group must read its own prefix."""
+    half = load_model("tiny-qwen3", dtype="bfloat16").model
+
+    class ConvertEachUse(batching.SharedFloat):
+        def of(self, layer: int, base: Any) -> Any:
+            return base
+
+    def decode(shared: batching.SharedFloat) -> tuple[list[Any], list[int]]:
+        backend = batching.RaggedBackend.for_model(half, 0)
+        assert backend is not None
+        backend.shared = shared
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randint(0, 5000, (40,), generator=gen).tolist() for _ in range(2))
+        sources = [batching.SequenceKV(8), batching.SequenceKV(8)]
+        with torch.inference_mode():
+            backend.run([(sources[0], a), (sources[1], b)])
+            rows = []
+            for source, n in ((sources[0], 3), (sources[1], 2)):
+                for _ in range(n):
+                    kv = batching.SequenceKV(8)
+                    kv.copy_prefix(source, 40, share=True)
+                    rows.append(kv)
+            logits, held = [], []
+            for step in range(4):
+                toks = [[(7 * i + 11 * step) % 5000] for i in range(len(rows))]
+                logits.append(backend.run(list(zip(rows, toks, strict=True))))
+                held.append(len(shared.entries))
+            backend.run([(sources[0], [1])])  # the groups stop decoding: their copies are dropped
+            held.append(len(shared.entries))
+        return logits, held
+
+    memo, made = batching.SharedFloat(), []
+
+    def counting(layer: int, base: Any) -> Any:
+        key = (layer, base[0].data_ptr(), base[0].shape[2])
+        if key not in memo.entries:
+            made.append(key)
+        return batching.SharedFloat.of(memo, layer, base)
+
+    memo.of = counting  # type: ignore[method-assign]
+    got, held = decode(memo)
+    want, _ = decode(ConvertEachUse())
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    layers = half.config.num_hidden_layers
+    assert len(made) == 2 * layers and held == [2 * layers] * 4 + [0]  # two prefixes a layer, made once, then freed
+
+
 def test_within_rounding_is_exact_in_float32_and_loose_only_on_tail_ids_in_half_precision() -> None:
     want = torch.log_softmax(torch.tensor([[4.0, 2.0, 0.0, -8.0]]), -1)
     tail = want.clone()

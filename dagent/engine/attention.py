@@ -10,7 +10,15 @@ import functools
 import time
 from typing import Any
 
-__all__ = ["DECODE_KERNELS", "attention_lse", "decode_attention", "decode_kernel", "merge", "sdpa_decode"]
+__all__ = [
+    "DECODE_KERNELS",
+    "SharedFloat",
+    "attention_lse",
+    "decode_attention",
+    "decode_kernel",
+    "merge",
+    "sdpa_decode",
+]
 
 
 def attention_lse(query: Any, keys: Any, values: Any, scale: float) -> tuple[Any, Any]:
@@ -90,3 +98,34 @@ def decode_kernel(dtype: Any, kv_heads: int, heads: int, head_dim: int) -> Any:
                 runs.append(time.perf_counter() - start)
             timings[name] = min(runs)
     return DECODE_KERNELS[min(timings, key=timings.__getitem__)]
+
+
+class SharedFloat:
+    """Float32 copies of the shared prefixes the decoding groups attend to, made once per prefix and
+    layer and kept while a step still reads them. `attention_lse` computes in float32: without this,
+    every step converted each group's whole prompt (keys and values, every layer) from the model's
+    dtype again, the largest cost of a bfloat16 decode step after the projections (profiled at 16 rows
+    over a 1.74k-token prompt). A shared prefix is never written again, and each entry holds its
+    source tensor, so its storage (and address, the key) cannot be reused while the entry lives."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, int, int], tuple[Any, Any, Any]] = {}
+        self.used: set[tuple[int, int, int]] = set()
+
+    def of(self, layer: int, base: tuple[Any, Any]) -> tuple[Any, Any]:
+        import torch
+
+        keys, values = base
+        if keys.dtype == torch.float32:
+            return base
+        key = (layer, keys.data_ptr(), keys.shape[2])
+        self.used.add(key)
+        if key not in self.entries:
+            self.entries[key] = (keys, keys.float(), values.float())
+        return self.entries[key][1], self.entries[key][2]
+
+    def end_step(self) -> None:
+        """Drop what this step did not read (groups that finished or stopped sharing)."""
+        for key in [k for k in self.entries if k not in self.used]:
+            del self.entries[key]
+        self.used.clear()

@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from dagent.engine.attention import attention_lse, decode_kernel, merge
+from dagent.engine.attention import SharedFloat, attention_lse, decode_kernel, merge
 from dagent.errors import EngineError
 
 
@@ -132,37 +132,6 @@ class _Ragged:
         # the shared prefix as decode attention reads it: float32 where `SharedFloat` holds a copy)
 
 
-class SharedFloat:
-    """Float32 copies of the shared prefixes the decoding groups attend to, made once per prefix and
-    layer and kept while a step still reads them. `attention_lse` computes in float32: without this,
-    every step converted each group's whole prompt (keys and values, every layer) from the model's
-    dtype again, the largest cost of a bfloat16 decode step after the projections (profiled at 16 rows
-    over a 1.74k-token prompt). A shared prefix is never written again, and each entry holds its
-    source tensor, so its storage (and address, the key) cannot be reused while the entry lives."""
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple[int, int, int], tuple[Any, Any, Any]] = {}
-        self.used: set[tuple[int, int, int]] = set()
-
-    def of(self, layer: int, base: tuple[Any, Any]) -> tuple[Any, Any]:
-        import torch
-
-        keys, values = base
-        if keys.dtype == torch.float32:
-            return base
-        key = (layer, keys.data_ptr(), keys.shape[2])
-        self.used.add(key)
-        if key not in self.entries:
-            self.entries[key] = (keys, keys.float(), values.float())
-        return self.entries[key][1], self.entries[key][2]
-
-    def end_step(self) -> None:
-        """Drop what this step did not read (groups that finished or stopped sharing)."""
-        for key in [k for k in self.entries if k not in self.used]:
-            del self.entries[key]
-        self.used.clear()
-
-
 class PackedStep:
     """The `cache` of one packed forward: rows are (SequenceKV, start in the packed input, n)."""
 
@@ -178,18 +147,9 @@ class PackedStep:
             keys[:, :, past - b : past - b + n] = key_states[:, :, start : start + n]
             values[:, :, past - b : past - b + n] = value_states[:, :, start : start + n]
             base = kv.base[layer_idx] if b else None
-            out.append(
-                (
-                    base,
-                    keys[:, :, : past + n - b],
-                    values[:, :, : past + n - b],
-                    past,
-                    start,
-                    n,
-                    # a decode row reads its group's prefix in float32 (one copy for the group and its life)
-                    self.shared.of(layer_idx, base) if base is not None and n == 1 and self.shared else base,
-                )
-            )
+            # a decode row reads its group's prefix in float32 (one copy for the group and its life)
+            read = self.shared.of(layer_idx, base) if base is not None and n == 1 and self.shared else base
+            out.append((base, keys[:, :, : past + n - b], values[:, :, : past + n - b], past, start, n, read))
         ragged = _Ragged(out)
         return ragged, ragged
 

@@ -71,6 +71,7 @@ mkdir -p "$OUT/.done"
 stage() { echo "== $(date -u +%H:%M:%S) $LOOP: $1"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 controlled() { [[ " $CONTROL_SEEDS " == *" $1 "* ]]; }  # a seed with a permuted control arm
+trained() { [ "$1" = grpo ] || controlled "$2"; }  # trained RUN SEED: the seed has that arm (GRPO: every seed)
 run() { if [ -n "${DRY_RUN:-}" ]; then echo "+ $*"; else "$@"; fi; }
 finished() { [ -z "${REDO:-}" ] && [ -f "$OUT/.done/$1" ] && echo "   $1: finished in an earlier sitting, skipped"; }
 mark() { [ -n "${DRY_RUN:-}" ] || touch "$OUT/.done/$1"; }
@@ -179,7 +180,7 @@ wants() { [[ " $EVAL_ARMS " == *" $1 "* ]]; }
 if has eval; then
   for S in $SEEDS; do  # an arm's evaluation is opened once, after that arm reached its steps
     for RUN in grpo control; do
-      [ "$RUN" = grpo ] || controlled "$S" || continue
+      trained "$RUN" "$S" || continue
       if wants "$RUN" && [ ! -f "$OUT/.done/$RUN-$S" ]; then
         echo "$RUN-$S has not reached step $GRPO_STEPS: finish it first (STAGES=\"grpo control\"); eval stays closed" >&2
         exit 3
@@ -193,7 +194,7 @@ if has eval; then
   for S in $SEEDS; do
     for RUN in grpo control; do
       wants "$RUN" || continue
-      [ "$RUN" = grpo ] || controlled "$S" || continue
+      trained "$RUN" "$S" || continue
       stage "eval seed $S: $RUN on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x $EVAL_SAMPLES)"
       evaluated "eval-$RUN-$S" --model "$OUT/$RUN-$S/final" --split "$EVAL_SPLIT" --limit "$EVAL_LIMIT" --samples "$EVAL_SAMPLES"
     done
@@ -262,7 +263,7 @@ if has publish; then
   if wants warm; then publish eval-warm "$DEST/warm" warm; fi
   for S in $SEEDS; do
     for RUN in grpo control; do
-      [ "$RUN" = grpo ] || controlled "$S" || continue
+      trained "$RUN" "$S" || continue
       if wants "$RUN"; then publish "eval-$RUN-$S" "$DEST/seed-$S/$RUN" "$RUN-$S"; fi
     done
     if [ -f "$OUT/.done/watch-$S" ]; then  # the held-out curve's data: each point's records, seed-S/watch/POINT.jsonl

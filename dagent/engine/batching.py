@@ -127,7 +127,7 @@ def _rounded(n: int) -> int:
 class _Ragged:
     """What `PackedStep.update` hands to the attention: each row's keys/values so far."""
 
-    def __init__(self, rows: list[tuple[Any, Any, Any, int, int, int]]) -> None:
+    def __init__(self, rows: list[tuple[Any, Any, Any, int, int, int, Any]]) -> None:
         self.rows = rows  # (shared prefix (keys, values) or None, own keys, own values, past, start, n,
         # the shared prefix as decode attention reads it: float32 where `SharedFloat` holds a copy)
 

@@ -222,7 +222,7 @@ publish() {  # publish NAME DEST ARM: an evaluation's records as DEST.jsonl, and
   if [ -f "$(arm "$OUT/$name")/transcripts.jsonl.gz" ]; then run cp "$(arm "$OUT/$name")/transcripts.jsonl.gz" "$dest.transcripts.jsonl.gz"; fi
   [ -n "${DRY_RUN:-}" ] || SFT_N=$SFT_N SFT_STEPS=$SFT_STEPS TRAIN_SPLIT=$TRAIN_SPLIT TRAIN_LIMIT=$TRAIN_LIMIT \
     TRAIN_SAMPLES=$TRAIN_SAMPLES GROUPS_PER_STEP=$GROUPS_PER_STEP GRPO_STEPS=$GRPO_STEPS EVAL_SPLIT=$EVAL_SPLIT \
-    EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL BASE_RECORDS="$(base_records)" \
+    EVAL_LIMIT=$EVAL_LIMIT EVAL_SAMPLES=$EVAL_SAMPLES MODEL=$MODEL CONTROL_SEEDS="$CONTROL_SEEDS" BASE_RECORDS="$(base_records)" \
     $PY - "$OUT" "$arm" "$dest.json" "$(arm "$OUT/$name")" "$WARM_SHA" <<'EOF'
 import hashlib, json, os, platform, shutil, sys
 from pathlib import Path
@@ -250,7 +250,7 @@ if arm not in ("warm", "base"):
     shutil.copy(last / "trainer_state.json", dest.with_suffix(".trainer_state.json"))  # the curves' data
 record["sizes"] = {k: os.environ[k] for k in ("SFT_N", "SFT_STEPS", "TRAIN_SPLIT", "TRAIN_LIMIT", "TRAIN_SAMPLES",
                                               "GROUPS_PER_STEP", "GRPO_STEPS", "EVAL_SPLIT", "EVAL_LIMIT",
-                                              "EVAL_SAMPLES", "MODEL")}
+                                              "EVAL_SAMPLES", "MODEL", "CONTROL_SEEDS")}
 dest.write_text(json.dumps(record, indent=1) + "\n")
 print(dest)
 EOF
@@ -310,7 +310,7 @@ epoch); per seed ($SEEDS) GRPO on $TRAIN_SPLIT for at most $GRPO_MINUTES minutes
 and the permuted-reward control (seeds $CONTROL_SEEDS) for the same steps; the final claim on $EVAL_SPLIT ($EVAL_LIMIT seeded tasks x \
 $EVAL_SAMPLES samples), never looked at before; checkpoint curves on $WATCH_SPLIT ($WATCH_LIMIT tasks x $WATCH_SAMPLES)."
     # shellcheck disable=SC2086
-    run $PY -m dagent.eval.learning_report "$OUT" --seeds $SEEDS --out "$OUT" \
+    run $PY -m dagent.eval.learning_report "$OUT" --seeds $SEEDS --control-seeds $CONTROL_SEEDS --out "$OUT" \
       --title "Learning, measured: the $LOOP loop ($AGENT agent), $MODEL on CPU" --about "$ABOUT"
   fi
 fi

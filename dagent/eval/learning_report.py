@@ -80,9 +80,16 @@ class LearningRun(BaseModel):
     model_config = _FROZEN
     warm: Evaluation
     arms: tuple[Evaluation, ...]
+    control_seeds: tuple[int, ...] | None = Field(
+        default=None, description="The seeds the design gave a permuted control (CONTROL_SEEDS); None: every seed."
+    )
 
     def of(self, seed: int, arm: str) -> Evaluation | None:
         return next((e for e in self.arms if e.seed == seed and e.arm == arm), None)
+
+    def planned(self, seed: int, arm: str) -> bool:
+        """Whether the design trains `arm` at `seed` (a control only at CONTROL_SEEDS where those were named)."""
+        return arm != "control" or self.control_seeds is None or seed in self.control_seeds
 
     @property
     def seeds(self) -> list[int]:
@@ -135,11 +142,18 @@ def published(root: Path | str) -> LearningRun:
             records = folder / f"{arm}.jsonl"
             if records.is_file():
                 arms.append(Evaluation(arm=arm, seed=int(m.group(1)), records=records, made=_made(records)))
-    return LearningRun(warm=Evaluation(arm="warm", seed=None, records=warm, made=_made(warm)), arms=tuple(arms))
+    made = _made(warm)
+    named = str(made.get("sizes", {}).get("CONTROL_SEEDS", "")).split()  # published since the powered black-box run
+    return LearningRun(
+        warm=Evaluation(arm="warm", seed=None, records=warm, made=made),
+        arms=tuple(arms),
+        control_seeds=tuple(int(s) for s in named) if named else None,
+    )
 
 
-def sitting(out: Path | str, seeds: Sequence[int]) -> LearningRun:
-    """The run as one machine's `scripts/learning_run.sh` left it in OUT (the arms it evaluated)."""
+def sitting(out: Path | str, seeds: Sequence[int], control_seeds: Sequence[int] | None = None) -> LearningRun:
+    """The run as one machine's `scripts/learning_run.sh` left it in OUT (the arms it evaluated);
+    `control_seeds`: the seeds the design gave a permuted control (None: every seed)."""
     out = Path(out)
     arms = []
     for seed in seeds:
@@ -149,7 +163,11 @@ def sitting(out: Path | str, seeds: Sequence[int]) -> LearningRun:
                 arms.append(Evaluation(arm=arm, seed=seed, records=folder))
     if not (out / ".done" / "eval-warm").is_file():
         raise ConfigError(f"the warm start was not evaluated in {out}: run the eval stage with EVAL_ARMS=warm first")
-    return LearningRun(warm=Evaluation(arm="warm", seed=None, records=out / "eval-warm"), arms=tuple(arms))
+    return LearningRun(
+        warm=Evaluation(arm="warm", seed=None, records=out / "eval-warm"),
+        arms=tuple(arms),
+        control_seeds=None if control_seeds is None else tuple(control_seeds),
+    )
 
 
 def template(task_id: str) -> str:
@@ -259,9 +277,9 @@ def template_section(run: LearningRun) -> list[str]:
     return [
         "## By template",
         "",
-        "pass@1 over every sample of every seed; GRPO - warm start is the difference of those rates. The two "
-        "groups were fixed (`AGGREGATES`) on 2026-12-06, before the powered black-box run and after the "
-        "powered white-box run: for the white-box run this is a reading after the fact.",
+        "pass@1 over every sample of every seed that has the arm; GRPO - warm start is the difference of those "
+        "rates. The two groups were fixed (`AGGREGATES`) on 2026-12-06, after the powered white-box run (for it "
+        "this is a reading after the fact) and before the powered black-box run trained or opened a task.",
         "",
         "| template | tasks | warm start | GRPO | control | GRPO - warm start |",
         "|---|---|---|---|---|---|",
@@ -297,13 +315,22 @@ def write_report(
             *[f"- {d}" for d in differ],
             "",
         ]
+    missing = {s: [a for a in ARMS if not run.of(s, a)] for s in seeds}
     pending = [
-        f"seed {s} ({', '.join(NAMES[a] for a in ARMS if not run.of(s, a))})"
-        for s in seeds
-        if s not in run.complete(ARMS)
+        f"seed {s} ({', '.join(NAMES[a] for a in arms if run.planned(s, a))})"
+        for s, arms in missing.items()
+        if any(run.planned(s, a) for a in arms)
     ]
     if pending:
         lines += ["Pending, so outside every comparison that needs them: " + "; ".join(pending) + ".", ""]
+    if unplanned := [s for s, arms in missing.items() if not all(run.planned(s, a) for a in arms)]:
+        lines += [
+            f"By design no permuted-reward control at seed{'s' * (len(unplanned) > 1)} "
+            + ", ".join(map(str, unplanned))
+            + f" (CONTROL_SEEDS={' '.join(map(str, run.control_seeds or ()))}): the comparisons with the control "
+            "read the seeds that have one.",
+            "",
+        ]
     lines += [
         "## pass@1 on eval, each arm",
         "",
@@ -313,7 +340,12 @@ def write_report(
         + " | ".join([_pass1(run.warm)] * len(seeds))
         + " |",
     ]
-    lines += [f"| {NAMES[a]} | " + " | ".join(_pass1(run.of(s, a)) for s in seeds) + " |" for a in ARMS]
+    lines += [
+        f"| {NAMES[a]} | "
+        + " | ".join(_pass1(run.of(s, a)) if run.planned(s, a) else "not in the design" for s in seeds)
+        + " |"
+        for a in ARMS
+    ]
     lines.append("")
     for name, result in comparisons(run).items():
         n = result.seeds
@@ -345,6 +377,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument("where", type=Path, help="docs/runs/lr-LOOP (published), or a sitting's OUT with --seeds")
     ap.add_argument("--seeds", type=int, nargs="*", help="A sitting's OUT: the seeds it ran (published: found)")
+    ap.add_argument(
+        "--control-seeds",
+        type=int,
+        nargs="*",
+        help="A sitting's OUT: the seeds the design gave a permuted control (default: every seed; published: "
+        "CONTROL_SEEDS in the warm start's sizes)",
+    )
     ap.add_argument("--out", type=Path, required=True, help="Where results.md and the pooled plots go")
     ap.add_argument("--title", default="Learning, measured")
     ap.add_argument("--about", default="", help="The sizes paragraph (default: the published sizes)")
@@ -354,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="The ledger of opened tasks (F60; default for published runs: opened.json beside their folder)",
     )
     args = ap.parse_args(argv)
-    run = sitting(args.where, args.seeds) if args.seeds is not None else published(args.where)
+    run = sitting(args.where, args.seeds, args.control_seeds) if args.seeds is not None else published(args.where)
     ledger_path = args.ledger or (args.where.parent / "opened.json" if args.seeds is None else None)
     ledger = Ledger.read(ledger_path) if ledger_path and ledger_path.is_file() else None
     print(

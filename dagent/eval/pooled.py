@@ -60,6 +60,11 @@ class Pooled(BaseModel):
         description="The pooled difference this design (its seeds x tasks, "
         "its own variance components) detects with 80% power (F56).",
     )
+    within_seed_detectable: float | None = Field(
+        default=None,
+        description="One seed only: the difference its tasks and samples alone would detect with 80% power "
+        "(the spread between training seeds unknown, so never a verdict's detectable effect).",
+    )
 
     def verdict(self) -> str:
         """What may be said of the difference, with the effect the design could detect (F56); raises
@@ -94,7 +99,15 @@ class Pooled(BaseModel):
                 f"{shared}, between-seed sd {self.seed_sd:.3f})"
             )
         except PowerError as e:
-            out.append(f"  verdict: none stated: {e}")
+            if self.within_seed_detectable is None:
+                out.append(f"  verdict: none stated: {e}")
+            else:
+                out.append(
+                    "  verdict: none stated: one seed, so the spread between training seeds is unknown and no "
+                    "pooled verdict is given (F56); within this seed alone (its tasks and samples, not its "
+                    f"training seed) the design detects about {self.within_seed_detectable * 100:.1f} points "
+                    "with 80% power"
+                )
         return out
 
 
@@ -171,6 +184,10 @@ def pooled(
         comps = Components.of([diffs[i][1] for i in kept])
     if comps is not None:
         detectable = mde(comps, seeds=len(kept), tasks=comps.tasks)
+    within = None
+    if len(kept) == 1 and len(diffs[kept[0]][0]) > 1:  # one seed: its own task spread, seed spread unknown
+        one = Components.of([diffs[kept[0]][1]])
+        within = mde(one, seeds=1, tasks=one.tasks)
     ci = crossed_ci(m, n_boot, seed) if crossed else nested_ci([d for _, d in diffs], n_boot, seed)
     return Pooled(
         a_arm=a_arm,
@@ -187,4 +204,5 @@ def pooled(
         seed_sd=comps.seed_sd if comps else None,
         shared_sd=comps.shared_sd if comps and crossed else None,
         detectable=detectable,
+        within_seed_detectable=within,
     )

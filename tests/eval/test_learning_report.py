@@ -6,6 +6,8 @@ arms measured under other episode conditions are refused (F47), published or not
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,36 @@ def test_a_sittings_own_output_reports_the_arms_it_finished(tmp_path):
     text = write_report(run, out, title="t", about=["Sizes: planted."]).read_text()
     assert "Sizes: planted." in text and "seed 0 (permuted-reward control)" in text
     assert "GRPO - warm start" in text and "GRPO - permuted-reward control" not in text
+
+
+def test_a_control_the_design_never_planned_is_not_pending_and_one_seed_says_what_it_alone_detects(tmp_path):
+    """The powered black-box run trains the permuted control at seed 0 only (CONTROL_SEEDS=0, written
+    before any evaluation): seeds 1 and 2 are not "pending", and GRPO - control, read at one seed,
+    states no verdict but what that seed's tasks alone could detect (the training seeds' spread unknown)."""
+    root = publish(tmp_path / "runs", {0: ("grpo", "control"), 1: ("grpo",), 2: ("grpo",)})
+    about = json.loads((root / "warm.json").read_text())
+    about["sizes"]["CONTROL_SEEDS"] = "0"  # as learning_run.sh publishes it
+    (root / "warm.json").write_text(json.dumps(about))
+    run = published(root)
+    assert run.control_seeds == (0,) and not run.planned(1, "control") and run.planned(1, "grpo")
+    text = write_report(run, tmp_path / "report", title="t").read_text()
+    assert "Pending" not in text
+    assert "By design no permuted-reward control at seeds 1, 2 (CONTROL_SEEDS=0)" in text
+    assert text.count("not in the design") == 2 and "pending |" not in text
+    # the truth from the planted data, not from pooled(): 12 of 60 tasks gained (planted flip 0.2), the
+    # rest tied, so the per-task differences are 12 ones and 48 zeros
+    d = [1.0] * 12 + [0.0] * 48
+    z = statistics.NormalDist().inv_cdf(0.975) + statistics.NormalDist().inv_cdf(0.8)
+    alone = z * statistics.stdev(d) / math.sqrt(len(d))
+    vs_control = comparisons(run)["pool-grpo-vs-control"]
+    assert vs_control.seeds == 1 and vs_control.detectable is None  # no verdict from one seed (F56)
+    assert vs_control.within_seed_detectable == pytest.approx(alone)
+    section = text.split("## GRPO - permuted-reward control")[1].split("## ")[0]
+    assert "verdict: none stated: one seed" in section and f"detects about {alone * 100:.1f} points" in section
+    # without CONTROL_SEEDS among the published sizes every seed's control is expected: pending
+    about["sizes"].pop("CONTROL_SEEDS")
+    (root / "warm.json").write_text(json.dumps(about))
+    assert (
+        "Pending, so outside every comparison that needs them: seed 1 (permuted-reward control)"
+        in write_report(published(root), tmp_path / "report2", title="t").read_text()
+    )

@@ -6,10 +6,12 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
-# Disk: the main environment takes ~3 GB; --tests adds vLLM (~3.5 GB), Harbor, the harnesses (~0.6 GB),
-# the four Space images with their bases (Docker) and the tests' temporary files (~3 GB). Said up front,
+# Disk: the main environment takes ~3 GB; --tests adds vLLM (~3.5 GB), Harbor, the harnesses (~0.6 GB)
+# and the four Space images with their bases (Docker, ~9 GB). CI (.ci/run in a fresh clone, the images
+# already built) peaked 27.9 GB above the disk's use before it (2026-12-07; most of it the two fresh-machine
+# containers of tests/test_fresh_machine.py, ~7-8 GB each), so `--tests` and its run want about 40 GB. Said up front,
 # because pip and Docker only say "No space left on device" half-way through.
-need_gb=4; [ "${1:-}" = "--tests" ] && need_gb=25
+need_gb=4; [ "${1:-}" = "--tests" ] && need_gb=40
 free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
 if [ "${free_gb:-0}" -lt "$need_gb" ]; then
   log "WARNING: ${free_gb} GB free here, set-up${1:+ $1} needs about ${need_gb} GB: free space first" \

@@ -222,6 +222,9 @@ def opened_section(run: LearningRun, ledger: Ledger | None, result: str) -> list
             "",
         ]
     lines = [*head, ledger.disclosure(result, split, ids), ""]
+    own = next((o for o in ledger.openings if o.result == result), None)
+    if own is not None and own.how:  # how this result opened them, in the ledger's words (a second opening too)
+        lines += [f"The ledger on {result}: {own.how}", ""]
     fresh = set(ledger.fresh(ids, result=result))
     if len(fresh) == len(ids) or not fresh:
         return lines

@@ -62,3 +62,17 @@ def test_the_report_discloses_reuse_and_reads_the_fresh_tasks_apart(tmp_path):
     assert "On the 40 tasks opened here first" in text and "| GRPO - warm start |" in text
     silent = write_report(run, tmp_path / "report2", title="t").read_text()
     assert "not ruled out" in silent and "opened here first" not in silent
+
+
+@pytest.mark.failure_mode("F60")
+def test_a_result_that_opened_its_tasks_twice_says_so_in_its_report(tmp_path):
+    """A run lost with its machine and restarted opens its tasks again under the same result name: no
+    earlier result opened them, so the disclosure alone reads "fresh"; the report quotes the ledger's own
+    entry for the result, which says what was read the first time."""
+    root = publish(tmp_path / "runs" / "lr-x", {0: ("grpo", "control")})
+    run = published(root)
+    how = "opened first by a lost attempt whose warm start pass@1 (10.2%) was read; restarted, opened again"
+    ledger = Ledger().add(Opening(result="lr-x", split="test", task_ids=tuple(f"t{i}" for i in range(60)), how=how))
+    text = write_report(run, tmp_path / "report", title="t", ledger=ledger, result_name="lr-x").read_text()
+    assert "no earlier result had opened" in text
+    assert f"The ledger on lr-x: {how}" in text

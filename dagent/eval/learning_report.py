@@ -334,22 +334,24 @@ def write_report(
             "read the seeds that have one.",
             "",
         ]
-    lines += [
-        "## pass@1 on eval, each arm",
-        "",
-        "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |",
-        "|---" * (len(seeds) + 1) + "|",
-        f"| {NAMES['warm']} (one evaluation, every seed's baseline) | "
-        + " | ".join([_pass1(run.warm)] * len(seeds))
-        + " |",
-    ]
-    lines += [
-        f"| {NAMES[a]} | "
-        + " | ".join(_pass1(run.of(s, a)) if run.planned(s, a) else "not in the design" for s in seeds)
-        + " |"
-        for a in ARMS
-    ]
-    lines.append("")
+    lines += ["## pass@1 on eval, each arm", ""]
+    if not seeds:  # only the warm start published so far: its figure, not a table of empty columns
+        lines += [f"{NAMES['warm']} (every seed's baseline): {_pass1(run.warm)}. No trained arm evaluated yet.", ""]
+    else:
+        lines += [
+            "| arm | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+            "|---" * (len(seeds) + 1) + "|",
+            f"| {NAMES['warm']} (one evaluation, every seed's baseline) | "
+            + " | ".join([_pass1(run.warm)] * len(seeds))
+            + " |",
+        ]
+        lines += [
+            f"| {NAMES[a]} | "
+            + " | ".join(_pass1(run.of(s, a)) if run.planned(s, a) else "not in the design" for s in seeds)
+            + " |"
+            for a in ARMS
+        ]
+        lines.append("")
     for name, result in comparisons(run).items():
         n = result.seeds
         md = write_pooled(out / name, result, f"{result.b_arm} - {result.a_arm}, pooled over {n} seed{'s' * (n > 1)}")

@@ -139,3 +139,14 @@ def test_a_control_the_design_never_planned_is_not_pending_and_one_seed_says_wha
         "Pending, so outside every comparison that needs them: seed 1 (permuted-reward control)"
         in write_report(published(root), tmp_path / "report2", title="t").read_text()
     )
+
+
+def test_a_run_with_only_its_warm_start_published_reports_that_figure_and_no_empty_table(tmp_path):
+    """A restarted run publishes its warm start's evaluation before any arm: the report gives that pass@1
+    (counted here from the planted records themselves) instead of a table whose seed columns are empty."""
+    root = publish(tmp_path / "runs", {})
+    rows = [json.loads(line) for line in (root / "warm.jsonl").read_text().splitlines()]
+    rate = sum(bool(r["correct"]) for r in rows) / len(rows)
+    text = write_report(published(root), tmp_path / "report", title="t").read_text()
+    assert f"every seed's baseline): {rate:.1%}" in text and "No trained arm evaluated yet." in text
+    assert "| arm |  |" not in text

@@ -26,12 +26,15 @@ sampling, detokenizing and stop rules) is `dagent.engine.generation`'s.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from dagent.engine.attention import SharedFloat, attention_lse, decode_kernel, merge
 from dagent.errors import EngineError
+
+_log = logging.getLogger(__name__)
 
 
 class Row(Protocol):
@@ -375,6 +378,13 @@ class RaggedBackend:
         if config._attn_implementation == ATTENTION and backend.self_check():
             return backend
         model.set_attn_implementation(previous)
+        # said, not silent: the serial backend decodes one sequence at a time, several times slower for
+        # a group (a bfloat16 black-box step on an AVX512-BF16 CPU without AMX: 282-372 s, 72 s batched)
+        _log.warning(
+            "the batched engine backend failed its self-check in %s: serving one sequence at a time "
+            "(several times slower for a group); float32 passes where this dtype's rounding does not",
+            getattr(model, "dtype", "this dtype"),
+        )
         return None
 
     # -- the forward pass ----------------------------------------------------------------------

@@ -378,13 +378,8 @@ class RaggedBackend:
         if config._attn_implementation == ATTENTION and backend.self_check():
             return backend
         model.set_attn_implementation(previous)
-        # said, not silent: the serial backend decodes one sequence at a time, several times slower for
-        # a group (a bfloat16 black-box step on an AVX512-BF16 CPU without AMX: 282-372 s, 72 s batched)
-        _log.warning(
-            "the batched engine backend failed its self-check in %s: serving one sequence at a time "
-            "(several times slower for a group); float32 passes where this dtype's rounding does not",
-            getattr(model, "dtype", "this dtype"),
-        )
+        msg = "the batched engine backend failed its self-check in %s: serving one sequence at a time (slower)"
+        _log.warning(msg, getattr(model, "dtype", "this dtype"))  # a bf16 black-box step went 72 s -> 282-372 s
         return None
 
     # -- the forward pass ----------------------------------------------------------------------

@@ -379,7 +379,7 @@ class RaggedBackend:
             return backend
         model.set_attn_implementation(previous)
         msg = "the batched engine backend failed its self-check in %s: serving one sequence at a time (slower)"
-        _log.warning(msg, getattr(model, "dtype", "this dtype"))  # a bf16 black-box step went 72 s -> 282-372 s
+        _log.warning(msg, model.dtype)  # a bf16 black-box step went 72 s -> 282-372 s
         return None
 
     # -- the forward pass ----------------------------------------------------------------------
